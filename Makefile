@@ -1,0 +1,92 @@
+# gorec — build, test and benchmark. `make test` is what CI runs; `make example` runs the demo.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+PY ?= /usr/bin/python3
+BUILD := build
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := libtorch-dev python3-torch libabsl-dev
+
+# Another libtorch: `make test LIBTORCH=/path/to/libtorch` (a directory with include/ and lib/).
+ifdef LIBTORCH
+CXX11ABI := $(shell nm -D --defined-only $(LIBTORCH)/lib/libc10.so | grep -q __cxx11 && echo 1 || echo 0)
+export CGO_CXXFLAGS := -O2 -I$(LIBTORCH)/include -I$(LIBTORCH)/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=$(CXX11ABI)
+export CGO_LDFLAGS := -L$(LIBTORCH)/lib -Wl,-rpath,$(LIBTORCH)/lib
+TORCH_INC := -I$(LIBTORCH)/include -I$(LIBTORCH)/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=$(CXX11ABI)
+TORCH_LIB := -L$(LIBTORCH)/lib -Wl,-rpath,$(LIBTORCH)/lib
+else
+TORCH_INC := -I/usr/include/torch/csrc/api/include
+TORCH_LIB :=
+endif
+
+.PHONY: all deps build vet test gotest sanitize bench example clean test-libtorch2
+all: build
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v $(GO) >/dev/null || { echo "Go 1.24 or newer is needed: https://go.dev/dl"; exit 1; }
+
+build: deps
+	$(GO) build ./...
+
+vet: deps
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
+# Everything CI checks: vet, the C-level tests under sanitizers, and the Go tests with -race.
+test: deps vet sanitize gotest
+
+gotest:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g -O1
+CT_CC_SRCS := $(wildcard cgotorch/*.cc)
+CT_C_SRCS := $(wildcard cgotorch/*.c)
+SAN_OBJS := $(CT_CC_SRCS:cgotorch/%.cc=$(BUILD)/san/%.o) $(CT_C_SRCS:cgotorch/%.c=$(BUILD)/san/%.o)
+export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
+
+$(BUILD)/san/%.o: cgotorch/%.cc cgotorch/cgotorch.h cgotorch/internal.h | $(BUILD)/san
+	$(CXX) -std=c++17 $(SAN) $(TORCH_INC) -Wall -c $< -o $@
+$(BUILD)/san/%.o: cgotorch/%.c | $(BUILD)/san
+	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
+$(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/cgotorch.h | $(BUILD)/san
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
+$(BUILD)/san/abi_test: $(BUILD)/san/abi_test.o $(SAN_OBJS)
+	$(CXX) $(SAN) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10
+$(BUILD)/san:
+	mkdir -p $@
+
+sanitize: deps $(BUILD)/san/abi_test
+	$(BUILD)/san/abi_test
+
+-include mk/*.mk
+
+# ---- benchmarks: one `BENCH <name> <value> <unit>` line per figure ----------------------------
+bench: deps
+	@scripts/bench.sh
+
+example: deps
+	$(GO) run ./examples/tensordemo
+
+# ---- the same tensor tests against libtorch 2.x from PyPI's torch wheel (CPU part only) -------
+TORCH2_VERSION ?= 2.5.1
+TORCH2_DIR := $(BUILD)/torch-$(TORCH2_VERSION)
+test-libtorch2:
+	@if [ ! -f $(TORCH2_DIR)/torch/lib/libc10.so ]; then \
+	  mkdir -p $(TORCH2_DIR) && $(PY) -m pip download --no-deps --only-binary=:all: --python-version 3.11 \
+	    --platform manylinux1_x86_64 --platform manylinux_2_28_x86_64 -d $(TORCH2_DIR) torch==$(TORCH2_VERSION) && \
+	  cd $(TORCH2_DIR) && unzip -q -o torch-*.whl 'torch/include/*' 'torch/lib/*' ; fi
+	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-cgotorch
+
+gotest-cgotorch:
+	$(GO) version && $(GO) test -count=1 -v -run . ./cgotorch/ 2>&1 | grep -E '^(---|ok|FAIL|PASS|panic)|torch version'
+
+clean:
+	rm -rf $(BUILD)

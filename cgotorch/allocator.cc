@@ -1,0 +1,63 @@
+// allocator.cc: a counting CPU allocator installed in front of libtorch's, so that the Go side
+// can see how many bytes of tensor memory are alive (the Go GC cannot).
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "cgotorch.h"
+
+namespace {
+
+// Every block starts with a header holding its size; the data follows, 64-byte aligned.
+constexpr size_t kAlign = 64;
+
+alignas(64) std::atomic<int64_t> live_bytes{0};
+static_assert(sizeof(std::atomic<int64_t>) == sizeof(int64_t), "counter must be a plain int64");
+
+void counted_free(void *data) {
+  if (data == nullptr) return;
+  char *base = static_cast<char *>(data) - kAlign;
+  size_t n;
+  std::memcpy(&n, base, sizeof n);
+  live_bytes.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
+  std::free(base);
+}
+
+struct CountingAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) const override {
+    if (n == 0) return {nullptr, nullptr, &counted_free, c10::Device(c10::DeviceType::CPU)};
+    void *base = nullptr;
+    if (n > SIZE_MAX - kAlign || posix_memalign(&base, kAlign, n + kAlign) != 0) {
+      throw std::bad_alloc();
+    }
+    std::memcpy(base, &n, sizeof n);
+    live_bytes.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    void *data = static_cast<char *>(base) + kAlign;
+    return {data, data, &counted_free, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_free; }
+};
+
+CountingAllocator counting_allocator;
+
+// Installed when the library loads, before any Go code runs. Priority 1 wins over libtorch's
+// default CPU allocator (registered with priority 0).
+struct Install {
+  Install() { c10::SetAllocator(c10::DeviceType::CPU, &counting_allocator, 1); }
+} install;
+
+}  // namespace
+
+extern "C" {
+
+int64_t ct_live_bytes(void) { return live_bytes.load(std::memory_order_relaxed); }
+
+const volatile int64_t *ct_live_bytes_counter(void) {
+  return reinterpret_cast<const volatile int64_t *>(&live_bytes);
+}
+
+}  // extern "C"

@@ -1,0 +1,91 @@
+package cgotorch
+
+// #include "cgotorch.h"
+import "C"
+
+import "runtime"
+
+// SetRequiresGrad marks t (a leaf) as recording gradients; it returns t.
+func (t *Tensor) SetRequiresGrad(b bool) *Tensor {
+	v := C.int32_t(0)
+	if b {
+		v = 1
+	}
+	must("set requires grad", C.ct_tensor_set_requires_grad(t.c(), v))
+	runtime.KeepAlive(t)
+	return t
+}
+
+// RequiresGrad reports whether t records gradients.
+func (t *Tensor) RequiresGrad() bool {
+	var v C.int32_t
+	must("requires grad", C.ct_tensor_requires_grad(&v, t.c()))
+	runtime.KeepAlive(t)
+	return v != 0
+}
+
+// Backward computes the gradients of the scalar t with respect to the leaves that require them.
+func (t *Tensor) Backward() {
+	must("backward", C.ct_tensor_backward(t.c(), nil, 0))
+	runtime.KeepAlive(t)
+}
+
+// BackwardWith backpropagates grad (shaped like t); retainGraph keeps the graph for another pass.
+func (t *Tensor) BackwardWith(grad *Tensor, retainGraph bool) {
+	r := C.int32_t(0)
+	if retainGraph {
+		r = 1
+	}
+	var g C.ct_tensor
+	if grad != nil {
+		g = grad.c()
+	}
+	must("backward", C.ct_tensor_backward(t.c(), g, r))
+	runtime.KeepAlive(t)
+	runtime.KeepAlive(grad)
+}
+
+// Grad returns the accumulated gradient of t (sharing its memory), or nil if there is none.
+func (t *Tensor) Grad() *Tensor {
+	var out C.ct_tensor
+	must("grad", C.ct_tensor_grad(&out, t.c()))
+	runtime.KeepAlive(t)
+	return newTensor(out)
+}
+
+// ZeroGrad sets t's accumulated gradient to zero, if it has one.
+func (t *Tensor) ZeroGrad() {
+	must("zero grad", C.ct_tensor_zero_grad(t.c()))
+	runtime.KeepAlive(t)
+}
+
+// Detach returns a tensor sharing t's data but outside the autograd graph.
+func (t *Tensor) Detach() *Tensor {
+	var out C.ct_tensor
+	must("detach", C.ct_tensor_detach(&out, t.c()))
+	runtime.KeepAlive(t)
+	return newTensor(out)
+}
+
+// NoGrad runs f with gradient recording off on the calling goroutine (which stays on one OS
+// thread meanwhile: libtorch's grad mode is per thread). Goroutines started by f are not covered.
+func NoGrad(f func()) { withGradMode(false, f) }
+
+// EnableGrad runs f with gradient recording on (inside NoGrad, for instance).
+func EnableGrad(f func()) { withGradMode(true, f) }
+
+func withGradMode(enabled bool, f func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	v := C.int32_t(0)
+	if enabled {
+		v = 1
+	}
+	var prev C.int32_t
+	must("grad mode", C.ct_grad_mode_set(&prev, v))
+	defer func() {
+		var ignored C.int32_t
+		must("grad mode", C.ct_grad_mode_set(&ignored, prev))
+	}()
+	f()
+}

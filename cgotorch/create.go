@@ -1,0 +1,120 @@
+package cgotorch
+
+// #include "cgotorch.h"
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// Option configures a tensor factory.
+type Option func(*C.ct_options)
+
+// WithDType sets the element type (default Float32).
+func WithDType(d DType) Option { return func(o *C.ct_options) { o.dtype = C.int32_t(d) } }
+
+// WithDevice sets the device (default CPU).
+func WithDevice(d Device) Option { return func(o *C.ct_options) { o.device = d.c() } }
+
+// RequiresGrad makes the new tensor a leaf that records gradients.
+func RequiresGrad() Option { return func(o *C.ct_options) { o.requires_grad = 1 } }
+
+func options(opts []Option) C.ct_options {
+	o := C.ct_options{dtype: C.CT_FLOAT32, device: CPU.c()}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+func cShape(shape []int64) (*C.int64_t, C.int32_t) {
+	if len(shape) == 0 {
+		return nil, 0
+	}
+	return (*C.int64_t)(unsafe.Pointer(&shape[0])), C.int32_t(len(shape))
+}
+
+func fill(op string, kind C.int32_t, value float64, shape []int64, opts []Option) *Tensor {
+	var out C.ct_tensor
+	p, n := cShape(shape)
+	must(op, C.ct_tensor_new(&out, kind, C.double(value), p, n, options(opts)))
+	runtime.KeepAlive(shape)
+	return newTensor(out)
+}
+
+// Zeros returns a tensor of the given shape filled with 0.
+func Zeros(shape []int64, opts ...Option) *Tensor { return fill("zeros", C.CT_FILL_ZEROS, 0, shape, opts) }
+
+// Ones returns a tensor of the given shape filled with 1.
+func Ones(shape []int64, opts ...Option) *Tensor { return fill("ones", C.CT_FILL_ONES, 0, shape, opts) }
+
+// Full returns a tensor of the given shape filled with value.
+func Full(shape []int64, value float64, opts ...Option) *Tensor {
+	return fill("full", C.CT_FILL_FULL, value, shape, opts)
+}
+
+// Rand returns uniform samples in [0, 1) (see ManualSeed).
+func Rand(shape []int64, opts ...Option) *Tensor { return fill("rand", C.CT_FILL_RAND, 0, shape, opts) }
+
+// Randn returns standard normal samples (see ManualSeed).
+func Randn(shape []int64, opts ...Option) *Tensor { return fill("randn", C.CT_FILL_RANDN, 0, shape, opts) }
+
+// Empty returns an uninitialised tensor.
+func Empty(shape []int64, opts ...Option) *Tensor { return fill("empty", C.CT_FILL_EMPTY, 0, shape, opts) }
+
+// Arange returns the values start, start+step, ... below end (default dtype Float32; pass
+// WithDType(Int64) for indices).
+func Arange(start, end, step float64, opts ...Option) *Tensor {
+	var out C.ct_tensor
+	must("arange", C.ct_tensor_arange(&out, C.double(start), C.double(end), C.double(step), options(opts)))
+	return newTensor(out)
+}
+
+// FromSlice copies data into a new CPU tensor of the given shape (a 1-D tensor of len(data)
+// when shape is omitted). It returns ErrInvalidArgument when the shape does not match the data.
+// A nil or empty slice with a shape of zero elements gives an empty tensor.
+func FromSlice[T Element](data []T, shape ...int64) (*Tensor, error) {
+	if shape == nil {
+		shape = []int64{int64(len(data))}
+	}
+	n := int64(1)
+	for _, s := range shape {
+		if s < 0 {
+			return nil, fmt.Errorf("%w: negative dimension in shape %v", ErrInvalidArgument, shape)
+		}
+		n *= s
+	}
+	if n != int64(len(data)) {
+		return nil, fmt.Errorf("%w: %d elements do not fill shape %v", ErrInvalidArgument, len(data), shape)
+	}
+	dt := dtypeOf[T]()
+	var ptr unsafe.Pointer
+	if len(data) > 0 {
+		ptr = unsafe.Pointer(&data[0])
+	}
+	var out C.ct_tensor
+	p, nd := cShape(shape)
+	err := toError("from slice", C.ct_tensor_from_data(&out, ptr, C.size_t(len(data)*dt.Size()),
+		C.int32_t(dt), p, nd))
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(shape)
+	if err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// MustFromSlice is FromSlice for data the program itself built: it panics instead of returning
+// an error.
+func MustFromSlice[T Element](data []T, shape ...int64) *Tensor {
+	t, err := FromSlice(data, shape...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Scalar returns a 0-dimensional tensor holding v.
+func Scalar[T Element](v T) *Tensor { return MustFromSlice([]T{v}, []int64{}...) }

@@ -1,0 +1,159 @@
+/* abi_test.c: exercises the C ABI directly (creation, ops, errors, frees), as a C99 program.
+ * Built and run under AddressSanitizer and UndefinedBehaviorSanitizer by `make sanitize`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cgotorch.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (cond) {                                                            \
+      passed++;                                                            \
+    } else {                                                               \
+      failed++;                                                            \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                      \
+  } while (0)
+
+/* Checks that err is NULL, printing and freeing it otherwise. */
+static int ok(ct_error err) {
+  if (err == NULL) return 1;
+  fprintf(stderr, "unexpected error: %s\n", err);
+  ct_error_free(err);
+  return 0;
+}
+
+/* Checks that err is an error whose message contains want; frees it. */
+static int fails_with(ct_error err, const char *want) {
+  int good = err != NULL && strstr(err, want) != NULL && strstr(err, "Exception raised from") == NULL;
+  if (!good) fprintf(stderr, "expected an error containing \"%s\", got %s\n", want, err ? err : "NULL");
+  ct_error_free(err);
+  return good;
+}
+
+static ct_options cpu_float(void) {
+  ct_options o;
+  o.dtype = CT_FLOAT32;
+  o.device.type = CT_CPU;
+  o.device.index = -1;
+  o.requires_grad = 0;
+  return o;
+}
+
+static void test_create_and_copy(void) {
+  float in[6] = {1, 2, 3, 4, 5, 6}, out[6] = {0};
+  int64_t shape[2] = {2, 3}, got[2] = {0, 0};
+  int32_t nd = 0, dt = -1;
+  ct_tensor t = NULL;
+  CHECK(ok(ct_tensor_from_data(&t, in, sizeof in, CT_FLOAT32, shape, 2)));
+  CHECK(ok(ct_tensor_ndim(&nd, t)) && nd == 2);
+  CHECK(ok(ct_tensor_shape(got, 2, t)) && got[0] == 2 && got[1] == 3);
+  CHECK(ok(ct_tensor_dtype(&dt, t)) && dt == CT_FLOAT32);
+  CHECK(ok(ct_tensor_copy_to(out, sizeof out, t, CT_FLOAT32)) && memcmp(in, out, sizeof in) == 0);
+  /* wrong size, wrong dtype, NULL out-parameter: errors, nothing written */
+  CHECK(fails_with(ct_tensor_copy_to(out, 4, t, CT_FLOAT32), "bytes"));
+  CHECK(fails_with(ct_tensor_copy_to(out, sizeof out, t, CT_INT64), "dtype"));
+  CHECK(fails_with(ct_tensor_ndim(NULL, t), "NULL"));
+  CHECK(fails_with(ct_tensor_from_data(&t, in, 5, CT_FLOAT32, shape, 2), "bytes"));
+  CHECK(fails_with(ct_tensor_from_data(&t, in, sizeof in, 99, shape, 2), "dtype"));
+  char *s = NULL;
+  CHECK(ok(ct_tensor_string(&s, t)) && s != NULL && strstr(s, "CPUFloatType") != NULL);
+  ct_string_free(s);
+  ct_tensor_free(t);
+  ct_tensor_free(NULL);
+  ct_error_free(NULL);
+}
+
+static void test_factories_and_errors(void) {
+  int64_t shape[1] = {4}, bad[1] = {-1};
+  ct_tensor a = NULL, b = NULL;
+  ct_options o = cpu_float();
+  CHECK(ok(ct_tensor_new(&a, CT_FILL_FULL, 2.5, shape, 1, o)));
+  float v[4];
+  CHECK(ok(ct_tensor_copy_to(v, sizeof v, a, CT_FLOAT32)) && v[0] == 2.5f && v[3] == 2.5f);
+  CHECK(fails_with(ct_tensor_new(&b, CT_FILL_ZEROS, 0, bad, 1, o), "negative"));
+  CHECK(b == NULL);
+  CHECK(fails_with(ct_tensor_new(&b, 42, 0, shape, 1, o), "fill"));
+  o.device.type = 77;
+  CHECK(fails_with(ct_tensor_new(&b, CT_FILL_ZEROS, 0, shape, 1, o), "device"));
+  CHECK(fails_with(ct_tensor_ndim(&(int32_t){0}, NULL), "NULL"));
+  CHECK(fails_with(ct_set_num_threads(0), "positive"));
+  ct_tensor_free(a);
+}
+
+static void test_autograd(void) {
+  float in[3] = {1, 2, 3}, g[3];
+  int64_t shape[1] = {3};
+  ct_tensor x = NULL, grad = NULL, y = NULL;
+  CHECK(ok(ct_tensor_from_data(&x, in, sizeof in, CT_FLOAT32, shape, 1)));
+  CHECK(ok(ct_tensor_grad(&grad, x)) && grad == NULL);
+  CHECK(ok(ct_tensor_set_requires_grad(x, 1)));
+  /* backward of a non-scalar without a gradient is an error, not a crash */
+  CHECK(fails_with(ct_tensor_backward(x, NULL, 0), "grad"));
+  ct_tensor ones = NULL;
+  CHECK(ok(ct_tensor_new(&ones, CT_FILL_ONES, 0, shape, 1, cpu_float())));
+  CHECK(ok(ct_tensor_detach(&y, x)));
+  int32_t rg = 1;
+  CHECK(ok(ct_tensor_requires_grad(&rg, y)) && rg == 0);
+  int32_t prev = -1, ignored;
+  CHECK(ok(ct_grad_mode_set(&prev, 0)) && prev == 1);
+  CHECK(ok(ct_grad_mode_set(&ignored, prev)));
+  (void)g;
+  ct_tensor_free(ones);
+  ct_tensor_free(y);
+  ct_tensor_free(x);
+}
+
+static void test_scopes(void) {
+  int64_t shape[1] = {8};
+  int64_t released = -1;
+  ct_scope outer = NULL, inner = NULL;
+  ct_tensor a = NULL, b = NULL, c = NULL;
+  int64_t handles = ct_live_handles(), bytes = ct_live_bytes();
+  CHECK(ok(ct_scope_begin(&outer)));
+  CHECK(ok(ct_scope_begin(&inner)));
+  CHECK(ok(ct_tensor_new(&a, CT_FILL_ONES, 0, shape, 1, cpu_float())));
+  CHECK(ok(ct_tensor_new(&b, CT_FILL_ONES, 0, shape, 1, cpu_float())));
+  CHECK(ok(ct_tensor_new(&c, CT_FILL_ONES, 0, shape, 1, cpu_float())));
+  CHECK(ct_live_bytes() == bytes + 3 * 32);
+  ct_tensor_free(c); /* freed inside the scope: the scope must forget it */
+  CHECK(ok(ct_scope_keep(inner, b)));
+  CHECK(fails_with(ct_scope_end(&released, outer), "reverse order"));
+  CHECK(ok(ct_scope_end(&released, inner)) && released == 1);
+  int32_t nd;
+  CHECK(fails_with(ct_tensor_ndim(&nd, a), "released"));
+  CHECK(ok(ct_tensor_ndim(&nd, b)) && nd == 1); /* kept: moved to the outer scope */
+  CHECK(ok(ct_scope_end(&released, outer)) && released == 1);
+  CHECK(fails_with(ct_tensor_ndim(&nd, b), "released"));
+  CHECK(ct_live_bytes() == bytes);
+  ct_tensor_free(a);
+  ct_tensor_free(b);
+  CHECK(ct_live_handles() == handles);
+  CHECK(fails_with(ct_scope_end(NULL, NULL), "NULL"));
+}
+
+static void test_counters(void) {
+  int64_t handles = ct_live_handles(), bytes = ct_live_bytes();
+  int64_t shape[2] = {256, 256};
+  ct_tensor t = NULL;
+  CHECK(ok(ct_tensor_new(&t, CT_FILL_ZEROS, 0, shape, 2, cpu_float())));
+  CHECK(ct_live_handles() == handles + 1);
+  CHECK(ct_live_bytes() == bytes + 256 * 256 * 4);
+  CHECK(*ct_live_bytes_counter() == ct_live_bytes());
+  ct_tensor_free(t);
+  CHECK(ct_live_handles() == handles && ct_live_bytes() == bytes);
+}
+
+int main(void) {
+  CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
+  test_create_and_copy();
+  test_factories_and_errors();
+  test_autograd();
+  test_scopes();
+  test_counters();
+  CHECK(ct_live_handles() == 0);
+  printf("abi: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

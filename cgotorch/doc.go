@@ -1,0 +1,43 @@
+// Package cgotorch is gorec's binding to libtorch: the only package with cgo. It has three
+// layers: libtorch's C++ API, a C ABI (cgotorch.h: typed opaque handles, out-parameters, every
+// entry point guarded so that C++ exceptions come back as error strings from the same call), and
+// this Go API (Tensor and friends).
+//
+// # Error policy
+//
+// One rule decides whether a function returns an error or panics:
+//
+//   - Tensor math (arithmetic, reductions, shape changes, losses, autograd) treats wrong shapes,
+//     dtypes or devices as programming errors, like an out-of-range slice index in Go: it panics
+//     with a *Error that carries libtorch's message. Try(func(){...}) turns such a panic back into
+//     an error for callers that want one (a model server validating requests, say).
+//   - Everything that moves data across the Go boundary or depends on data, files, devices or
+//     table state returns an error: FromSlice, ToSlice, Item, To(device), SetNumThreads, and every
+//     operation of the embedding tables.
+//
+// Every error wraps one of the sentinels ErrTorch, ErrClosed, ErrInvalidArgument and ErrDevice
+// (use errors.Is). Nothing crashes the process: the C layer catches every C++ exception.
+//
+// # Memory policy
+//
+// A Tensor owns one handle to C memory that the Go garbage collector cannot see. Release it in
+// one of three ways, from the most to the least immediate:
+//
+//   - Close() frees it at once (idempotent, safe from several goroutines);
+//   - WithScope(func(s *Scope){...}) frees every tensor the goroutine created inside, except
+//     those passed to s.Keep — the natural unit is one training step;
+//   - otherwise a cleanup (runtime.AddCleanup) frees it after the Tensor becomes unreachable.
+//
+// To make the last one safe for loops that never free anything, the C allocator counts live
+// bytes (LiveBytes) and every tensor creation forces a garbage collection when they have grown by
+// more than SetGCThreshold's value (DefaultGCThreshold, 256 MiB) since the lowest point seen after
+// the previous forced collection. LiveTensors counts live handles; tests use both counters to
+// prove the absence of leaks.
+//
+// # Threads
+//
+// Tensors may be used from many goroutines; libtorch's operators are thread-safe for distinct
+// outputs. Grad mode (NoGrad) and scopes are per OS thread in libtorch, so NoGrad and WithScope
+// lock the calling goroutine to its thread while they run. SetNumThreads sets libtorch's intra-op
+// thread count.
+package cgotorch

@@ -1,0 +1,76 @@
+package cgotorch
+
+// #include <stdlib.h>
+// #include "cgotorch.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors; every error of this package wraps one of them (test with errors.Is).
+var (
+	// ErrTorch: libtorch rejected the operation (wrong shape, dtype, device, ...).
+	ErrTorch = errors.New("cgotorch: libtorch error")
+	// ErrClosed: the tensor (or other handle) was closed, or released by its scope.
+	ErrClosed = errors.New("cgotorch: use of a closed handle")
+	// ErrInvalidArgument: the Go-side arguments are inconsistent (data length vs shape, ...).
+	ErrInvalidArgument = errors.New("cgotorch: invalid argument")
+	// ErrDevice: the requested device does not exist in this build or on this machine.
+	ErrDevice = errors.New("cgotorch: device not available")
+)
+
+// Error is a failure reported by libtorch or the C layer: the operation's name and the message
+// (libtorch's message without its C++ backtrace). It wraps Kind, one of the sentinels.
+type Error struct {
+	Op   string
+	Msg  string
+	Kind error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("cgotorch: %s: %s", e.Op, e.Msg) }
+
+// Unwrap returns the sentinel the error belongs to.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// toError converts (and frees) an error string returned by the C ABI; nil stays nil.
+func toError(op string, e C.ct_error) error {
+	if e == nil {
+		return nil
+	}
+	msg := C.GoString(e)
+	C.ct_error_free(e)
+	kind := ErrTorch
+	switch {
+	case strings.HasPrefix(msg, "closed: "):
+		kind = ErrClosed
+	case strings.HasPrefix(msg, "invalid argument: "):
+		kind = ErrInvalidArgument
+	}
+	return &Error{Op: op, Msg: msg, Kind: kind}
+}
+
+// must panics with the *Error of a failed tensor operation (see the package doc's error policy).
+func must(op string, e C.ct_error) {
+	if err := toError(op, e); err != nil {
+		panic(err)
+	}
+}
+
+// Try runs f and returns the *Error of a tensor operation that panicked inside it, so that a
+// caller can turn the panics of tensor math into an error. Other panics propagate unchanged.
+func Try(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(*Error); ok {
+				err = e
+				return
+			}
+			panic(r)
+		}
+	}()
+	f()
+	return nil
+}

@@ -1,0 +1,73 @@
+// internal.h: C++ helpers shared by the implementation files of the C ABI (never by callers).
+#ifndef CGOTORCH_INTERNAL_H
+#define CGOTORCH_INTERNAL_H
+
+#include <ATen/ATen.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "cgotorch.h"
+
+// The object behind a ct_tensor handle.
+struct ct_tensor_s {
+  at::Tensor t;
+  ct_scope_s *scope = nullptr;  // the scope that owns it; guarded by the scope mutex
+};
+
+namespace ct {
+
+// An error message on the heap (ct_error); never NULL.
+ct_error make_error(const char *msg) noexcept;
+
+// Runs f, converting anything it throws into a ct_error. Every C entry point goes through it.
+template <class F>
+ct_error guard(F &&f) noexcept {
+  try {
+    f();
+    return nullptr;
+  } catch (const c10::Error &e) {
+    return make_error(e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    return make_error(e.what());
+  } catch (...) {
+    return make_error("unknown C++ exception");
+  }
+}
+
+// Thrown for invalid arguments detected by the wrapper itself. The message prefixes
+// "invalid argument: " and "closed: " let the Go side map errors to its sentinels.
+struct arg_error : std::invalid_argument {
+  explicit arg_error(const std::string &m) : std::invalid_argument("invalid argument: " + m) {}
+};
+struct closed_error : std::runtime_error {
+  explicit closed_error(const std::string &m) : std::runtime_error("closed: " + m) {}
+};
+
+// The tensor behind a handle; throws if the handle is NULL or its scope released it.
+const at::Tensor &get(ct_tensor h);
+// A tensor handle or NULL; throws if released by a scope.
+inline const at::Tensor *get_optional(ct_tensor h) { return h == nullptr ? nullptr : &get(h); }
+// A new handle owning t, counted, and registered with the calling thread's open scope.
+ct_tensor wrap(at::Tensor t);
+// Checks an out-parameter pointer.
+template <class T>
+void need_out(T *out) {
+  if (out == nullptr) throw arg_error("output pointer is NULL");
+}
+
+at::ScalarType to_scalar_type(int32_t dtype);
+at::Device to_device(ct_device d);
+ct_device from_device(const at::Device &d);
+at::TensorOptions to_options(const ct_options &o);
+at::IntArrayRef to_shape(const int64_t *shape, int32_t ndim);
+
+// Hooks of scope.cc used by the tensor lifecycle.
+void scope_adopt(ct_tensor h);
+void scope_forget(ct_tensor h);
+
+}  // namespace ct
+
+#endif

@@ -1,0 +1,45 @@
+// state.cc: process-wide library state: threads, seed, CUDA presence, version.
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+#include <c10/core/DeviceType.h>
+
+#include "internal.h"
+
+using ct::guard;
+
+extern "C" {
+
+ct_error ct_set_num_threads(int32_t n) {
+  return guard([&] {
+    if (n <= 0) throw ct::arg_error("thread count must be positive, got " + std::to_string(n));
+    at::set_num_threads(n);
+  });
+}
+
+ct_error ct_get_num_threads(int32_t *out) {
+  return guard([&] { ct::need_out(out); *out = at::get_num_threads(); });
+}
+
+ct_error ct_manual_seed(uint64_t seed) {
+  return guard([&] { at::manual_seed(seed); });
+}
+
+ct_error ct_cuda_available(int32_t *out) {
+  return guard([&] { ct::need_out(out); *out = at::hasCUDA() ? 1 : 0; });
+}
+
+ct_error ct_cuda_device_count(int32_t *out) {
+  return guard([&] {
+    ct::need_out(out);
+    *out = at::hasCUDA() ? static_cast<int32_t>(at::getNumGPUs()) : 0;
+  });
+}
+
+const char *ct_torch_version(void) {
+  static const std::string v = std::to_string(TORCH_VERSION_MAJOR) + "." +
+                               std::to_string(TORCH_VERSION_MINOR) + "." +
+                               std::to_string(TORCH_VERSION_PATCH);
+  return v.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,3 @@
+module github.com/gorec/gorec
+
+go 1.24
