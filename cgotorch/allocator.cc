@@ -8,6 +8,8 @@
 #include <cstring>
 #include <new>
 
+#include <malloc.h>
+
 #include "cgotorch.h"
 
 namespace {
@@ -46,8 +48,18 @@ CountingAllocator counting_allocator;
 
 // Installed when the library loads, before any Go code runs. Priority 1 wins over libtorch's
 // default CPU allocator (registered with priority 0).
+//
+// glibc gives each thread that allocates its own arena and keeps freed blocks in the arena they
+// came from. Go moves a goroutine between OS threads and frees unreachable tensors from its
+// cleanup goroutine, so with the default arena count the resident size of a training loop drifts
+// to several times its live tensor bytes (measured: 1.3-1.8 GiB resident for 0.3 GiB live). One
+// arena keeps it near the live figure (0.6 GiB) and was also faster in that loop. A process that
+// sets MALLOC_ARENA_MAX itself keeps its own choice.
 struct Install {
-  Install() { c10::SetAllocator(c10::DeviceType::CPU, &counting_allocator, 1); }
+  Install() {
+    if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 1);
+    c10::SetAllocator(c10::DeviceType::CPU, &counting_allocator, 1);
+  }
 } install;
 
 }  // namespace

@@ -89,3 +89,12 @@ func withGradMode(enabled bool, f func()) {
 	}()
 	f()
 }
+
+// gradModeEnabled reports the calling thread's grad mode (for tests; callers must be locked to
+// their thread for the answer to mean anything).
+func gradModeEnabled() bool {
+	var prev, ignored C.int32_t
+	must("grad mode", C.ct_grad_mode_set(&prev, 1))
+	must("grad mode", C.ct_grad_mode_set(&ignored, prev))
+	return prev != 0
+}

@@ -21,6 +21,8 @@ ct_error ct_tensor_new(ct_tensor *out, int32_t fill, double value, const int64_t
       case CT_FILL_EMPTY: t = at::empty(sizes, o); break;
       default: throw ct::arg_error("unknown fill " + std::to_string(fill));
     }
+    // at:: factories ignore the requires_grad option (torch:: ones apply it): apply it here.
+    if (opts.requires_grad != 0) t.set_requires_grad(true);
     *out = ct::wrap(std::move(t));
   });
 }
@@ -28,7 +30,9 @@ ct_error ct_tensor_new(ct_tensor *out, int32_t fill, double value, const int64_t
 ct_error ct_tensor_arange(ct_tensor *out, double start, double end, double step, ct_options opts) {
   return guard([&] {
     ct::need_out(out);
-    *out = ct::wrap(at::arange(start, end, step, ct::to_options(opts)));
+    auto t = at::arange(start, end, step, ct::to_options(opts));
+    if (opts.requires_grad != 0) t.set_requires_grad(true);
+    *out = ct::wrap(std::move(t));
   });
 }
 

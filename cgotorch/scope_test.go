@@ -1,0 +1,114 @@
+package cgotorch
+
+import (
+	"errors"
+	"sync"
+	"testing"
+)
+
+func TestScopeReleasesTemporaries(t *testing.T) {
+	bytes := LiveBytes()
+	var kept, dropped *Tensor
+	WithScope(func(s *Scope) {
+		dropped = Ones([]int64{1024})
+		kept = Ones([]int64{1024})
+		closedEarly := Ones([]int64{8})
+		closedEarly.Close()
+		s.Keep(kept)
+		if LiveBytes() != bytes+2*4096 {
+			t.Fatalf("inside: %d bytes, want %d", LiveBytes(), bytes+2*4096)
+		}
+	})
+	if LiveBytes() != bytes+4096 {
+		t.Fatalf("after the scope: %d bytes, want %d", LiveBytes(), bytes+4096)
+	}
+	if err := Try(func() { dropped.Numel() }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("released tensor: %v", err)
+	}
+	if _, err := ToSlice[float32](dropped); !errors.Is(err, ErrClosed) {
+		t.Fatalf("released tensor to slice: %v", err)
+	}
+	if kept.Numel() != 1024 {
+		t.Fatal("kept tensor lost")
+	}
+	dropped.Close() // closing a released tensor is fine
+	kept.Close()
+	if LiveBytes() != bytes {
+		t.Fatalf("end: %d bytes, want %d", LiveBytes(), bytes)
+	}
+}
+
+func TestNestedScopesKeepMovesOutward(t *testing.T) {
+	var x *Tensor
+	WithScope(func(outer *Scope) {
+		WithScope(func(inner *Scope) {
+			x = Ones([]int64{4})
+			inner.Keep(x)
+		})
+		if x.Numel() != 4 {
+			t.Fatal("kept tensor released by the inner scope")
+		}
+	})
+	if err := Try(func() { x.Numel() }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("outer scope did not release the tensor kept by the inner one: %v", err)
+	}
+}
+
+func TestScopeEndsOnPanic(t *testing.T) {
+	bytes := LiveBytes()
+	err := Try(func() {
+		WithScope(func(s *Scope) {
+			Ones([]int64{256})
+			Zeros([]int64{-1})
+		})
+	})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("got %v", err)
+	}
+	if LiveBytes() != bytes {
+		t.Fatalf("scope left %d bytes behind", LiveBytes()-bytes)
+	}
+}
+
+// Scopes belong to one goroutine: tensors made by others at the same time are not taken.
+func TestScopesArePerGoroutine(t *testing.T) {
+	var wg sync.WaitGroup
+	outside := make(chan *Tensor, 100)
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				outside <- Ones([]int64{2})
+			}
+			if len(outside) == cap(outside) {
+				return
+			}
+		}
+	}()
+	WithScope(func(s *Scope) {
+		for i := 0; i < 50; i++ {
+			Ones([]int64{2})
+		}
+	})
+	close(stop)
+	wg.Wait()
+	close(outside)
+	for x := range outside {
+		if x.Numel() != 2 {
+			t.Fatal("another goroutine's tensor was released")
+		}
+	}
+}
+
+func TestKeepAfterEnd(t *testing.T) {
+	var saved *Scope
+	WithScope(func(s *Scope) { saved = s })
+	if err := Try(func() { saved.Keep(Ones([]int64{1})) }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("keep after end: %v", err)
+	}
+}

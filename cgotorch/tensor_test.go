@@ -1,0 +1,271 @@
+package cgotorch
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestFromSliceRoundTrip(t *testing.T) {
+	f32 := MustFromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	if got := f32.Shape(); len(got) != 2 || got[0] != 2 || got[1] != 3 {
+		t.Fatalf("shape %v", got)
+	}
+	if f32.DType() != Float32 || f32.Dim() != 2 || f32.Numel() != 6 || f32.Device() != CPU {
+		t.Fatalf("dtype %v dim %d numel %d device %v", f32.DType(), f32.Dim(), f32.Numel(), f32.Device())
+	}
+	checkRoundTrip(t, []float32{1.5, -2, 3e30})
+	checkRoundTrip(t, []float64{1.5, -2, 3e300})
+	checkRoundTrip(t, []int64{0, -1, 1 << 62})
+	checkRoundTrip(t, []int32{0, -1, 1 << 30})
+	checkRoundTrip(t, []bool{true, false, true})
+}
+
+func checkRoundTrip[T Element](t *testing.T, in []T) {
+	t.Helper()
+	x, err := FromSlice(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if x.DType() != dtypeOf[T]() {
+		t.Fatalf("dtype %v, want %v", x.DType(), dtypeOf[T]())
+	}
+	out, err := ToSlice[T](x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("len %d", len(out))
+	}
+	for i := range in {
+		if out[i] != in[i] {
+			t.Fatalf("element %d: %v != %v", i, out[i], in[i])
+		}
+	}
+}
+
+func TestEmptyAndNilSlices(t *testing.T) {
+	for _, data := range [][]float32{nil, {}} {
+		x, err := FromSlice(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Numel() != 0 || len(x.Shape()) != 1 {
+			t.Fatalf("numel %d shape %v", x.Numel(), x.Shape())
+		}
+		out, err := ToSlice[float32](x)
+		if err != nil || len(out) != 0 {
+			t.Fatalf("out %v err %v", out, err)
+		}
+	}
+	x, err := FromSlice([]float32(nil), 0, 4)
+	if err != nil || x.Numel() != 0 {
+		t.Fatalf("[0 4]: %v %v", x, err)
+	}
+	if _, err := FromSlice([]float32(nil), 2); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("nil with shape [2]: %v", err)
+	}
+}
+
+func TestFromSliceErrors(t *testing.T) {
+	if _, err := FromSlice([]float32{1, 2, 3}, 2, 2); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("short data: %v", err)
+	}
+	if _, err := FromSlice([]float32{1, 2}, -1, -2); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("negative shape: %v", err)
+	}
+	x := MustFromSlice([]float32{1, 2})
+	if _, err := ToSlice[int64](x); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "dtype") {
+		t.Fatalf("dtype mismatch: %v", err)
+	}
+	if _, err := x.Item(); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("item of 2 elements: %v", err)
+	}
+}
+
+func TestFactories(t *testing.T) {
+	checks := []struct {
+		name string
+		t    *Tensor
+		want float64
+	}{
+		{"zeros", Zeros([]int64{2, 2}), 0},
+		{"ones", Ones([]int64{3}, WithDType(Float64)), 1},
+		{"full", Full([]int64{2}, 7.5), 7.5},
+	}
+	for _, c := range checks {
+		v, err := ToSlice[float64](mustTo(t, c.t, Float64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range v {
+			if x != c.want {
+				t.Fatalf("%s: %v", c.name, v)
+			}
+		}
+	}
+	a := Arange(0, 5, 1, WithDType(Int64))
+	if v, _ := ToSlice[int64](a); len(v) != 5 || v[4] != 4 {
+		t.Fatalf("arange %v", v)
+	}
+	if Ones([]int64{2}, WithDType(Int32)).DType() != Int32 {
+		t.Fatal("dtype option ignored")
+	}
+	if !Zeros([]int64{1}, RequiresGrad()).RequiresGrad() {
+		t.Fatal("requires grad option ignored")
+	}
+	if s := Scalar(2.5); s.Dim() != 0 {
+		t.Fatalf("scalar dim %d", s.Dim())
+	}
+}
+
+func mustTo(t *testing.T, x *Tensor, d DType) *Tensor {
+	t.Helper()
+	y, err := x.To(CPU, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+func TestSeedReproducible(t *testing.T) {
+	ManualSeed(42)
+	a, _ := ToSlice[float32](Randn([]int64{8}))
+	u, _ := ToSlice[float32](Rand([]int64{8}))
+	ManualSeed(42)
+	b, _ := ToSlice[float32](Randn([]int64{8}))
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("randn not reproducible: %v vs %v", a, b)
+		}
+		if u[i] < 0 || u[i] >= 1 {
+			t.Fatalf("rand out of [0,1): %v", u)
+		}
+	}
+}
+
+func TestFactoryPanicsAreRecoverable(t *testing.T) {
+	err := Try(func() { Zeros([]int64{-3}) })
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrInvalidArgument) || !strings.Contains(e.Msg, "negative") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "Exception raised from") {
+		t.Fatalf("message carries a C++ backtrace: %v", err)
+	}
+	defer func() {
+		if r := recover(); r != "not ours" {
+			t.Fatalf("Try swallowed a foreign panic: %v", r)
+		}
+	}()
+	_ = Try(func() { panic("not ours") })
+}
+
+func TestUseAfterClose(t *testing.T) {
+	x := Ones([]int64{2})
+	x.Close()
+	x.Close() // idempotent
+	if !x.Closed() {
+		t.Fatal("not closed")
+	}
+	if err := Try(func() { x.Shape() }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("shape after close: %v", err)
+	}
+	if _, err := ToSlice[float32](x); !errors.Is(err, ErrClosed) {
+		t.Fatalf("to slice after close: %v", err)
+	}
+	if _, err := x.To(CPU, KeepDType); !errors.Is(err, ErrClosed) {
+		t.Fatalf("to after close: %v", err)
+	}
+	var nilT *Tensor
+	nilT.Close()
+	if err := Try(func() { nilT.Numel() }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("nil tensor: %v", err)
+	}
+	if x.String() != "<closed>" {
+		t.Fatalf("string %q", x.String())
+	}
+}
+
+func TestConcurrentClose(t *testing.T) {
+	before := LiveTensors()
+	for round := 0; round < 50; round++ {
+		x := Ones([]int64{16})
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); x.Close() }()
+		}
+		wg.Wait()
+	}
+	if got := LiveTensors(); got != before {
+		t.Fatalf("live tensors %d, want %d", got, before)
+	}
+}
+
+func TestDevices(t *testing.T) {
+	for s, want := range map[string]Device{"cpu": CPU, "cuda": {DeviceCUDA, -1}, "CUDA:1": CUDA(1)} {
+		d, err := ParseDevice(s)
+		if err != nil || d != want {
+			t.Fatalf("%q: %v %v", s, d, err)
+		}
+	}
+	for _, s := range []string{"tpu", "cuda:x", "cuda:-1"} {
+		if _, err := ParseDevice(s); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("%q: %v", s, err)
+		}
+	}
+	x := Ones([]int64{2})
+	if !CUDAAvailable() {
+		if _, err := x.To(CUDA(0), KeepDType); !errors.Is(err, ErrDevice) {
+			t.Fatalf("to cuda without a GPU: %v", err)
+		}
+		if err := Try(func() { Zeros([]int64{2}, WithDevice(CUDA(0))) }); err == nil {
+			t.Fatal("zeros on cuda without a GPU did not fail")
+		}
+	}
+	if _, err := x.To(Device{Type: 42}, KeepDType); !errors.Is(err, ErrDevice) {
+		t.Fatalf("unknown device: %v", err)
+	}
+}
+
+func TestCUDARoundTrip(t *testing.T) {
+	if !CUDAAvailable() {
+		t.Skip("no CUDA device")
+	}
+	x := MustFromSlice([]float32{1, 2, 3})
+	g, err := x.To(CUDA(0), KeepDType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Device().Type != DeviceCUDA {
+		t.Fatalf("device %v", g.Device())
+	}
+	out, err := ToSlice[float32](g)
+	if err != nil || out[2] != 3 {
+		t.Fatalf("%v %v", out, err)
+	}
+}
+
+func TestThreads(t *testing.T) {
+	prev := NumThreads()
+	defer func() { _ = SetNumThreads(prev) }()
+	if err := SetNumThreads(2); err != nil || NumThreads() != 2 {
+		t.Fatalf("set 2: %v, now %d", err, NumThreads())
+	}
+	if err := SetNumThreads(0); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("set 0: %v", err)
+	}
+}
+
+func TestStringAndVersion(t *testing.T) {
+	s := MustFromSlice([]float32{1, 2}).String()
+	if !strings.Contains(s, "CPUFloatType") {
+		t.Fatalf("string %q", s)
+	}
+	if v := TorchVersion(); !strings.Contains(v, ".") {
+		t.Fatalf("version %q", v)
+	}
+}
