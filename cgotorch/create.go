@@ -45,7 +45,9 @@ func fill(op string, kind C.int32_t, value float64, shape []int64, opts []Option
 }
 
 // Zeros returns a tensor of the given shape filled with 0.
-func Zeros(shape []int64, opts ...Option) *Tensor { return fill("zeros", C.CT_FILL_ZEROS, 0, shape, opts) }
+func Zeros(shape []int64, opts ...Option) *Tensor {
+	return fill("zeros", C.CT_FILL_ZEROS, 0, shape, opts)
+}
 
 // Ones returns a tensor of the given shape filled with 1.
 func Ones(shape []int64, opts ...Option) *Tensor { return fill("ones", C.CT_FILL_ONES, 0, shape, opts) }
@@ -59,10 +61,14 @@ func Full(shape []int64, value float64, opts ...Option) *Tensor {
 func Rand(shape []int64, opts ...Option) *Tensor { return fill("rand", C.CT_FILL_RAND, 0, shape, opts) }
 
 // Randn returns standard normal samples (see ManualSeed).
-func Randn(shape []int64, opts ...Option) *Tensor { return fill("randn", C.CT_FILL_RANDN, 0, shape, opts) }
+func Randn(shape []int64, opts ...Option) *Tensor {
+	return fill("randn", C.CT_FILL_RANDN, 0, shape, opts)
+}
 
 // Empty returns an uninitialised tensor.
-func Empty(shape []int64, opts ...Option) *Tensor { return fill("empty", C.CT_FILL_EMPTY, 0, shape, opts) }
+func Empty(shape []int64, opts ...Option) *Tensor {
+	return fill("empty", C.CT_FILL_EMPTY, 0, shape, opts)
+}
 
 // Arange returns the values start, start+step, ... below end (default dtype Float32; pass
 // WithDType(Int64) for indices).

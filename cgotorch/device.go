@@ -65,7 +65,9 @@ func ParseDevice(s string) (Device, error) {
 	return d, nil
 }
 
-func (d Device) c() C.ct_device { return C.ct_device{_type: C.int32_t(d.Type), index: C.int32_t(d.Index)} }
+func (d Device) c() C.ct_device {
+	return C.ct_device{_type: C.int32_t(d.Type), index: C.int32_t(d.Index)}
+}
 
 func deviceFromC(d C.ct_device) Device { return Device{Type: DeviceType(d._type), Index: int(d.index)} }
 
