@@ -4,13 +4,15 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 PY ?= /usr/bin/python3
+PIP ?= python3 -m pip
 BUILD := build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := libtorch-dev python3-torch libabsl-dev
 
 # Another libtorch: `make test LIBTORCH=/path/to/libtorch` (a directory with include/ and lib/).
 ifdef LIBTORCH
-CXX11ABI := $(shell nm -D --defined-only $(LIBTORCH)/lib/libc10.so | grep -q __cxx11 && echo 1 || echo 0)
+# The C++ ABI of that libtorch: does c10's torchCheckFail take a std::__cxx11::string?
+CXX11ABI := $(shell nm -D --defined-only $(LIBTORCH)/lib/libc10.so | grep torchCheckFail | grep -q __cxx11 && echo 1 || echo 0)
 export CGO_CXXFLAGS := -O2 -I$(LIBTORCH)/include -I$(LIBTORCH)/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=$(CXX11ABI)
 export CGO_LDFLAGS := -L$(LIBTORCH)/lib -Wl,-rpath,$(LIBTORCH)/lib
 TORCH_INC := -I$(LIBTORCH)/include -I$(LIBTORCH)/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=$(CXX11ABI)
@@ -76,17 +78,24 @@ example: deps
 	$(GO) run ./examples/tensordemo
 
 # ---- the same tensor tests against libtorch 2.x from PyPI's torch wheel (CPU part only) -------
+# PyPI's Linux wheel is the CUDA build: its libtorch_cpu.so also needs libcudart and libcupti
+# (for the profiler; no GPU is needed to load them), which come in two small NVIDIA wheels. Their
+# libraries are copied next to libtorch's so that the rpath finds them.
 TORCH2_VERSION ?= 2.5.1
+TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime-cu12==12.4.127 nvidia-cuda-cupti-cu12==12.4.127
 TORCH2_DIR := $(BUILD)/torch-$(TORCH2_VERSION)
 test-libtorch2:
-	@if [ ! -f $(TORCH2_DIR)/torch/lib/libc10.so ]; then \
-	  mkdir -p $(TORCH2_DIR) && $(PY) -m pip download --no-deps --only-binary=:all: --python-version 3.11 \
-	    --platform manylinux1_x86_64 --platform manylinux_2_28_x86_64 -d $(TORCH2_DIR) torch==$(TORCH2_VERSION) && \
-	  cd $(TORCH2_DIR) && unzip -q -o torch-*.whl 'torch/include/*' 'torch/lib/*' ; fi
+	@if [ ! -f $(TORCH2_DIR)/torch/lib/libcupti.so.12 ]; then \
+	  mkdir -p $(TORCH2_DIR) && $(PIP) download -q --no-deps --only-binary=:all: --python-version 3.11 \
+	    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+	    -d $(TORCH2_DIR) torch==$(TORCH2_VERSION) $(TORCH2_CUDA_LIBS) && \
+	  cd $(TORCH2_DIR) && unzip -q -o 'torch-*.whl' 'torch/include/*' 'torch/lib/*' && \
+	  for w in nvidia_*.whl; do unzip -q -o -j $$w '*/lib/*.so*' -d torch/lib; done; fi
 	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-cgotorch
 
 gotest-cgotorch:
-	$(GO) version && $(GO) test -count=1 -v -run . ./cgotorch/ 2>&1 | grep -E '^(---|ok|FAIL|PASS|panic)|torch version'
+	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ 2>&1 | tee $(BUILD)/gotest-cgotorch.log | grep -E '^(--- |ok|FAIL|PASS|panic)'
+	@echo "libtorch: $$(grep -o 'libtorch [0-9.]*' $(BUILD)/gotest-cgotorch.log | head -1)"
 
 clean:
 	rm -rf $(BUILD)

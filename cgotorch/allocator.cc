@@ -29,8 +29,17 @@ void counted_free(void *data) {
   std::free(base);
 }
 
+// libtorch 1.x declares `allocate(size_t) const`; 2.x made it non-const and added the pure virtual
+// copy_data. Both allocate overloads are declared (each version overrides the one it has and sees
+// the other as a plain overload), and copy_data is a harmless extra member on 1.x.
 struct CountingAllocator final : c10::Allocator {
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) { return allocate_counted(n); }
+  c10::DataPtr allocate(size_t n) const { return allocate_counted(n); }
+  void copy_data(void *dst, const void *src, std::size_t n) const { std::memcpy(dst, src, n); }
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_free; }
+
+ private:
+  static c10::DataPtr allocate_counted(size_t n) {
     if (n == 0) return {nullptr, nullptr, &counted_free, c10::Device(c10::DeviceType::CPU)};
     void *base = nullptr;
     if (n > SIZE_MAX - kAlign || posix_memalign(&base, kAlign, n + kAlign) != 0) {
@@ -41,7 +50,6 @@ struct CountingAllocator final : c10::Allocator {
     void *data = static_cast<char *>(base) + kAlign;
     return {data, data, &counted_free, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &counted_free; }
 };
 
 CountingAllocator counting_allocator;

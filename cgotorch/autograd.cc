@@ -1,4 +1,6 @@
 // autograd.cc: requires-grad, backward, gradients, detach and the grad mode.
+#include <c10/core/GradMode.h>
+
 #include "internal.h"
 
 using ct::get;
@@ -43,8 +45,8 @@ ct_error ct_tensor_detach(ct_tensor *out, ct_tensor t) {
 ct_error ct_grad_mode_set(int32_t *prev, int32_t enabled) {
   return guard([&] {
     ct::need_out(prev);
-    *prev = at::GradMode::is_enabled() ? 1 : 0;
-    at::GradMode::set_enabled(enabled != 0);
+    *prev = c10::GradMode::is_enabled() ? 1 : 0;
+    c10::GradMode::set_enabled(enabled != 0);
   });
 }
 

@@ -2,6 +2,8 @@ package cgotorch
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -268,4 +270,9 @@ func TestStringAndVersion(t *testing.T) {
 	if v := TorchVersion(); !strings.Contains(v, ".") {
 		t.Fatalf("version %q", v)
 	}
+}
+
+func TestMain(m *testing.M) {
+	fmt.Printf("libtorch %s\n", TorchVersion())
+	os.Exit(m.Run())
 }

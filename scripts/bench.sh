@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make bench: runs gorec's benchmarks and their baselines side by side in one run and prints one
+# `BENCH <name> <value> <unit>` line per figure, then the ratios. BENCH_THREADS (default 1) sets
+# the libtorch thread count of both gorec and PyTorch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+threads=${BENCH_THREADS:-1}
+export GOREC_BENCH_THREADS=$threads OMP_NUM_THREADS=$threads
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# Go benchmarks: "BenchmarkName-2  N  v1 unit1  v2 unit2 ..." -> BENCH lines.
+pkgs=$(go list ./... | grep -v /examples/)
+go test -run '^$' -bench . -benchtime "${BENCH_TIME:-1s}" $pkgs \
+  | awk '/^Benchmark/ { name = $1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name);
+                        for (i = 3; i < NF; i += 2) { u = $(i+1); if (u == "ns/op" || u ~ /\//) print "BENCH", name, $i, u } }' \
+  | tee -a "$out"
+# The same work in python3-torch.
+/usr/bin/python3 scripts/bench_torch.py --threads "$threads" | tee -a "$out"
+# C-level benchmarks (Makefile fragments define them).
+for target in $(make -qp 2>/dev/null | awk -F: '/^[a-z-]*-bench:/ {print $1}' | sort -u); do
+  make --no-print-directory -s "$target" | grep '^BENCH' | tee -a "$out" || true
+done
+
+# Ratios (baseline time / gorec time: above 1 means gorec is faster).
+awk '$1 == "BENCH" { v[$2] = $3 }
+     END {
+       if (("MM512" in v) && ("torch_mm512" in v)) printf "BENCH mm512_torch_over_gorec %.2f x\n", v["torch_mm512"] / v["MM512"]
+     }' "$out"
