@@ -157,7 +157,175 @@ ct_error ct_scope_end(int64_t *released, ct_scope s);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tensor operations                                                                           */
-/* (ops section) */
+/* Every operation returns new handles (views share storage with their input, as in libtorch)
+ * except the _inplace functions, which modify their first tensor. Dimensions may be negative
+ * (counted from the end). Scalars are passed as double; a scalar with an integral value acts as
+ * an integer (as in Python: an int64 tensor plus 1 stays int64, times 0.5 becomes float).
+ * Operation codes of different families have disjoint values, and a code a function does not
+ * support gives an "invalid argument" error. */
+
+/* Elementwise functions of one tensor (ct_unary). */
+typedef enum {
+  CT_OP_NEG = 1,
+  CT_OP_ABS,
+  CT_OP_SQRT,
+  CT_OP_RSQRT,
+  CT_OP_EXP,
+  CT_OP_LOG,
+  CT_OP_LOG1P,
+  CT_OP_SIGMOID,
+  CT_OP_TANH,
+  CT_OP_RELU,
+  CT_OP_GELU, /* exact (erf) form */
+  CT_OP_SILU,
+  CT_OP_SQUARE,
+  CT_OP_RECIPROCAL,
+  CT_OP_SIGN,
+  CT_OP_FLOOR,
+  CT_OP_CEIL,
+  CT_OP_ROUND,
+  CT_OP_LOGICAL_NOT
+} ct_unary_op;
+
+/* Elementwise functions of two tensors with broadcasting (ct_binary) or of a tensor and a
+ * scalar (ct_binary_scalar): every op but SET. In-place updates (ct_inplace_binary, where other
+ * is broadcast to self's shape, and ct_inplace_scalar): ADD, SUB, MUL, DIV and SET only. */
+typedef enum {
+  CT_OP_ADD = 64,
+  CT_OP_SUB,
+  CT_OP_MUL,
+  CT_OP_DIV, /* true division: integers give floats */
+  CT_OP_POW,
+  CT_OP_REMAINDER, /* Python's %: the sign of the divisor */
+  CT_OP_MAXIMUM,
+  CT_OP_MINIMUM,
+  CT_OP_EQ, /* comparisons give bool tensors */
+  CT_OP_NE,
+  CT_OP_LT,
+  CT_OP_LE,
+  CT_OP_GT,
+  CT_OP_GE,
+  CT_OP_LOGICAL_AND,
+  CT_OP_LOGICAL_OR,
+  CT_OP_SET /* in place only: copy_ (broadcast other into self) or fill_ */
+} ct_binary_op;
+
+ct_error ct_unary(ct_tensor *out, int32_t op, ct_tensor a);
+ct_error ct_binary(ct_tensor *out, int32_t op, ct_tensor a, ct_tensor b);
+ct_error ct_binary_scalar(ct_tensor *out, int32_t op, ct_tensor a, double s);
+/* self op= alpha * other for ADD and SUB; alpha must be 1 for the other ops. */
+ct_error ct_inplace_binary(ct_tensor self, int32_t op, ct_tensor other, double alpha);
+ct_error ct_inplace_scalar(ct_tensor self, int32_t op, double s);
+/* Limits values to [min, max]; a bound is ignored when its has_ flag is 0. */
+ct_error ct_clamp(ct_tensor *out, ct_tensor a, double min, double max, int32_t has_min,
+                  int32_t has_max);
+/* cond ? a : b elementwise, with broadcasting; cond is a bool tensor. */
+ct_error ct_where(ct_tensor *out, ct_tensor cond, ct_tensor a, ct_tensor b);
+/* A copy of a with value where the bool tensor mask (broadcast to a) is true. */
+ct_error ct_masked_fill(ct_tensor *out, ct_tensor a, ct_tensor mask, double value);
+
+/* Reductions (ct_reduce; MAX and MIN also for ct_reduce_with_indices). */
+typedef enum {
+  CT_REDUCE_SUM = 128,
+  CT_REDUCE_MEAN,
+  CT_REDUCE_PROD,
+  CT_REDUCE_MAX, /* values only (amax) */
+  CT_REDUCE_MIN,
+  CT_REDUCE_LOGSUMEXP,
+  CT_REDUCE_STD, /* unbiased (divides by n - 1) */
+  CT_REDUCE_VAR,
+  CT_REDUCE_NORM, /* Euclidean */
+  CT_REDUCE_ANY,
+  CT_REDUCE_ALL
+} ct_reduce_op;
+
+/* Reduces over the ndims dimensions dims, or over all of them when ndims is 0; keepdim keeps
+ * the reduced dimensions with size 1. */
+ct_error ct_reduce(ct_tensor *out, int32_t op, ct_tensor a, const int64_t *dims, int32_t ndims,
+                   int32_t keepdim);
+/* Maximum or minimum (op CT_REDUCE_MAX or CT_REDUCE_MIN) along dim with the int64 positions.
+ * values may be NULL when only the indices are wanted (argmax, argmin). */
+ct_error ct_reduce_with_indices(ct_tensor *values, ct_tensor *indices, int32_t op, ct_tensor a,
+                                int64_t dim, int32_t keepdim);
+/* The k largest (or smallest) entries along dim and their positions; sorted orders them. */
+ct_error ct_topk(ct_tensor *values, ct_tensor *indices, ct_tensor a, int64_t k, int64_t dim,
+                 int32_t largest, int32_t sorted);
+/* Stable sort along dim, with the positions of the sorted entries. */
+ct_error ct_sort(ct_tensor *values, ct_tensor *indices, ct_tensor a, int64_t dim,
+                 int32_t descending);
+
+/* Shape and layout changes (ct_shape_op); what args holds depends on the op. */
+typedef enum {
+  CT_SHAPE_RESHAPE = 192, /* args: the new shape (one entry may be -1); a view when possible */
+  CT_SHAPE_VIEW,          /* args: the new shape; always a view (fails when a copy is needed) */
+  CT_SHAPE_EXPAND,        /* args: the new shape (-1 keeps a size); a broadcast view */
+  CT_SHAPE_PERMUTE,       /* args: a permutation of the dimensions */
+  CT_SHAPE_TRANSPOSE,     /* args: two dimensions to swap */
+  CT_SHAPE_SQUEEZE,       /* args: dimensions to drop if of size 1; none: every size-1 one */
+  CT_SHAPE_UNSQUEEZE,     /* args: one: where to insert a dimension of size 1 */
+  CT_SHAPE_FLATTEN,       /* args: the first and last dimension to merge */
+  CT_SHAPE_CONTIGUOUS,    /* no args: a tensor with row-major layout (a itself if it is one) */
+  CT_SHAPE_CLONE          /* no args: a copy with its own storage (differentiable) */
+} ct_shape_op_code;
+
+ct_error ct_shape_op(ct_tensor *out, int32_t op, ct_tensor a, const int64_t *args,
+                     int32_t nargs);
+/* The view of a made of entries start .. start+length-1 along dim. */
+ct_error ct_narrow(ct_tensor *out, ct_tensor a, int64_t dim, int64_t start, int64_t length);
+
+typedef enum {
+  CT_JOIN_CAT = 256, /* along an existing dimension */
+  CT_JOIN_STACK      /* along a new dimension */
+} ct_join_op;
+/* Joins the n (>= 1) tensors ts[0..n-1]. */
+ct_error ct_join(ct_tensor *out, int32_t op, const ct_tensor *ts, int32_t n, int64_t dim);
+
+/* Indexing with int64 index tensors. */
+typedef enum {
+  CT_INDEX_SELECT = 320,  /* ct_index: the entries of a at positions index along dim */
+  CT_INDEX_GATHER,        /* ct_index: out[i][j] = a[index[i][j]][j] (dim 0), ... */
+  CT_INDEX_ADD,           /* ct_index_update: a[index[i]] += src[i] along dim */
+  CT_INDEX_SCATTER,       /* ct_index_update: a[index[i][j]][j] = src[i][j] (dim 0), ... */
+  CT_INDEX_SCATTER_ADD    /* ct_index_update: a[index[i][j]][j] += src[i][j] (dim 0), ... */
+} ct_index_op;
+
+ct_error ct_index(ct_tensor *out, int32_t op, ct_tensor a, int64_t dim, ct_tensor index);
+/* Updates a copy of a (out), or a itself when inplace is 1 (then out may be NULL and is not
+ * written). Repeated indices accumulate for the ADD ops. */
+ct_error ct_index_update(ct_tensor *out, int32_t op, ct_tensor a, int64_t dim, ct_tensor index,
+                         ct_tensor src, int32_t inplace);
+/* The distinct values of a (flattened), sorted ascending when sorted is 1. inverse (the
+ * position in values of each entry of a, shaped like a) and counts (occurrences of each value)
+ * are computed only when their pointer is not NULL. */
+ct_error ct_unique(ct_tensor *values, ct_tensor *inverse, ct_tensor *counts, ct_tensor a,
+                   int32_t sorted);
+
+/* Layers' building blocks: matrix products, softmax, dropout. */
+/* The product of two matrices (2-D only). */
+ct_error ct_mm(ct_tensor *out, ct_tensor a, ct_tensor b);
+/* numpy-style matmul: vectors, matrices and broadcast batches of matrices. */
+ct_error ct_matmul(ct_tensor *out, ct_tensor a, ct_tensor b);
+/* softmax along dim, or log-softmax when log is 1. */
+ct_error ct_softmax(ct_tensor *out, ct_tensor a, int64_t dim, int32_t log);
+/* Zeroes entries with probability p and scales the others by 1/(1-p) when train is 1; the
+ * identity otherwise. Uses the global generator (ct_manual_seed). */
+ct_error ct_dropout(ct_tensor *out, ct_tensor a, double p, int32_t train);
+
+/* Losses. The reduction values are libtorch's at::Reduction numbers. */
+typedef enum { CT_REDUCTION_NONE = 0, CT_REDUCTION_MEAN = 1, CT_REDUCTION_SUM = 2 } ct_reduction;
+typedef enum {
+  CT_LOSS_MSE = 384,       /* (input - target)^2 */
+  CT_LOSS_L1,              /* |input - target| */
+  CT_LOSS_SMOOTH_L1,       /* Huber-like with beta 1 */
+  CT_LOSS_BCE,             /* input: probabilities in [0, 1]; target: same shape */
+  CT_LOSS_BCE_WITH_LOGITS, /* input: logits; target: same shape, in [0, 1] */
+  CT_LOSS_CROSS_ENTROPY,   /* input: logits [N, C, ...]; target: int64 classes [N, ...] or
+                              probabilities shaped like input */
+  CT_LOSS_NLL              /* input: log-probabilities [N, C, ...]; target: int64 classes */
+} ct_loss_op;
+
+ct_error ct_loss(ct_tensor *out, int32_t op, ct_tensor input, ct_tensor target,
+                 int32_t reduction);
 
 #ifdef __cplusplus
 }

@@ -146,6 +146,61 @@ static void test_counters(void) {
   CHECK(ct_live_handles() == handles && ct_live_bytes() == bytes);
 }
 
+static void test_ops(void) {
+  float in[6] = {1, -2, 3, -4, 5, -6}, out[6];
+  int64_t shape[2] = {2, 3}, dims[1] = {1}, args[2] = {3, 2}, got[2];
+  ct_tensor a = NULL, b = NULL, r = NULL, v = NULL, i = NULL, inv = NULL;
+  int64_t handles = ct_live_handles();
+  CHECK(ok(ct_tensor_from_data(&a, in, sizeof in, CT_FLOAT32, shape, 2)));
+  CHECK(ok(ct_unary(&b, CT_OP_ABS, a)));
+  CHECK(ok(ct_binary(&r, CT_OP_ADD, a, b)));
+  CHECK(ok(ct_tensor_copy_to(out, sizeof out, r, CT_FLOAT32)) && out[0] == 2 && out[1] == 0);
+  ct_tensor_free(r);
+  CHECK(ok(ct_reduce(&r, CT_REDUCE_SUM, a, dims, 1, 0)));
+  CHECK(ok(ct_tensor_copy_to(out, 2 * sizeof(float), r, CT_FLOAT32)) && out[0] == 2 && out[1] == -5);
+  ct_tensor_free(r);
+  CHECK(ok(ct_shape_op(&r, CT_SHAPE_RESHAPE, a, args, 2)));
+  CHECK(ok(ct_tensor_shape(got, 2, r)) && got[0] == 3 && got[1] == 2);
+  ct_tensor_free(r);
+  ct_tensor list[2];
+  list[0] = a;
+  list[1] = b;
+  CHECK(ok(ct_join(&r, CT_JOIN_STACK, list, 2, 0)));
+  ct_tensor_free(r);
+  CHECK(ok(ct_reduce_with_indices(NULL, &i, CT_REDUCE_MAX, a, 1, 0)));
+  ct_tensor_free(i);
+  i = NULL;
+  CHECK(ok(ct_unique(&v, &inv, NULL, b, 1)) && v != NULL && inv != NULL);
+  ct_tensor_free(v);
+  ct_tensor_free(inv);
+  v = NULL;
+  CHECK(ok(ct_inplace_binary(b, CT_OP_ADD, a, 0.5)));
+  CHECK(ok(ct_inplace_scalar(b, CT_OP_SET, 0)));
+  /* errors: unknown or wrong-family op codes, NULL outputs and lists, bad arguments */
+  r = NULL;
+  CHECK(fails_with(ct_unary(&r, CT_OP_ADD, a), "unsupported unary"));
+  CHECK(fails_with(ct_binary(&r, CT_OP_NEG, a, b), "unsupported binary"));
+  CHECK(fails_with(ct_binary(&r, CT_OP_SET, a, b), "unsupported binary"));
+  CHECK(fails_with(ct_inplace_binary(b, CT_OP_MUL, a, 2), "alpha"));
+  CHECK(fails_with(ct_inplace_scalar(b, CT_OP_POW, 2), "unsupported in-place"));
+  CHECK(fails_with(ct_reduce(&r, 999, a, NULL, 0, 0), "unsupported reduce"));
+  CHECK(fails_with(ct_reduce(&r, CT_REDUCE_SUM, a, NULL, 1, 0), "NULL"));
+  CHECK(fails_with(ct_reduce_with_indices(&v, &i, CT_REDUCE_SUM, a, 0, 0), "unsupported"));
+  CHECK(fails_with(ct_shape_op(&r, CT_SHAPE_TRANSPOSE, a, args, 1), "takes 2"));
+  CHECK(fails_with(ct_join(&r, CT_JOIN_CAT, NULL, 0, 0), "empty"));
+  CHECK(fails_with(ct_join(&r, CT_JOIN_CAT, NULL, 2, 0), "NULL"));
+  CHECK(fails_with(ct_index(&r, CT_INDEX_ADD, a, 0, a), "unsupported index"));
+  CHECK(fails_with(ct_loss(&r, CT_LOSS_MSE, a, b, 3), "reduction"));
+  CHECK(fails_with(ct_loss(&r, 1, a, b, 1), "unsupported loss"));
+  CHECK(fails_with(ct_mm(NULL, a, b), "NULL"));
+  CHECK(fails_with(ct_mm(&r, a, b), "mat"));
+  CHECK(fails_with(ct_topk(&v, NULL, a, 1, 0, 1, 1), "NULL"));
+  CHECK(r == NULL && v == NULL && i == NULL);
+  ct_tensor_free(b);
+  ct_tensor_free(a);
+  CHECK(ct_live_handles() == handles);
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -153,6 +208,7 @@ int main(void) {
   test_autograd();
   test_scopes();
   test_counters();
+  test_ops();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
