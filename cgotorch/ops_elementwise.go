@@ -8,6 +8,14 @@ import (
 	"runtime"
 )
 
+// cBool converts a Go bool to the C ABI's 0 or 1.
+func cBool(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // unary applies the elementwise function op (a ct_unary_op).
 func unary(t *Tensor, op C.int32_t, name string) *Tensor {
 	var out C.ct_tensor
@@ -181,27 +189,21 @@ func (t *Tensor) GtScalar(s float64) *Tensor { return binaryScalar(t, s, C.CT_OP
 // GeScalar returns the bool tensor t >= s.
 func (t *Tensor) GeScalar(s float64) *Tensor { return binaryScalar(t, s, C.CT_OP_GE, "ge scalar") }
 
-// Clamp limits t's elements to [min, max]. An infinite bound (math.Inf(-1) for min, math.Inf(1)
-// for max) is no bound, which keeps integer tensors usable.
-func (t *Tensor) Clamp(min, max float64) *Tensor {
+// Clamp limits t's elements to [lo, hi]. An infinite bound (math.Inf(-1) for lo, math.Inf(1)
+// for hi) is no bound, which keeps integer tensors usable.
+func (t *Tensor) Clamp(lo, hi float64) *Tensor {
 	var out C.ct_tensor
-	hasMin, hasMax := C.int32_t(0), C.int32_t(0)
-	if !math.IsInf(min, -1) {
-		hasMin = 1
-	}
-	if !math.IsInf(max, 1) {
-		hasMax = 1
-	}
-	must("clamp", C.ct_clamp(&out, t.c(), C.double(min), C.double(max), hasMin, hasMax))
+	hasLo, hasHi := cBool(!math.IsInf(lo, -1)), cBool(!math.IsInf(hi, 1))
+	must("clamp", C.ct_clamp(&out, t.c(), C.double(lo), C.double(hi), hasLo, hasHi))
 	runtime.KeepAlive(t)
 	return newTensor(out)
 }
 
-// ClampMin returns max(t, min) elementwise.
-func (t *Tensor) ClampMin(min float64) *Tensor { return t.Clamp(min, math.Inf(1)) }
+// ClampMin returns max(t, lo) elementwise.
+func (t *Tensor) ClampMin(lo float64) *Tensor { return t.Clamp(lo, math.Inf(1)) }
 
-// ClampMax returns min(t, max) elementwise.
-func (t *Tensor) ClampMax(max float64) *Tensor { return t.Clamp(math.Inf(-1), max) }
+// ClampMax returns min(t, hi) elementwise.
+func (t *Tensor) ClampMax(hi float64) *Tensor { return t.Clamp(math.Inf(-1), hi) }
 
 // Where returns a tensor taking a's elements where the bool tensor cond is true and b's
 // elsewhere (all three broadcast together).

@@ -15,14 +15,6 @@ func reduce(t *Tensor, op C.int32_t, dims []int64, keepDim bool, name string) *T
 	return newTensor(out)
 }
 
-// cBool converts a Go bool to the C ABI's 0 or 1.
-func cBool(b bool) C.int32_t {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // pair wraps two handles returned together.
 func pair(a, b C.ct_tensor) (*Tensor, *Tensor) { return newTensor(a), newTensor(b) }
 
