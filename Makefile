@@ -54,7 +54,7 @@ SAN_OBJS := $(CT_CC_SRCS:cgotorch/%.cc=$(BUILD)/san/%.o) $(CT_C_SRCS:cgotorch/%.
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 
-$(BUILD)/san/%.o: cgotorch/%.cc cgotorch/cgotorch.h cgotorch/internal.h | $(BUILD)/san
+$(BUILD)/san/%.o: cgotorch/%.cc $(wildcard cgotorch/*.h) | $(BUILD)/san
 	$(CXX) -std=c++17 $(SAN) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/san/%.o: cgotorch/%.c | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
