@@ -203,9 +203,10 @@ typedef enum {
   CT_OPT_FTRL = 6              /* alpha, beta, l1, l2, initial_accumulator_value */
 } ct_table_optimizer;
 
-/* Where optimizer states live: in the embedding's block row (interleaved, the default and the
- * faster one) or in block arrays of their own. */
-typedef enum { CT_LAYOUT_INTERLEAVED = 0, CT_LAYOUT_SEPARATE = 1 } ct_table_layout;
+/* Where optimizer states live: in block arrays of their own (separate, the default: the faster
+ * one in gorec's measurements, see embedding/bench_test.go) or in the embedding's block row
+ * (interleaved). */
+typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layout;
 
 /* flags: run the tensor-op kernels (those of CUDA tables) on a CPU table too (for tests). */
 #define CT_TABLE_TENSOR_KERNELS 1

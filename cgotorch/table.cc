@@ -5,9 +5,11 @@
 //     hands the indices of deleted ids back for reuse.
 //   - Rows live in fixed-size blocks of block_rows rows, appended as the indices grow: old rows
 //     never move. Row i is at block i / block_rows, offset i % block_rows. A row's embedding and
-//     its optimizer states (slots) are row-aligned. Two layouts: interleaved (one block array;
-//     a block row is [embedding | state 0 | state 1], the default: one row's data is adjacent in
-//     memory) and separate (one block array per slot).
+//     its optimizer states (slots) are row-aligned. Two layouts: separate (one block array per
+//     slot, the default) and interleaved (one block array; a block row is
+//     [embedding | state 0 | state 1], so one row's data is adjacent in memory). Measured with
+//     BenchmarkLayout (embedding/bench_test.go), separate is the faster one for Adam on random
+//     rows and for lookups (see the report there); both stay selectable.
 //   - A new row (a new id, or a deleted id's reused index) is fully written before it is used:
 //     its embedding by the initializer (a function of seed and id), its states by their initial
 //     values. That is how deletion resets all state before an index is reused.
@@ -67,6 +69,8 @@ namespace {
 constexpr int64_t kDefaultBlockRows = 4096;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
 constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
+// How many rows ahead the raw kernels prefetch.
+constexpr int64_t kAhead = 2;
 // Rows per chunk of at::parallel_for: about 32K floats of work per chunk.
 int64_t grain_rows(int64_t width) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1)); }
 
@@ -147,13 +151,49 @@ void check_mode(int32_t mode) {
   }
 }
 
+// Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
+// uids. An open-addressing table of at least twice the batch size (no allocation per id).
+struct Dedupe {
+  std::vector<int64_t> uids, inverse;
+  Dedupe(const int64_t *ids, int64_t n) : inverse(static_cast<size_t>(n)) {
+    size_t cap = 16;
+    while (cap < 2 * static_cast<size_t>(n)) cap *= 2;
+    std::vector<int64_t> key(cap), pos(cap, -1);
+    const size_t mask = cap - 1;
+    uids.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t h = static_cast<uint64_t>(ids[i]) * 0x9E3779B97F4A7C15ULL;
+      size_t j = static_cast<size_t>(h >> 17) & mask;
+      while (pos[j] >= 0 && key[j] != ids[i]) j = (j + 1) & mask;
+      if (pos[j] < 0) {
+        key[j] = ids[i];
+        pos[j] = static_cast<int64_t>(uids.size());
+        uids.push_back(ids[i]);
+      }
+      inverse[static_cast<size_t>(i)] = pos[j];
+    }
+  }
+  int64_t size() const { return static_cast<int64_t>(uids.size()); }
+};
+
 // ---- the prefetch worker pool ---------------------------------------------------------------
 
 class Pool {
  public:
   static Pool &get() {
     static Pool *p = new Pool();  // never destroyed: its threads outlive static destructors
+    // At exit (this static is destroyed before libtorch's, which were built earlier), let the
+    // tasks in flight finish, so that no worker touches libtorch while it is being torn down.
+    static struct Drain {
+      Pool *p;
+      ~Drain() { p->drain(std::chrono::seconds(10)); }
+    } drain{p};
     return *p;
+  }
+  // Waits until no task is queued or running (at most timeout).
+  void drain(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_.wait_for(l, timeout, [this] { return q_.empty() && running_ == 0; });
   }
   void submit(std::function<void()> f) {
     {
@@ -177,14 +217,22 @@ class Pool {
         cv_.wait(l, [this] { return !q_.empty(); });
         f = std::move(q_.front());
         q_.pop_front();
+        running_++;
       }
       f();  // never throws: tasks catch everything
+      f = nullptr;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        running_--;
+      }
+      idle_.notify_all();
     }
   }
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_, idle_;
   std::deque<std::function<void()>> q_;
   int started_ = 0;
+  int running_ = 0;
 };
 
 }  // namespace
@@ -237,6 +285,21 @@ class Table : public std::enable_shared_from_this<Table> {
     return ptr_[static_cast<size_t>(b * narr_ + arr_[s])] + o * stride_[s] + off_[s];
   }
   int64_t capacity() const { return nblocks_ * block_rows_; }
+  // Asks the CPU to bring slots [s0, s1) of row r into the cache (raw kernels): random rows of
+  // a large table are memory-latency bound, and the hardware prefetchers do not follow rows.
+  void prefetch(int64_t r, int s0, int s1, bool write) const {
+    for (int s = s0; s < s1; s++) {
+      const char *p = reinterpret_cast<const char *>(slot_ptr(s, r));
+      const int64_t bytes = width_[s] * static_cast<int64_t>(sizeof(float));
+      for (int64_t off = 0; off < bytes; off += 64) {
+        if (write) {
+          __builtin_prefetch(p + off, 1, 3);
+        } else {
+          __builtin_prefetch(p + off, 0, 3);
+        }
+      }
+    }
+  }
   void ensure_rows(int64_t need);
   void free_storage();
   at::TensorOptions float_opts() const { return at::TensorOptions().dtype(at::kFloat).device(device_); }
@@ -318,6 +381,8 @@ class Table : public std::enable_shared_from_this<Table> {
   std::mutex prefetch_mu_;
   std::unordered_map<int64_t, std::shared_ptr<Prefetch>> pending_;
   int64_t next_prefetch_ = 1;
+  int64_t tasks_ = 0;  // prefetch tasks queued or running (close waits for them)
+  std::condition_variable tasks_cv_;
 };
 
 // ---- construction ---------------------------------------------------------------------------
@@ -564,7 +629,9 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
     float *o = out.data_ptr<float>();
     const int64_t w = width_[s];
     auto body = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], s, s + 1, false);
       for (int64_t i = begin; i < end; i++) {
+        if (i + kAhead < end) prefetch(rows[i + kAhead], s, s + 1, false);
         const int64_t r = rows[i];
         float *dst = o + i * w;
         std::memcpy(dst, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(w));
@@ -704,23 +771,11 @@ void Table::write(const Keys &k, ct_tensor values_h) {
   values = raw_ ? values.to(at::kCPU) : values.to(device_);
   check_finite(values, "values");
   // Last occurrence wins: unique ids in first-appearance order with their last position.
-  std::vector<int64_t> uids, src;
-  {
-    std::unordered_map<int64_t, size_t> seen;
-    seen.reserve(static_cast<size_t>(n));
-    const int64_t *ids = k.ptr();
-    for (int64_t i = 0; i < n; i++) {
-      auto it = seen.find(ids[i]);
-      if (it == seen.end()) {
-        seen.emplace(ids[i], uids.size());
-        uids.push_back(ids[i]);
-        src.push_back(i);
-      } else {
-        src[it->second] = i;
-      }
-    }
-  }
-  const int64_t u = static_cast<int64_t>(uids.size());
+  Dedupe dd(k.ptr(), n);
+  std::vector<int64_t> &uids = dd.uids;
+  std::vector<int64_t> src(uids.size());
+  for (int64_t i = 0; i < n; i++) src[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])] = i;
+  const int64_t u = dd.size();
   std::vector<int64_t> rows(static_cast<size_t>(u));
   std::vector<uint8_t> is_new(static_cast<size_t>(u));
   at::Tensor src_t;
@@ -772,13 +827,28 @@ void Table::update(const Keys &k, ct_tensor grads_h) {
   at::Tensor grads = check_rows(grads_h, "grads", n, dim_);
   if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
   grads = raw_ ? grads.to(at::kCPU) : grads.to(device_);
-  check_finite(grads, "gradients");
-  // Sum the gradients of repeated ids (index_add_, never a sparse add_).
-  auto uniq = at::_unique2(k.host, /*sorted=*/true, /*return_inverse=*/true, /*return_counts=*/false);
-  at::Tensor uids = std::get<0>(uniq).contiguous();
-  const int64_t u = uids.size(0);
+  // Sum the gradients of repeated ids, index_add style (never a sparse add_): g[inverse[i]] +=
+  // grads[i] in batch order, checking that every gradient is finite on the way.
+  Dedupe dd(k.ptr(), n);
+  const int64_t u = dd.size();
   at::Tensor g = at::zeros({u, dim_}, grads.options());
-  if (n > 0) g.index_add_(0, std::get<1>(uniq).reshape({n}).to(g.device()), grads);
+  if (raw_) {
+    const float *src = grads.data_ptr<float>();
+    float *dst = g.data_ptr<float>();
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) {
+      float *d = dst + dd.inverse[static_cast<size_t>(i)] * dim_;
+      const float *s = src + i * dim_;
+      for (int64_t j = 0; j < dim_; j++) {
+        finite &= std::isfinite(s[j]);
+        d[j] += s[j];
+      }
+    }
+    if (!finite) throw arg_error("gradients contain NaN or Inf: the batch is rejected");
+  } else {
+    check_finite(grads, "gradients");
+    if (n > 0) g.index_add_(0, index_tensor(dd.inverse, device_), grads);
+  }
   std::vector<int64_t> rows(static_cast<size_t>(u));
   std::vector<uint8_t> is_new(static_cast<size_t>(u));
 
@@ -786,7 +856,7 @@ void Table::update(const Keys &k, ct_tensor grads_h) {
   check_open();
   const int64_t t = step_ + 1;
   const StepConsts c = opt_.begin(t);
-  const int64_t *ids = uids.data_ptr<int64_t>();
+  const int64_t *ids = dd.uids.data();
   insert_ids(ids, u, rows.data(), is_new.data());
   guarded(ids, is_new.data(), u, [&] {
     init_rows(ids, rows.data(), is_new.data(), u, false);
@@ -803,7 +873,9 @@ void Table::step_raw(const StepConsts &c, const float *gp, const int64_t *rows, 
   const int64_t t = c.t;
   const bool momentum = opt_.has_momentum();
   auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
     for (int64_t i = begin; i < end; i++) {
+      if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
       const int64_t r = rows[i];
       float *w = slot_ptr(0, r);
       float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
@@ -923,7 +995,9 @@ void Table::close() {
     std::unique_lock<std::shared_mutex> lock(mu_);  // waits for the operations in flight
     free_storage();
   }
-  std::lock_guard<std::mutex> l(prefetch_mu_);
+  // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
+  std::unique_lock<std::mutex> l(prefetch_mu_);
+  tasks_cv_.wait(l, [this] { return tasks_ == 0; });
   pending_.clear();
 }
 
@@ -938,36 +1012,53 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
   int64_t id;
   {
     std::lock_guard<std::mutex> l(prefetch_mu_);
+    check_open();  // under prefetch_mu_: close cannot miss this task
     id = next_prefetch_++;
     pending_.emplace(id, st);
+    tasks_++;
   }
   std::shared_ptr<Table> self = shared_from_this();
+  auto task = [self, st, copy, mode]() mutable {
+    at::Tensor rows, found;
+    std::string err;
+    try {
+      at::NoGradGuard no_grad;
+      std::tie(rows, found) = self->read(copy, mode);
+    } catch (const c10::Error &e) {
+      err = e.what_without_backtrace();
+    } catch (const std::exception &e) {
+      err = e.what();
+    } catch (...) {
+      err = "unknown C++ exception";
+    }
+    {
+      std::lock_guard<std::mutex> l(st->mu);
+      st->rows = std::move(rows);
+      st->found = std::move(found);
+      st->error = std::move(err);
+      st->done = true;
+    }
+    st->cv.notify_all();
+    // Drop every tensor before telling close that this task is over.
+    st.reset();
+    copy = Keys();
+    Table *t = self.get();
+    {
+      std::lock_guard<std::mutex> l(t->prefetch_mu_);
+      t->tasks_--;
+    }
+    t->tasks_cv_.notify_all();
+    self.reset();  // after a close this may destroy the table: its tensors are gone already
+  };
   try {
-    Pool::get().submit([self, st, copy, mode] {
-      at::Tensor rows, found;
-      std::string err;
-      try {
-        at::NoGradGuard no_grad;
-        std::tie(rows, found) = self->read(copy, mode);
-      } catch (const c10::Error &e) {
-        err = e.what_without_backtrace();
-      } catch (const std::exception &e) {
-        err = e.what();
-      } catch (...) {
-        err = "unknown C++ exception";
-      }
-      {
-        std::lock_guard<std::mutex> l(st->mu);
-        st->rows = std::move(rows);
-        st->found = std::move(found);
-        st->error = std::move(err);
-        st->done = true;
-      }
-      st->cv.notify_all();
-    });
+    Pool::get().submit(std::move(task));
   } catch (...) {
-    std::lock_guard<std::mutex> l(prefetch_mu_);
-    pending_.erase(id);
+    {
+      std::lock_guard<std::mutex> l(prefetch_mu_);
+      pending_.erase(id);
+      tasks_--;
+    }
+    tasks_cv_.notify_all();
     throw;
   }
   return id;

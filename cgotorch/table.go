@@ -57,11 +57,11 @@ const (
 // TableLayout says where optimizer states live relative to the embedding.
 type TableLayout int32
 
-// The layouts: interleaved (a block row holds the embedding and its states side by side; the
-// default and the faster one) or separate block arrays per state.
+// The layouts: separate block arrays per state (the default, the faster one in gorec's
+// measurements) or interleaved (a block row holds the embedding and its states side by side).
 const (
-	LayoutInterleaved TableLayout = C.CT_LAYOUT_INTERLEAVED
 	LayoutSeparate    TableLayout = C.CT_LAYOUT_SEPARATE
+	LayoutInterleaved TableLayout = C.CT_LAYOUT_INTERLEAVED
 )
 
 // ReadDefault is the row Read and Prefetch give for ids not in the table.

@@ -57,10 +57,24 @@ struct RowStream {
   double u01(uint64_t ctr) const { return static_cast<double>(bits(ctr) >> 11) * 0x1.0p-53; }
   // (0, 1)
   double uopen(uint64_t ctr) const { return (static_cast<double>(bits(ctr) >> 11) + 0.5) * 0x1.0p-53; }
-  // standard normal from counters 2c and 2c + 1 (Box-Muller)
-  double normal(uint64_t c) const {
-    double r = std::sqrt(-2.0 * std::log(uopen(2 * c)));
-    return r * std::cos(2.0 * M_PI * u01(2 * c + 1));
+  // Standard normal number k: Box-Muller on uniforms 2p and 2p + 1 (p = k / 2) gives a pair of
+  // independent normals, r cos(theta) for even k and r sin(theta) for odd k.
+  double normal(uint64_t k) const {
+    const uint64_t p = k / 2;
+    const double r = std::sqrt(-2.0 * std::log(uopen(2 * p)));
+    const double th = 2.0 * M_PI * u01(2 * p + 1);
+    return r * ((k & 1) == 0 ? std::cos(th) : std::sin(th));
+  }
+  // Normals 0 .. n-1 into out, a pair at a time.
+  void normals(int64_t n, double mean, double std, float *out) const {
+    for (int64_t k = 0; k + 1 < n; k += 2) {
+      const uint64_t p = static_cast<uint64_t>(k) / 2;
+      const double r = std::sqrt(-2.0 * std::log(uopen(2 * p)));
+      const double th = 2.0 * M_PI * u01(2 * p + 1);
+      out[k] = static_cast<float>(mean + std * r * std::cos(th));
+      out[k + 1] = static_cast<float>(mean + std * r * std::sin(th));
+    }
+    if (n % 2 == 1) out[n - 1] = static_cast<float>(mean + std * normal(static_cast<uint64_t>(n - 1)));
   }
 };
 
@@ -113,7 +127,7 @@ void Init::row(int64_t id, float *out) const {
       for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(p[0] + (p[1] - p[0]) * rs.u01(j));
       return;
     case CT_INIT_NORMAL:
-      for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(p[0] + p[1] * rs.normal(j));
+      rs.normals(d, p[0], p[1], out);
       return;
     case CT_INIT_TRUNCATED_NORMAL:
       // Resampling: attempt a of column j uses counters (a * dim + j); after 64 rejections
@@ -137,8 +151,7 @@ void Init::row(int64_t id, float *out) const {
         double b = p[0] * std::sqrt(6.0 / (fan_in + fan_out));
         for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(-b + 2 * b * rs.u01(j));
       } else {
-        double s = p[0] * std::sqrt(2.0 / (fan_in + fan_out));
-        for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(s * rs.normal(j));
+        rs.normals(d, 0.0, p[0] * std::sqrt(2.0 / (fan_in + fan_out)), out);
       }
       return;
     }

@@ -4,6 +4,7 @@ import (
 	"math/rand"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -143,24 +144,45 @@ func BenchmarkUpdate(b *testing.B) {
 	}
 }
 
-// BenchmarkAdamLayout compares the two row layouts for SparseAdam on random rows of a table
-// much larger than the caches: interleaved (embedding, exp_avg, exp_avg_sq side by side in one
-// block row) against separate block arrays per slot.
-func BenchmarkAdamLayout(b *testing.B) {
-	const n = 1 << 18 // 256K rows x 64 x 3 slots x 4 bytes = 192 MiB per table
-	for _, layout := range []embedding.Layout{embedding.Interleaved, embedding.Separate} {
-		name := map[embedding.Layout]string{embedding.Interleaved: "interleaved", embedding.Separate: "separate"}[layout]
-		b.Run(name, func(b *testing.B) {
-			tbl := benchTable(b, b.Name()+strconv.Itoa(int(layout)), embedding.Config{
-				Dim: benchDim, Optimizer: embedding.SparseAdam{}, Layout: layout, Initializer: embedding.Zeros{}}, n)
-			ids, grads := batches(b, 32, n, true)
+// BenchmarkLayout compares the two row layouts on random rows of tables much larger than the
+// caches (256K rows x 64 floats x 3 slots = 192 MiB each): "adam" is one SparseAdam step on 4096
+// distinct random rows, "lookup" a lookup of 4096 random ids. Every iteration runs the batch on
+// both tables, alternating, so that both see the same machine load; the metrics are the mean
+// milliseconds per batch of each layout and the speed-up of separate over interleaved.
+func BenchmarkLayout(b *testing.B) {
+	const n = 1 << 18
+	for _, op := range []string{"adam", "lookup"} {
+		b.Run(op, func(b *testing.B) {
+			var tables [2]*embedding.Table
+			for i, layout := range []embedding.Layout{embedding.Separate, embedding.Interleaved} {
+				tables[i] = benchTable(b, b.Name()+"/"+strconv.Itoa(int(layout)), embedding.Config{
+					Dim: benchDim, Optimizer: embedding.SparseAdam{}, Layout: layout, Initializer: embedding.Zeros{}}, n)
+			}
+			ids, grads := batches(b, 32, n, op == "adam")
+			var spent [2]time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if err := tbl.Update(ids[i%len(ids)], grads[i%len(ids)]); err != nil {
-					b.Fatal(err)
+				for j := 0; j < 2; j++ {
+					l := (i + j) % 2 // alternate which layout goes first
+					start := time.Now()
+					if op == "adam" {
+						if err := tables[l].Update(ids[i%len(ids)], grads[i%len(ids)]); err != nil {
+							b.Fatal(err)
+						}
+					} else {
+						r, err := tables[l].Lookup(ids[i%len(ids)])
+						if err != nil {
+							b.Fatal(err)
+						}
+						r.Close()
+					}
+					spent[l] += time.Since(start)
 				}
 			}
-			b.ReportMetric(float64(b.N)*benchBatch/b.Elapsed().Seconds(), "rows/s")
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(b.N) }
+			b.ReportMetric(ms(spent[0]), "separate-ms/batch")
+			b.ReportMetric(ms(spent[1]), "interleaved-ms/batch")
+			b.ReportMetric(spent[1].Seconds()/spent[0].Seconds(), "separate-speedup")
 		})
 	}
 }

@@ -21,8 +21,9 @@ type Config struct {
 	Seed uint64
 	// Device is where the rows live; default the CPU. A CUDA table needs a libtorch with CUDA.
 	Device cgotorch.Device
-	// Layout places optimizer states beside the embedding in one block row (Interleaved, the
-	// default and the faster one) or in block arrays of their own (Separate).
+	// Layout places optimizer states in block arrays of their own (Separate, the default) or
+	// beside the embedding in one block row (Interleaved). BenchmarkLayout compares them;
+	// Separate was the faster one where gorec was measured.
 	Layout Layout
 	// ReadDefault is the row Read and Prefetch give for ids not in the table: ReadZeros (the
 	// default) or ReadInitial (the initializer's value, what Lookup would insert).
@@ -34,8 +35,8 @@ type Layout int
 
 // The layouts.
 const (
-	Interleaved Layout = iota
-	Separate
+	Separate Layout = iota
+	Interleaved
 )
 
 // ReadDefault is the row Read and Prefetch give for ids not in the table.
