@@ -1,23 +1,34 @@
 /* idmap.c - id map + index allocator for the dynamic hash embedding table.
- * See idmap.h for the contract. Pure C11 (+ __builtin_prefetch where available).
+ * See idmap.h for the contract. C11; uses GCC/Clang builtins (prefetch, ctz) and SSE2
+ * intrinsics where available, with portable fallbacks.
  *
- * Structure
- *   h = mix64(id)                       strong 64-bit finaliser (ids are often sequential)
- *   dir[h >> (64 - gdepth)]             extendible-hashing directory, entries {slots, mask, seg}
- *   seg: slots[cap], cap = 2^j          linear probing from h & (cap - 1), 16-byte slots
- *   slot: {key = id, val = index + 1}   val == 0 marks an empty slot, so no id value is reserved
- * A segment holding `depth` hash bits is shared by 2^(gdepth - depth) directory entries.
- * A full segment doubles while it is below SEG_MAX_SLOTS, then splits in two by the next
- * hash bit (the directory doubles when needed), so one growth step moves at most one
- * segment. Max load is 3/4. Deletion is backward-shift (no tombstones).
+ * Layout
+ *   h = mix64(id)                     murmur3 fmix64 (ids are often sequential or clustered)
+ *   dir[h >> (64 - gdepth)]           extendible-hashing directory: {slots, mask, seg, nb}
+ *   seg: slots[cap], cap = 2^j        linear probing, 16-byte slots, max load 3/4
+ *   slot: {key = id, val = index + 1} val == 0 marks an empty slot: no id value is reserved
+ * Probing starts at the first slot of the 64-byte line that h & (cap - 1) points into and
+ * scans a line at a time (4 slots, SIMD compare). A segment holding `depth` hash bits is
+ * shared by 2^(gdepth - depth) directory entries. Deletion is backward-shift: no tombstones.
  *
- * Failure atomicity: find_or_insert computes, before touching anything, an upper bound
- * of the new ids per segment and acquires all memory for the growth it needs; only then
- * does it change the map. A guard (a lower bound of the smallest segment headroom)
- * lets batches that cannot overflow any segment skip this planning.
+ * Growth is incremental: a full segment doubles while below SEG_MAX_SLOTS (2^17 slots,
+ * 2 MiB, one huge page), then splits in two by its next hash bit, in place: the half that
+ * stays is re-placed in one streaming pass, the other half streams into one new array of
+ * the same size (an id keeps its home slot). One growth step moves at most one segment
+ * (~98K ids), never the table. Each segment counts its ids whose next split bit is set, so
+ * a split knows both halves' sizes without a scan.
  *
- * Batched operations are software pipelined: the hash and the slot address of id i+PF are
- * computed and prefetched while id i is probed.
+ * Failure atomicity: find_or_insert bounds, before touching anything, the new ids per
+ * segment, and acquires all memory for the growth this needs; only then does it change the
+ * map. A guard (a lower bound of the smallest segment headroom) lets batches that cannot
+ * overflow any segment skip this planning.
+ *
+ * Batches are software pipelined for memory-level parallelism: the hash and home line of
+ * id i+PF are computed and prefetched while id i is probed; a probe whose line is full
+ * prefetches the next line and is resumed in a later pass over the chunk, so no probe waits
+ * on memory that was not prefetched, and the probe step itself has no data-dependent
+ * branch. find_or_insert first claims slots for absent ids, then assigns their indices in
+ * batch order, so indices come out exactly as a one-at-a-time loop would give them.
  */
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* mmap, madvise */
@@ -32,7 +43,7 @@
 #endif
 
 #ifndef CT_IDMAP_PF
-#define CT_IDMAP_PF 16 /* prefetch distance, must be a power of 2 */
+#define CT_IDMAP_PF 32 /* prefetch distance, must be a power of 2 */
 #endif
 #define PF CT_IDMAP_PF
 #if (PF & (PF - 1)) != 0 || PF < 1
@@ -45,7 +56,7 @@
 #define SEG_MIN_SLOTS ((size_t)16)
 #define SEG_MAX_SLOTS ((size_t)1 << CT_IDMAP_SEG_MAX_LOG)
 #define MAX_DEPTH 40u          /* directory depth limit (2^40 segments: never reached) */
-#define MAX_SLOTS ((size_t)1 << 40) /* per segment; beyond this we report out-of-memory */
+#define MAX_SLOTS ((size_t)1 << 32) /* per segment (64 GiB); beyond: out-of-memory */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH_R(p) __builtin_prefetch((p), 0, 3)
@@ -76,12 +87,14 @@ typedef struct seg {
     unsigned k;      /* planned split levels (0: resize in place) */
     size_t pending;  /* upper bound of ids this batch may add */
     size_t first;    /* first piece of its plan */
+    size_t hi;       /* ids whose hash bit (63 - depth) is set: the sizes of a split in two */
 } seg_t;
 
 typedef struct dirent {
     slot_t *slots;
     uint64_t mask;
     seg_t *seg;
+    uint64_t nb; /* 63 - seg->depth: the hash bit counted by seg->hi */
 } dirent_t;
 
 struct ct_idmap {
@@ -201,7 +214,10 @@ static size_t with_margin(size_t share) {
     return share > SIZE_MAX - m ? SIZE_MAX : share + m;
 }
 
-static inline size_t limit_for(size_t cap) { return cap - cap / 4; }
+#ifndef CT_IDMAP_LOAD16
+#define CT_IDMAP_LOAD16 12 /* max load factor, in 16ths */
+#endif
+static inline size_t limit_for(size_t cap) { return cap / 16 * CT_IDMAP_LOAD16; }
 
 /* smallest power-of-two capacity >= SEG_MIN_SLOTS whose limit holds n ids; 0 if too big */
 static size_t cap_for(size_t n) {
@@ -254,6 +270,7 @@ static inline size_t next_seg(const ct_idmap *m, size_t j) {
 
 typedef struct piece {
     size_t need;
+    size_t hi;
     size_t cap;
     slot_t *slots;
     seg_t *seg; /* new header for pieces > 0 */
@@ -278,6 +295,91 @@ static unsigned choose_k(const ct_idmap *m, const seg_t *s, size_t req) {
 
 static inline size_t piece_of(uint64_t h, unsigned depth, unsigned k) {
     return k ? (size_t)((h << depth) >> (64 - k)) : 0;
+}
+
+static inline unsigned ctz8(unsigned x);
+static inline unsigned line_empties(const slot_t *l);
+
+/* One slot of an in-place split (see split_in_place). Target: the first empty slot from
+ * the id's home line, but not beyond j. Half 1 goes to b: every id lands there at or
+ * before its old slot (b holds a subset of the run, placed in order), so b[j] is empty and
+ * the bound j is harmless. An empty slot j is copied to an empty slot (or itself): a
+ * no-op. Branch-free except for the rare run that leaves its home line. The halves' sizes
+ * are known (s->hi); their split-bit counts go to a packed accumulator (32-bit fields;
+ * segments have < 2^32 slots): c += next-bit | (next-bit & up) << 32. */
+static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit, unsigned nb, uint64_t j,
+                              uint64_t *c) {
+    const slot_t e = a[j];
+    const uint64_t occ = e.val != 0;
+    const uint64_t h = mix64(e.key);
+    const uint64_t up = occ & ((h & bit) != 0);
+    slot_t *x = (slot_t *)((uintptr_t)a ^ (((uintptr_t)a ^ (uintptr_t)b) & (0 - (uintptr_t)up)));
+    const uint64_t hm = home_of(h, mask);
+    const uint64_t rel = (j - hm) & mask;
+    const unsigned em = line_empties(&x[hm]) | ((1u << (rel & 3)) & (0u - (unsigned)(rel < LINE_SLOTS)));
+    uint64_t pos = hm + ctz8(em);
+    if (UNLIKELY(em == 0 && occ)) {
+        pos = (hm + LINE_SLOTS) & mask;
+        while (pos != j && x[pos].val != 0) pos = (pos + 1) & mask;
+    }
+    pos = j ^ ((j ^ pos) & (0 - occ)); /* an empty slot stays where it is */
+    a[j].key = 0;
+    a[j].val = 0;
+    x[pos] = e;
+    const uint64_t nbit = (h >> nb) & occ;
+    *c += (nbit & 1) | (nbit & up) << 32;
+}
+
+/* Split s in two by its next hash bit: ids of half 1 move to p[1].slots (same capacity, so
+ * an id's home slot is unchanged); ids of half 0 stay in s->slots and are re-placed in one
+ * pass. A pass starts after an empty slot, so no probe run wraps into the part already
+ * re-placed; an id only moves backwards within its run. Probe runs never cross an empty
+ * slot, so the regions between four empty slots are independent: they are walked
+ * interleaved, which breaks the chain of store-to-load dependencies between consecutive
+ * slots. Sizes land in p[0/1].need, the halves' split-bit counts in p[0/1].hi. */
+static void split_in_place(const seg_t *s, piece_t *p) {
+    slot_t *a = s->slots, *b = p[1].slots;
+    const uint64_t cap = s->cap, mask = cap - 1;
+    const uint64_t bit = (uint64_t)1 << (63 - s->depth);
+    const unsigned nb = 62 - s->depth; /* the halves' counted bit */
+    enum { R = 4 };
+    uint64_t z[R + 1];
+    unsigned nr = 0;
+    for (unsigned r = 0; r < R; r++) { /* first empty slot at or after r * cap / R */
+        uint64_t q = r * (cap / R);
+        if (nr && q <= z[nr - 1]) q = z[nr - 1] + 1;
+        while (q < cap && a[q].val != 0) q++;
+        if (q < cap) z[nr++] = q;
+    }
+    z[nr] = z[0] + cap; /* load <= 3/4: z[0] exists */
+    uint64_t st[R] = {0, 0, 0, 0}, len[R] = {0, 0, 0, 0}, lmin = UINT64_MAX;
+    for (unsigned r = 0; r < R; r++) {
+        if (r < nr) {
+            st[r] = z[r] + 1;
+            len[r] = z[r + 1] - z[r] - 1;
+        }
+        if (len[r] < lmin) lmin = len[r];
+    }
+    uint64_t c[R] = {0, 0, 0, 0};
+    for (uint64_t i = 0; i < lmin; i++) {
+        split_slot(a, b, mask, bit, nb, (st[0] + i) & mask, &c[0]);
+        split_slot(a, b, mask, bit, nb, (st[1] + i) & mask, &c[1]);
+        split_slot(a, b, mask, bit, nb, (st[2] + i) & mask, &c[2]);
+        split_slot(a, b, mask, bit, nb, (st[3] + i) & mask, &c[3]);
+    }
+    for (unsigned r = 0; r < R; r++)
+        for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, mask, bit, nb, (st[r] + i) & mask, &c[r]);
+    size_t nbt = 0, hi1 = 0;
+    for (unsigned r = 0; r < R; r++) {
+        nbt += (size_t)(c[r] & 0xffffffffu);
+        hi1 += (size_t)(c[r] >> 32);
+    }
+    const size_t n1 = s->hi, n = s->size, hi0 = nbt - hi1;
+    p[0].slots = a;
+    p[0].need = n - n1;
+    p[1].need = n1;
+    p[0].hi = hi0;
+    p[1].hi = hi1;
 }
 
 /* Grow every segment in segs[0..ns) with flag set, so that it can absorb s->pending more
@@ -315,8 +417,13 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
             p->need = s->size + s->pending;
             continue;
         }
-        for (size_t j = 0; j < s->cap; j++)
-            if (s->slots[j].val != 0) p[piece_of(mix64(s->slots[j].key), s->depth, s->k)].need++;
+        if (s->k == 1) { /* sizes of the halves are tracked */
+            p[0].need = s->size - s->hi;
+            p[1].need = s->hi;
+        } else {
+            for (size_t j = 0; j < s->cap; j++) /* branch-free: empty slots add 0 */
+                p[piece_of(mix64(s->slots[j].key), s->depth, s->k)].need += s->slots[j].val != 0;
+        }
         if (mode == PLAN_RESERVE) {
             size_t extra = with_margin(s->pending >> s->k);
             for (size_t q = 0; q < ((size_t)1 << s->k); q++) p[q].need += extra;
@@ -338,6 +445,17 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         pc[q].cap = cap_for(pc[q].need);
         if (pc[q].cap == 0) goto out;
     }
+    /* a split in two whose halves fit the old capacity is done in place (flag 2): half 0
+     * keeps the old array, half 1 gets one new array of the same size */
+    for (size_t i = 0; i < ns; i++) {
+        seg_t *s = segs[i];
+        if (!s->flag || s->k != 1) continue;
+        piece_t *p = pc + s->first;
+        if (p[0].cap <= s->cap && p[1].cap <= s->cap) {
+            p[0].cap = p[1].cap = s->cap;
+            s->flag = 2;
+        }
+    }
 
     /* acquire */
     if (maxd > m->gdepth) {
@@ -349,6 +467,7 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         if (!s->flag) continue;
         for (size_t q = 0; q < ((size_t)1 << s->k); q++) {
             piece_t *p = pc + s->first + q;
+            if (q == 0 && s->flag == 2) continue;
             p->slots = slots_alloc(p->cap);
             if (!p->slots) goto out;
             if (q > 0) {
@@ -374,19 +493,24 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         if (!s->flag) continue;
         const size_t np = (size_t)1 << s->k;
         piece_t *p = pc + s->first;
-        for (size_t q = 0; q < np; q++) p[q].need = 0; /* reuse as size */
-        for (size_t j = 0; j < s->cap; j++) {
-            const slot_t *o = &s->slots[j];
-            if (o->val == 0) continue;
-            uint64_t h = mix64(o->key);
-            piece_t *t = p + piece_of(h, s->depth, s->k);
-            uint64_t mask = t->cap - 1, pos = home_of(h, mask);
-            while (t->slots[pos].val != 0) pos = (pos + 1) & mask;
-            t->slots[pos] = *o;
-            t->need++;
+        for (size_t q = 0; q < np; q++) p[q].need = p[q].hi = 0; /* reuse as size */
+        if (s->flag == 2) {
+            split_in_place(s, p);
+        } else { /* rehash into new arrays (doubling, or a split into 2^k pieces) */
+            for (size_t j = 0; j < s->cap; j++) {
+                const slot_t *o = &s->slots[j];
+                if (o->val == 0) continue;
+                uint64_t h = mix64(o->key);
+                piece_t *t = p + piece_of(h, s->depth, s->k);
+                uint64_t mask = t->cap - 1, pos = home_of(h, mask);
+                while (t->slots[pos].val != 0) pos = (pos + 1) & mask;
+                t->slots[pos] = *o;
+                t->need++;
+                t->hi += (h >> (63 - (s->depth + s->k))) & 1;
+            }
+            m->bytes -= s->cap * sizeof(slot_t);
+            slots_free(s->slots, s->cap);
         }
-        m->bytes -= s->cap * sizeof(slot_t);
-        slots_free(s->slots, s->cap);
         const unsigned nd = s->depth + s->k;
         const uint64_t pre = s->prefix << s->k;
         for (size_t q = 0; q < np; q++) {
@@ -394,21 +518,23 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
             t->slots = p[q].slots;
             t->cap = p[q].cap;
             t->size = p[q].need;
+            t->hi = p[q].hi;
             t->limit = limit_for(p[q].cap);
             t->depth = nd;
             t->prefix = pre | q;
-            t->flag = 0;
             t->k = 0;
             t->pending = 0;
             t->first = 0;
-            m->bytes += t->cap * sizeof(slot_t) + (q ? sizeof(seg_t) : 0);
+            if (q || s->flag != 2) m->bytes += t->cap * sizeof(slot_t);
+            if (q) m->bytes += sizeof(seg_t);
             size_t span = (size_t)1 << (m->gdepth - nd);
             size_t base = (size_t)t->prefix << (m->gdepth - nd);
-            dirent_t de = {t->slots, (uint64_t)(t->cap - 1), t};
+            dirent_t de = {t->slots, (uint64_t)(t->cap - 1), t, 63 - (uint64_t)nd};
             for (size_t j = 0; j < span; j++) m->dir[base + j] = de;
         }
+        for (size_t q = 1; q < np; q++) p[q].seg->flag = 0;
+        s->flag = 0;
         m->nsegs += np - 1;
-        /* keep the flag semantics of the caller: s is done */
     }
     rc = 0;
 
@@ -445,6 +571,7 @@ ct_idmap *ct_idmap_new(size_t capacity_hint) {
     dir[0].slots = dir[1].slots = sl;
     dir[0].mask = dir[1].mask = SEG_MIN_SLOTS - 1;
     dir[0].seg = dir[1].seg = s;
+    dir[0].nb = dir[1].nb = 63;
     m->dir = dir;
     m->gdepth = 1;
     m->nsegs = 1;
@@ -509,6 +636,7 @@ void ct_idmap_clear(ct_idmap *m) {
         seg_t *s = m->dir[j].seg;
         if (s->size) memset(s->slots, 0, s->cap * sizeof(slot_t));
         s->size = 0;
+        s->hi = 0;
     }
     m->size = 0;
     m->high_water = 0;
@@ -532,141 +660,247 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
 
 /* ---------------------------------------------------------------- batched ops */
 
-#ifndef CT_IDMAP_PF2
-#define CT_IDMAP_PF2 16 /* steps a probe waits for the next line it prefetched */
+#ifndef CT_IDMAP_CHUNK
+#define CT_IDMAP_CHUNK 512 /* ids per probe chunk (deferred probes wait on the stack) */
 #endif
-#define PF2 CT_IDMAP_PF2
-#define QCAP 64 /* deferred-probe FIFO, power of two > PF2 + 1 */
-#if QCAP <= PF2 + 1 || (QCAP & (QCAP - 1)) != 0
-#error "QCAP must be a power of two larger than CT_IDMAP_PF2 + 1"
-#endif
+#define CHUNK CT_IDMAP_CHUNK
 
 /* val of a slot claimed by the current find_or_insert batch whose index is not yet assigned */
 #define CLAIMED INT64_MIN
 
-typedef struct pending {
+typedef struct deferred {
     const dirent_t *d;
+    uint64_t h;
     uint64_t pos; /* first slot of the next line to scan */
     size_t i;     /* batch position */
-    size_t t;     /* step at which the line was prefetched */
-} pending_t;
+} deferred_t;
 
-/* bit j set where slot j of the line at `l` is empty / holds `key` */
-static inline unsigned line_empty(const slot_t *l) {
+/* Scan one line: *e gets bit j set where slot j is empty, and the return value bit j set
+ * where slot j holds `key` and is not empty. SSE2 on x86-64 (pcmpeqq with SSE4.1). */
+#if defined(__SSE2__) && !defined(CT_IDMAP_NO_SIMD)
+#include <emmintrin.h>
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
+static inline __m128i eq64(__m128i a, __m128i b) {
+#if defined(__SSE4_1__)
+    return _mm_cmpeq_epi64(a, b);
+#else
+    __m128i c = _mm_cmpeq_epi32(a, b);
+    return _mm_and_si128(c, _mm_shuffle_epi32(c, _MM_SHUFFLE(2, 3, 0, 1)));
+#endif
+}
+static inline unsigned line_scan(const slot_t *l, int64_t key, unsigned *e) {
+    /* compare each slot {key_j, val_j} with {key, 0}: lane 0 = match, lane 1 = empty */
+    const __m128i kz = _mm_set_epi64x(0, key);
+    const __m128i c0 = eq64(_mm_load_si128((const __m128i *)&l[0]), kz);
+    const __m128i c1 = eq64(_mm_load_si128((const __m128i *)&l[1]), kz);
+    const __m128i c2 = eq64(_mm_load_si128((const __m128i *)&l[2]), kz);
+    const __m128i c3 = eq64(_mm_load_si128((const __m128i *)&l[3]), kz);
+    /* low dword of every lane: a = {m0, e0, m1, e1}, b = {m2, e2, m3, e3} */
+    const __m128 a = _mm_shuffle_ps(_mm_castsi128_ps(c0), _mm_castsi128_ps(c1), _MM_SHUFFLE(2, 0, 2, 0));
+    const __m128 b = _mm_shuffle_ps(_mm_castsi128_ps(c2), _mm_castsi128_ps(c3), _MM_SHUFFLE(2, 0, 2, 0));
+    const unsigned mm = (unsigned)_mm_movemask_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    const unsigned ee = (unsigned)_mm_movemask_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    *e = ee;
+    return mm & ~ee;
+}
+#else
+static inline unsigned line_scan(const slot_t *l, int64_t key, unsigned *e) {
+    const unsigned ee = (unsigned)(l[0].val == 0) | (unsigned)(l[1].val == 0) << 1 |
+                        (unsigned)(l[2].val == 0) << 2 | (unsigned)(l[3].val == 0) << 3;
+    const unsigned mm = (unsigned)(l[0].key == key) | (unsigned)(l[1].key == key) << 1 |
+                        (unsigned)(l[2].key == key) << 2 | (unsigned)(l[3].key == key) << 3;
+    *e = ee;
+    return mm & ~ee;
+}
+#endif
+
+/* bit j set where slot j of the line at l is empty */
+static inline unsigned line_empties(const slot_t *l) {
+#if defined(__SSE2__) && !defined(CT_IDMAP_NO_SIMD)
+    const __m128i z = _mm_setzero_si128();
+    const __m128i v01 = _mm_unpackhi_epi64(_mm_load_si128((const __m128i *)&l[0]), _mm_load_si128((const __m128i *)&l[1]));
+    const __m128i v23 = _mm_unpackhi_epi64(_mm_load_si128((const __m128i *)&l[2]), _mm_load_si128((const __m128i *)&l[3]));
+    return (unsigned)_mm_movemask_pd(_mm_castsi128_pd(eq64(v01, z))) |
+           (unsigned)_mm_movemask_pd(_mm_castsi128_pd(eq64(v23, z))) << 2;
+#else
     return (unsigned)(l[0].val == 0) | (unsigned)(l[1].val == 0) << 1 | (unsigned)(l[2].val == 0) << 2 |
            (unsigned)(l[3].val == 0) << 3;
-}
-static inline unsigned line_match(const slot_t *l, int64_t key) {
-    return (unsigned)(l[0].key == key) | (unsigned)(l[1].key == key) << 1 | (unsigned)(l[2].key == key) << 2 |
-           (unsigned)(l[3].key == key) << 3;
+#endif
 }
 
-static inline unsigned ctz4(unsigned x) { /* x in 1..15 */
+static inline unsigned ctz8(unsigned x) { /* x in 1..15, or with bit 3 forced: 0..3 */
 #if defined(__GNUC__) || defined(__clang__)
-    return (unsigned)__builtin_ctz(x);
+    return (unsigned)__builtin_ctz(x | 8u);
 #else
     unsigned r = 0;
+    x |= 8u;
     while (!(x & 1)) x >>= 1, r++;
     return r;
 #endif
 }
 
-/* The probe engine shared by find and phase 1 of find_or_insert.
- * Probing goes a cache line at a time. The home line of id i+PF is prefetched while id i
- * is probed; a probe that must go on to the next line prefetches it and waits in a FIFO
- * for PF2 steps, so no step waits on memory that was not prefetched.
- * Linear probing with backward-shift deletion keeps every id's run from its home slot to
- * its slot free of empty slots, so within a line a match decides before an empty slot.
- * insert == 0: out[i] = index or -1. Returns the number found.
- * insert == 1: an absent id is written to the first empty slot with val CLAIMED; out[i] is
- * then ~(address of its slot) (negative) for claimed or pending-claimed ids, which phase 2
- * resolves in batch order. Returns the number of slots claimed. Only inserts happen during
- * a pass (slots only ever fill), so a deferred probe's position stays valid, and a later
- * duplicate of an id follows its first occurrence through the FIFO. */
-static inline size_t probe_batch(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
-                                 uint8_t *is_new, const int insert) {
+/* One probe step: scan the line at d->slots[pos] for ids[i] (branch-free).
+ * Resolved: writes out[i] (and claims a slot when inserting). Unresolved (line full, no
+ * match): appends a deferred probe of the next line and prefetches that line.
+ * Linear probing with backward-shift deletion keeps every id's run from its home line to
+ * its slot free of empty slots, so within a line a match decides before an empty slot. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline void probe_step(const dirent_t *d, uint64_t h, uint64_t pos, size_t i, int64_t key, int64_t *out,
+                                deferred_t *dq, size_t *nd, size_t *cnt, slot_t *dummy, const int insert) {
+    slot_t *l = &d->slots[pos];
+    unsigned e;
+    const unsigned k = line_scan(l, key, &e);
+    const uint64_t unresolved = (k | e) == 0;
+    const uint64_t npos = (pos + LINE_SLOTS) & d->mask;
+    /* arithmetic selects keep the compiler from turning this into branches */
+    const uint64_t sel = pos ^ ((pos ^ npos) & (0 - unresolved));
+    PREFETCH_W(&d->slots[sel]); /* the next line only when needed */
+    deferred_t *q = &dq[*nd];
+    q->d = d;
+    q->h = h;
+    q->pos = npos;
+    q->i = i;
+    *nd += (size_t)unresolved;
+    /* Within a line a match comes before any empty slot (runs have no empty slot), so the
+     * lowest bit of k | e is the id's slot: found, or the one to claim. */
+    slot_t *ps = &l[ctz8(k | e)];
+    const uint64_t found = k != 0;
+    if (!insert) {
+        /* found: val - 1; else -1 */
+        out[i] = (int64_t)(((uint64_t)ps->val & (0 - found)) - 1);
+        *cnt += (size_t)found;
+        return;
+    }
+    const uint64_t claim = (found | unresolved) ^ 1;
+    slot_t *t = (slot_t *)((uintptr_t)dummy ^ (((uintptr_t)ps ^ (uintptr_t)dummy) & (0 - (uintptr_t)claim)));
+    t->key = key;
+    t->val = CLAIMED;
+    d->seg->size += (size_t)claim;
+    d->seg->hi += (size_t)((h >> d->nb) & claim);
+    *cnt += (size_t)claim;
+    /* found or just claimed (garbage if unresolved: rewritten when resolved) */
+    const int64_t pv = ps->val;
+    const uint64_t pend = pv == CLAIMED;
+    const uint64_t a = ~(uint64_t)(uintptr_t)ps, b = (uint64_t)pv - 1;
+    out[i] = (int64_t)(b ^ ((a ^ b) & (0 - pend)));
+}
+
+/* The probe engine shared by find and phase 1 of find_or_insert. Probing goes a cache
+ * line at a time. The home line of id i+PF is prefetched while id i is probed. Per chunk of
+ * CHUNK ids, probes whose line is full go on to the next line in a later pass over the
+ * chunk's deferred probes (their lines were prefetched when deferred), so no step waits on
+ * memory that was not prefetched and no step takes a data-dependent branch.
+ * insert == 0: out[i] = index or -1; returns the number found.
+ * insert == 1: an absent id is written to the first empty slot with val CLAIMED and
+ * out[i] = ~(address of its slot) (negative) for claimed or pending-claimed ids, resolved
+ * per chunk in batch order by assign_chunk(); returns the number claimed. Only inserts
+ * happen during a pass (slots only fill), so deferred positions stay valid, and a later
+ * duplicate of an id follows its first occurrence pass by pass.
+ * hashed: out[0..n) already holds mix64(ids[i]). */
+static void assign_chunk(ct_idmap *m, size_t c0, size_t c1, int64_t *out, uint8_t *is_new);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const int64_t *ids, size_t n,
+                                 int64_t *out, uint8_t *is_new, const int insert, const int hashed) {
     const dirent_t *dir = m->dir;
     const unsigned sh = 64 - m->gdepth;
-    uint64_t ring[PF];
-    pending_t q[QCAP];
-    size_t qh = 0, qt = 0, step = 0, i = 0, cnt = 0;
+    struct {
+        const dirent_t *d;
+        uint64_t h, pos;
+    } ring[PF]; /* home line of the ids PF ahead, already prefetched */
+    deferred_t dq[CHUNK];
+    slot_t dummy = {0, 0};
+    size_t cnt = 0;
     const size_t pre = n < PF ? n : PF;
     for (size_t j = 0; j < pre; j++) {
-        uint64_t h = mix64(ids[j]);
+        const uint64_t h = hashed ? (uint64_t)out[j] : mix64(ids[j]);
         const dirent_t *d = dir_of(dir, sh, h);
-        ring[j] = h;
-        if (insert) PREFETCH_W(&d->slots[home_of(h, d->mask)]);
-        else PREFETCH_R(&d->slots[home_of(h, d->mask)]);
+        ring[j].d = d;
+        ring[j].h = h;
+        ring[j].pos = home_of(h, d->mask);
+        PREFETCH_W(&d->slots[ring[j].pos]);
     }
-    while (i < n || qh != qt) {
-        const dirent_t *d;
-        uint64_t pos;
-        size_t idx;
-        if (qh != qt && (i >= n || step - q[qh & (QCAP - 1)].t >= PF2)) {
-            const pending_t *p = &q[qh & (QCAP - 1)];
-            d = p->d;
-            pos = p->pos;
-            idx = p->i;
-            qh++;
-        } else {
-            const uint64_t h = ring[i & (PF - 1)];
+    for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
+        const size_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;
+        size_t nd = 0;
+        for (size_t i = c0; i < c1; i++) {
+            const dirent_t *d = ring[i & (PF - 1)].d;
+            const uint64_t pos = ring[i & (PF - 1)].pos;
+            const uint64_t h = ring[i & (PF - 1)].h;
             if (LIKELY(i + PF < n)) {
-                uint64_t h2 = mix64(ids[i + PF]);
+                const uint64_t h2 = hashed ? (uint64_t)out[i + PF] : mix64(ids[i + PF]);
                 const dirent_t *d2 = dir_of(dir, sh, h2);
-                ring[i & (PF - 1)] = h2;
-                if (insert) PREFETCH_W(&d2->slots[home_of(h2, d2->mask)]);
-                else PREFETCH_R(&d2->slots[home_of(h2, d2->mask)]);
+                const uint64_t p2 = home_of(h2, d2->mask);
+                ring[i & (PF - 1)].d = d2;
+                ring[i & (PF - 1)].h = h2;
+                ring[i & (PF - 1)].pos = p2;
+                PREFETCH_W(&d2->slots[p2]);
             }
-            d = dir_of(dir, sh, h);
-            pos = home_of(h, d->mask);
-            idx = i++;
+            probe_step(d, h, pos, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
         }
-        step++;
-        const int64_t key = ids[idx];
-        slot_t *l = &d->slots[pos];
-        const unsigned e = line_empty(l);
-        const unsigned k = line_match(l, key) & ~e;
-        if (k) {
-            slot_t *s = &l[ctz4(k)];
-            if (insert && s->val == CLAIMED) {
-                out[idx] = (int64_t)~(uintptr_t)s;
-            } else {
-                out[idx] = s->val - 1;
-                if (insert && is_new) is_new[idx] = 0;
-                if (!insert) cnt++;
+        while (nd) { /* deferred passes: compacts dq in place (write index <= read index) */
+            size_t nd2 = 0;
+            for (size_t j = 0; j < nd; j++) {
+                const deferred_t q = dq[j];
+                probe_step(q.d, q.h, q.pos, q.i, ids[q.i], out, dq, &nd2, &cnt, &dummy, insert);
             }
-        } else if (e) {
-            if (insert) {
-                slot_t *s = &l[ctz4(e)];
-                s->key = key;
-                s->val = CLAIMED;
-                d->seg->size++;
-                out[idx] = (int64_t)~(uintptr_t)s;
-                cnt++;
-            } else {
-                out[idx] = -1;
-            }
-        } else {
-            pending_t *p = &q[qt & (QCAP - 1)];
-            pos = (pos + LINE_SLOTS) & d->mask;
-            if (insert) PREFETCH_W(&d->slots[pos]);
-            else PREFETCH_R(&d->slots[pos]);
-            p->d = d;
-            p->pos = pos;
-            p->i = idx;
-            p->t = step;
-            qt++;
+            nd = nd2;
         }
+        if (insert) assign_chunk(mm, c0, c1, out, is_new);
     }
     return cnt;
 }
 
-size_t ct_idmap_find(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
-    return probe_batch(m, ids, n, out, NULL, 0);
+/* phase 2 of find_or_insert for out[c0..c1): in batch order, the first occurrence of a
+ * claimed id gets the next index (free list first, LIFO; else high_water++). */
+static void assign_chunk(ct_idmap *m, size_t c0, size_t c1, int64_t *out, uint8_t *is_new) {
+    int64_t hw = m->high_water;
+    int64_t *fl = m->free_list;
+    size_t fl_len = m->free_len;
+    slot_t other = {0, 1};
+    for (size_t i = c0; i < c1; i++) {
+        const int64_t o = out[i];
+        const int pend = o < 0;
+        slot_t *s = pend ? (slot_t *)~(uintptr_t)o : &other;
+        const int fresh = s->val == CLAIMED;
+        if (is_new) is_new[i] = (uint8_t)fresh;
+        if (fresh) {
+            const int64_t idx = fl_len ? fl[--fl_len] : hw++;
+            s->val = idx + 1;
+            out[i] = idx;
+        } else {
+            out[i] = pend ? s->val - 1 : o;
+        }
+    }
+    m->high_water = hw;
+    m->free_len = fl_len;
 }
 
-/* make sure no segment can overflow during a pass over ids; -1 (unchanged) on OOM */
-static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n) {
+size_t ct_idmap_find(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+    return probe_batch(NULL, m, ids, n, out, NULL, 0, 0);
+}
+
+static size_t claim_batch(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out, uint8_t *is_new) {
+    return probe_batch(m, m, ids, n, out, is_new, 1, 0);
+}
+
+static size_t claim_batch_hashed(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
+                                 uint8_t *is_new) {
+    return probe_batch(m, m, ids, n, out, is_new, 1, 1);
+}
+
+/* make sure no segment can overflow during a pass over ids; -1 (unchanged) on OOM.
+ * Leaves mix64(ids[i]) in hout[i]. */
+static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n, int64_t *hout) {
     const size_t maxt = n < m->nsegs ? n : m->nsegs;
     seg_t **touched = (seg_t **)xmalloc(maxt * sizeof(seg_t *));
     if (!touched) return -1;
@@ -675,7 +909,9 @@ static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n) {
         const dirent_t *dir = m->dir;
         const unsigned sh = 64 - m->gdepth;
         for (size_t i = 0; i < n; i++) {
-            seg_t *s = dir_of(dir, sh, mix64(ids[i]))->seg;
+            const uint64_t h = mix64(ids[i]);
+            hout[i] = (int64_t)h;
+            seg_t *s = dir_of(dir, sh, h)->seg;
             if (s->pending++ == 0) touched[nt++] = s;
         }
     }
@@ -690,7 +926,7 @@ static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n) {
         const dirent_t *dir = m->dir;
         const unsigned sh = 64 - m->gdepth;
         for (size_t i = 0; i < n; i++) {
-            uint64_t h = mix64(ids[i]);
+            const uint64_t h = (uint64_t)hout[i];
             const dirent_t *d = dir_of(dir, sh, h);
             if (!d->seg->flag) continue;
             if (probe(d->slots, d->mask, home_of(h, d->mask), ids[i])->val != 0) d->seg->pending--;
@@ -710,31 +946,15 @@ static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n) {
 int64_t ct_idmap_find_or_insert(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
                                 uint8_t *is_new) {
     if (n == 0) return 0;
-    if (m->guard < 0 || n > (size_t)m->guard) {
-        if (plan_batch(m, ids, n) != 0) return -1;
+    size_t claimed;
+    /* phase 1 claims slots for absent ids, phase 2 assigns their indices (per chunk);
+     * no segment can overflow: planned first unless the guard shows it cannot happen */
+    if (m->guard >= 0 && n <= (size_t)m->guard) {
+        claimed = claim_batch(m, ids, n, out, is_new);
+    } else {
+        if (plan_batch(m, ids, n, out) != 0) return -1;
+        claimed = claim_batch_hashed(m, ids, n, out, is_new); /* hashes left in out */
     }
-    /* phase 1: every absent id claims a slot (no segment can overflow: planned above) */
-    const size_t claimed = probe_batch(m, ids, n, out, is_new, 1);
-    if (claimed == 0) return 0;
-    /* phase 2: assign indices in batch order; the first occurrence of an id gets it */
-    int64_t hw = m->high_water;
-    int64_t *fl = m->free_list;
-    size_t fl_len = m->free_len;
-    for (size_t i = 0; i < n; i++) {
-        if (out[i] >= 0) continue;
-        slot_t *s = (slot_t *)~(uintptr_t)out[i];
-        if (s->val == CLAIMED) {
-            const int64_t idx = fl_len ? fl[--fl_len] : hw++;
-            s->val = idx + 1;
-            out[i] = idx;
-            if (is_new) is_new[i] = 1;
-        } else {
-            out[i] = s->val - 1;
-            if (is_new) is_new[i] = 0;
-        }
-    }
-    m->high_water = hw;
-    m->free_len = fl_len;
     m->size += claimed;
     m->guard -= (int64_t)claimed;
     return (int64_t)claimed;
@@ -792,6 +1012,7 @@ int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) 
         fl[fl_len++] = idx;
         erased++;
         d->seg->size--;
+        d->seg->hi -= (size_t)((h >> d->nb) & 1);
         /* backward-shift deletion: pull later ids of the run into the hole when the hole
          * lies within [their home, their slot) */
         uint64_t hole = (uint64_t)(s - slots), j = hole;
@@ -811,4 +1032,45 @@ int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) 
     m->free_len = fl_len;
     m->size -= erased;
     return (int64_t)erased;
+}
+
+/* ---------------------------------------------------------------- self-check (tests) */
+
+int ct_idmap_check(const ct_idmap *m) {
+    const size_t nd = (size_t)1 << m->gdepth;
+    size_t total = 0, nsegs = 0;
+    for (size_t j = 0; j < nd;) {
+        const seg_t *s = m->dir[j].seg;
+        if (s->depth > m->gdepth) return 1;
+        const size_t span = (size_t)1 << (m->gdepth - s->depth);
+        if (j != (size_t)s->prefix << (m->gdepth - s->depth)) return 2;
+        for (size_t q = 0; q < span; q++) {
+            const dirent_t *d = &m->dir[j + q];
+            if (d->seg != s || d->slots != s->slots || d->mask != s->cap - 1 || d->nb != 63 - (uint64_t)s->depth)
+                return 3;
+        }
+        if (s->cap < SEG_MIN_SLOTS || (s->cap & (s->cap - 1)) || s->limit != limit_for(s->cap)) return 4;
+        if (s->flag || s->pending || s->k) return 5;
+        size_t n = 0, hi = 0;
+        const uint64_t mask = s->cap - 1;
+        for (uint64_t i = 0; i < s->cap; i++) {
+            const slot_t *sl = &s->slots[i];
+            if (sl->val == 0) continue;
+            if (sl->val < 0) return 6; /* CLAIMED left behind */
+            const uint64_t h = mix64(sl->key);
+            if (s->depth && (h >> (64 - s->depth)) != s->prefix) return 7;
+            /* no empty slot between the home slot and the id's slot */
+            for (uint64_t p = home_of(h, mask); p != i; p = (p + 1) & mask)
+                if (s->slots[p].val == 0) return 8;
+            n++;
+            hi += (h >> (63 - s->depth)) & 1;
+        }
+        if (n != s->size || hi != s->hi || n > s->limit) return 9;
+        total += n;
+        nsegs++;
+        j += span;
+    }
+    if (total != m->size || nsegs != m->nsegs) return 10;
+    if (m->free_len > m->free_cap || (int64_t)m->size + (int64_t)m->free_len != m->high_water) return 11;
+    return 0;
 }

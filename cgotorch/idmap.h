@@ -75,6 +75,9 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
  * every allocation fails (until reset to -1). Default -1 (never fail). Not thread-safe. */
 extern long ct_idmap_fail_after;
 
+/* Test-only: verify the map's internal invariants; 0 when consistent. O(capacity). */
+int ct_idmap_check(const ct_idmap *m);
+
 #ifdef __cplusplus
 }
 #endif
