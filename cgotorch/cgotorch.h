@@ -327,6 +327,138 @@ typedef enum {
 ct_error ct_loss(ct_tensor *out, int32_t op, ct_tensor input, ct_tensor target,
                  int32_t reduction);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Embedding tables                                                                            */
+/*
+ * A dynamic hash embedding table maps raw int64 ids to float32 rows of width dim. It stores only
+ * the ids it has seen, grows in fixed-size blocks (old rows never move), forgets deleted ids and
+ * keeps each row's optimizer state next to it. Tables are named; names are unique in the process
+ * while the table is open.
+ *
+ * Inputs (checked before anything changes; a violation is an "invalid argument: " error):
+ *   keys: int64, one-dimensional, contiguous, any device;
+ *   values / grads: float32, two-dimensional [N, dim], contiguous, N == keys' length.
+ * Empty keys are fine and give [0, dim] results. Results come back on the keys' device.
+ * Every operation is all-or-nothing: a failed call leaves the table exactly as it was.
+ * Gradients or values holding NaN or Inf are rejected as a whole batch.
+ *
+ * Error message prefixes: "invalid argument: ", "closed: " (the table was closed),
+ * "name taken: ", "not found: " (no open table of that name), "unknown prefetch: ".
+ */
+
+typedef struct ct_table_s *ct_table;
+
+/* Initializers of new rows; the value of a row is a function of (seed, id) alone. */
+typedef enum {
+  CT_INIT_ZEROS = 0,
+  CT_INIT_CONSTANT = 1,         /* params: value */
+  CT_INIT_UNIFORM = 2,          /* params: low, high */
+  CT_INIT_NORMAL = 3,           /* params: mean, std */
+  CT_INIT_TRUNCATED_NORMAL = 4, /* params: mean, std, low, high (resampled outside [low, high]) */
+  CT_INIT_XAVIER_UNIFORM = 5,   /* params: gain, fan_in, fan_out (0: dim); U(-b, b),
+                                   b = gain * sqrt(6 / (fan_in + fan_out)) */
+  CT_INIT_XAVIER_NORMAL = 6     /* params as above; N(0, gain * sqrt(2 / (fan_in + fan_out))) */
+} ct_table_initializer;
+
+/* Optimizers applied by ct_table_update; the parameters in opt_params, in this order. */
+typedef enum {
+  CT_OPT_NONE = 0,             /* update is an error */
+  CT_OPT_SGD = 1,              /* lr, momentum, dampening, nesterov (0/1) */
+  CT_OPT_ADAGRAD = 2,          /* lr, lr_decay, initial_accumulator_value, eps */
+  CT_OPT_ROWWISE_ADAGRAD = 3,  /* lr, lr_decay, initial_accumulator_value, eps */
+  CT_OPT_SPARSE_ADAM = 4,      /* lr, beta1, beta2, eps */
+  CT_OPT_ADAMW = 5,            /* lr, beta1, beta2, eps, weight_decay */
+  CT_OPT_FTRL = 6              /* alpha, beta, l1, l2, initial_accumulator_value */
+} ct_table_optimizer;
+
+/* Where optimizer states live: in block arrays of their own (separate, the default: the faster
+ * one in gorec's measurements, see embedding/bench_test.go) or in the embedding's block row
+ * (interleaved). */
+typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layout;
+
+/* flags: run the tensor-op kernels (those of CUDA tables) on a CPU table too (for tests). */
+#define CT_TABLE_TENSOR_KERNELS 1
+
+typedef struct {
+  int64_t dim;        /* > 0 */
+  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine */
+  int64_t block_rows; /* rows per storage block; 0: 4096 */
+  int32_t initializer;
+  int32_t optimizer;
+  double init_params[4];
+  double opt_params[8];
+  ct_device device; /* where the rows live */
+  uint64_t seed;
+  int32_t layout;
+  int32_t flags;
+} ct_table_config;
+
+typedef struct {
+  int64_t size;     /* ids stored */
+  int64_t capacity; /* rows the allocated blocks hold */
+  int64_t bytes;    /* memory held: blocks, id map, per-row bookkeeping */
+  int64_t dim;
+  int64_t step;     /* optimizer steps taken */
+  int32_t num_states;
+  int32_t optimizer;
+} ct_table_stats;
+
+/* Default row of ct_table_read and ct_table_prefetch for ids not in the table. */
+typedef enum { CT_READ_ZEROS = 0, CT_READ_INITIAL = 1 } ct_table_read_default;
+
+/* A new table registered under name (non-empty, at most 255 bytes, no control characters). */
+ct_error ct_table_new(ct_table *out, const char *name, const ct_table_config *cfg);
+/* A new handle to the open table of that name ("not found: " if none). */
+ct_error ct_table_open(ct_table *out, const char *name);
+/* Closes the table for every handle: waits for the operations in flight, frees its memory and
+ * its name; later operations on any handle fail with "closed: ". Closing twice is fine. */
+ct_error ct_table_close(ct_table t);
+/* Frees the handle (not the table: an open table lives until ct_table_close). NULL is fine. */
+void ct_table_free(ct_table t);
+/* The names of the open tables, sorted, joined by '\n'; release with ct_string_free. */
+ct_error ct_table_names(char **out);
+/* The table's name; release with ct_string_free. */
+ct_error ct_table_name(char **out, ct_table t);
+/* The name of optimizer state i (0-based, as in ct_table_export), or NULL. Static string. */
+const char *ct_table_state_name(int32_t optimizer, int32_t i);
+
+/* Rows of keys [N] as float32 [N, dim], inserting (and initialising) the ids not yet present. */
+ct_error ct_table_lookup(ct_tensor *rows, ct_table t, ct_tensor keys);
+/* Row indices of keys, int64 [N]: with insert, absent ids are inserted; without, they give -1. */
+ct_error ct_table_indices(ct_tensor *out, ct_table t, ct_tensor keys, int32_t insert);
+/* Rows of keys without inserting: absent ids give the default row (ct_table_read_default).
+ * found (may be NULL) gets a bool [N] tensor. */
+ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table t, ct_tensor keys,
+                       int32_t default_mode);
+/* Sets the rows of keys to values [N, dim], inserting absent ids (their optimizer state starts
+ * fresh; present ids keep theirs). For a repeated id the last occurrence wins. */
+ct_error ct_table_write(ct_table t, ct_tensor keys, ct_tensor values);
+/* One optimizer step from grads [N, dim]: gradients of repeated ids are summed first; absent ids
+ * are inserted first. An update with no keys still counts as a step. */
+ct_error ct_table_update(ct_table t, ct_tensor keys, ct_tensor grads);
+ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor grads);
+/* Starts an asynchronous read of keys on a worker thread; *id identifies it. */
+ct_error ct_table_prefetch(int64_t *id, ct_table t, ct_tensor keys, int32_t default_mode);
+/* Waits up to timeout_us microseconds (< 0: no limit) for prefetch id. *ready = 1: rows (and
+ * found, which may be NULL) are set and the prefetch is consumed (waiting again is an
+ * "unknown prefetch: " error); *ready = 0: not done yet, wait again later. */
+ct_error ct_table_prefetch_wait(ct_tensor *rows, ct_tensor *found, int32_t *ready, ct_table t,
+                                int64_t id, int64_t timeout_us);
+/* Forgets a prefetch that will not be waited for. Unknown ids are an error. */
+ct_error ct_table_prefetch_discard(ct_table t, int64_t id);
+/* Removes keys; *deleted (may be NULL) gets how many were present. Their rows and optimizer
+ * states are reset before their indices are reused. */
+ct_error ct_table_delete(int64_t *deleted, ct_table t, ct_tensor keys);
+/* Removes every id (the blocks stay allocated; the step counter is kept). */
+ct_error ct_table_clear(ct_table t);
+ct_error ct_table_stats_get(ct_table_stats *out, ct_table t);
+/* A consistent snapshot, ids sorted ascending: ids int64 [M], rows float32 [M, dim], and the
+ * optimizer states (states[i]: [M, dim] or [M, 1]) into states[0, num_states) (cap must be at
+ * least num_states; states may be NULL when it is 0); step (may be NULL) gets the step counter.
+ * Tensors are on the table's device. */
+ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
+                         int64_t *step, ct_table t);
+
 #ifdef __cplusplus
 }
 #endif

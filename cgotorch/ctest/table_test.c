@@ -1,0 +1,474 @@
+/* table_test.c: exercises the embedding tables through the C ABI (lifecycle, every operation,
+ * bad input, atomicity, prefetch, close), as a C99 program. Built and run under
+ * AddressSanitizer and UndefinedBehaviorSanitizer by `make table-sanitize`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgotorch.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (cond) {                                                                \
+      passed++;                                                                \
+    } else {                                                                   \
+      failed++;                                                                \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                          \
+  } while (0)
+
+static int ok(ct_error err) {
+  if (err == NULL) return 1;
+  fprintf(stderr, "unexpected error: %s\n", err);
+  ct_error_free(err);
+  return 0;
+}
+
+static int fails_with(ct_error err, const char *want) {
+  int good = err != NULL && strstr(err, want) != NULL && strstr(err, "Exception raised from") == NULL;
+  if (!good) fprintf(stderr, "expected an error containing \"%s\", got %s\n", want, err ? err : "NULL");
+  ct_error_free(err);
+  return good;
+}
+
+static ct_tensor ids_tensor(const int64_t *ids, int64_t n) {
+  ct_tensor t = NULL;
+  if (!ok(ct_tensor_from_data(&t, ids, (size_t)n * sizeof(int64_t), CT_INT64, &n, 1))) return NULL;
+  return t;
+}
+
+static ct_tensor rows_tensor(const float *v, int64_t n, int64_t d) {
+  ct_tensor t = NULL;
+  int64_t shape[2];
+  shape[0] = n;
+  shape[1] = d;
+  if (!ok(ct_tensor_from_data(&t, v, (size_t)(n * d) * sizeof(float), CT_FLOAT32, shape, 2))) return NULL;
+  return t;
+}
+
+static ct_table_config config(int64_t dim, int32_t opt) {
+  ct_table_config c;
+  memset(&c, 0, sizeof c);
+  c.dim = dim;
+  c.block_rows = 4;
+  c.initializer = CT_INIT_UNIFORM;
+  c.init_params[0] = -1;
+  c.init_params[1] = 1;
+  c.optimizer = opt;
+  c.device.type = CT_CPU;
+  c.device.index = -1;
+  c.seed = 7;
+  return c;
+}
+
+/* Copies a float tensor out (n floats); frees it. */
+static int take_floats(ct_tensor t, float *out, size_t n) {
+  int r = ok(ct_tensor_copy_to(out, n * sizeof(float), t, CT_FLOAT32));
+  ct_tensor_free(t);
+  return r;
+}
+
+static int close_to(float a, float b) { return fabsf(a - b) <= 1e-5f * (1 + fabsf(b)); }
+
+static void test_lifecycle(void) {
+  ct_table a = NULL, b = NULL, c = NULL;
+  ct_table_config cfg = config(4, CT_OPT_SGD);
+  cfg.opt_params[0] = 0.1;
+  CHECK(ok(ct_table_new(&a, "life", &cfg)));
+  CHECK(fails_with(ct_table_new(&b, "life", &cfg), "name taken: "));
+  CHECK(b == NULL);
+  CHECK(fails_with(ct_table_new(&b, "", &cfg), "invalid argument: "));
+  CHECK(fails_with(ct_table_new(&b, "bad\nname", &cfg), "control"));
+  cfg.dim = 0;
+  CHECK(fails_with(ct_table_new(&b, "dim0", &cfg), "dim"));
+  cfg.dim = 4;
+  cfg.initializer = 99;
+  CHECK(fails_with(ct_table_new(&b, "init99", &cfg), "initializer"));
+  cfg.initializer = CT_INIT_NORMAL;
+  cfg.init_params[1] = -1;
+  CHECK(fails_with(ct_table_new(&b, "negstd", &cfg), "std"));
+  cfg.initializer = CT_INIT_ZEROS;
+  cfg.optimizer = CT_OPT_SPARSE_ADAM;
+  cfg.opt_params[1] = 1.5;
+  CHECK(fails_with(ct_table_new(&b, "beta", &cfg), "betas"));
+  cfg.optimizer = CT_OPT_NONE;
+  cfg.device.type = 5;
+  CHECK(fails_with(ct_table_new(&b, "dev", &cfg), "device"));
+  CHECK(b == NULL);
+
+  char *names = NULL;
+  CHECK(ok(ct_table_names(&names)) && strcmp(names, "life") == 0);
+  ct_string_free(names);
+  CHECK(ok(ct_table_open(&b, "life")));
+  CHECK(fails_with(ct_table_open(&c, "nope"), "not found: "));
+  char *nm = NULL;
+  CHECK(ok(ct_table_name(&nm, b)) && strcmp(nm, "life") == 0);
+  ct_string_free(nm);
+
+  CHECK(ok(ct_table_close(b)));
+  CHECK(ok(ct_table_close(a))); /* closing twice is fine */
+  int64_t ids[2] = {1, 2};
+  ct_tensor k = ids_tensor(ids, 2), rows = NULL;
+  CHECK(fails_with(ct_table_lookup(&rows, a, k), "closed: "));
+  CHECK(fails_with(ct_table_lookup(&rows, b, k), "closed: "));
+  ct_table_stats st;
+  CHECK(fails_with(ct_table_stats_get(&st, a), "closed: "));
+  CHECK(fails_with(ct_table_update_by_name("life", k, k), "not found: "));
+  CHECK(ok(ct_table_names(&names)) && strcmp(names, "") == 0);
+  ct_string_free(names);
+  /* the name is free again */
+  cfg = config(4, CT_OPT_NONE);
+  CHECK(ok(ct_table_new(&c, "life", &cfg)));
+  CHECK(ok(ct_table_close(c)));
+  ct_table_free(c);
+  ct_table_free(a);
+  ct_table_free(b);
+  ct_table_free(NULL);
+  CHECK(fails_with(ct_table_lookup(&rows, NULL, k), "closed: "));
+  ct_tensor_free(k);
+}
+
+static void test_lookup_read_write(void) {
+  ct_table t = NULL, u = NULL;
+  ct_table_config cfg = config(3, CT_OPT_NONE);
+  CHECK(ok(ct_table_new(&t, "lrw", &cfg)));
+  cfg.block_rows = 1000;
+  CHECK(ok(ct_table_new(&u, "lrw2", &cfg))); /* same seed and initializer */
+
+  int64_t ids[5] = {1180210, 42, -7, 42, 655922};
+  ct_tensor k = ids_tensor(ids, 5), idx = NULL, rows = NULL, found = NULL;
+  CHECK(ok(ct_table_indices(&idx, t, k, 1)));
+  int64_t got[5];
+  CHECK(ok(ct_tensor_copy_to(got, sizeof got, idx, CT_INT64)));
+  CHECK(got[0] == 0 && got[1] == 1 && got[2] == 2 && got[3] == 1 && got[4] == 3);
+  ct_tensor_free(idx);
+
+  /* a row's value is a function of (seed, id): same in both tables, in any batch */
+  float r1[15], r2[3];
+  CHECK(ok(ct_table_lookup(&rows, t, k)) && take_floats(rows, r1, 15));
+  int64_t one[1] = {655922};
+  ct_tensor k1 = ids_tensor(one, 1);
+  CHECK(ok(ct_table_lookup(&rows, u, k1)) && take_floats(rows, r2, 3));
+  CHECK(memcmp(r1 + 12, r2, sizeof r2) == 0);
+  CHECK(memcmp(r1 + 3, r1 + 9, 3 * sizeof(float)) == 0);
+  CHECK(r1[0] >= -1 && r1[0] < 1 && r1[0] != r1[3]);
+
+  /* read does not insert; unknown ids get zeros or their initial value */
+  int64_t rid[3] = {42, 999, 1000};
+  ct_tensor rk = ids_tensor(rid, 3);
+  float rr[9];
+  uint8_t f[3];
+  ct_table_stats st;
+  CHECK(ok(ct_table_read(&rows, &found, t, rk, CT_READ_ZEROS)));
+  CHECK(ok(ct_tensor_copy_to(f, 3, found, CT_BOOL)) && f[0] == 1 && f[1] == 0 && f[2] == 0);
+  ct_tensor_free(found);
+  CHECK(take_floats(rows, rr, 9) && memcmp(rr, r1 + 3, 3 * sizeof(float)) == 0 && rr[3] == 0 && rr[8] == 0);
+  CHECK(ok(ct_table_read(&rows, NULL, t, rk, CT_READ_INITIAL)) && take_floats(rows, rr, 9));
+  CHECK(rr[3] != 0 && rr[3] >= -1 && rr[3] < 1);
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 4 && st.dim == 3 && st.capacity == 8);
+  CHECK(fails_with(ct_table_read(&rows, NULL, t, rk, 7), "read default"));
+
+  /* write: insert or assign; the last occurrence of a repeated id wins */
+  int64_t wid[3] = {42, 5, 42};
+  float wv[9] = {1, 1, 1, 2, 2, 2, 3, 3, 3};
+  ct_tensor wk = ids_tensor(wid, 3), wvt = rows_tensor(wv, 3, 3);
+  CHECK(ok(ct_table_write(t, wk, wvt)));
+  int64_t q[2] = {42, 5};
+  ct_tensor qk = ids_tensor(q, 2);
+  float qr[6];
+  CHECK(ok(ct_table_read(&rows, NULL, t, qk, CT_READ_ZEROS)) && take_floats(rows, qr, 6));
+  CHECK(qr[0] == 3 && qr[2] == 3 && qr[3] == 2 && qr[5] == 2);
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 5 && st.capacity == 8);
+
+  /* empty keys give [0, dim] */
+  ct_tensor ek = ids_tensor(NULL, 0);
+  int64_t shape[2] = {-1, -1};
+  CHECK(ok(ct_table_lookup(&rows, t, ek)) && ok(ct_tensor_shape(shape, 2, rows)) && shape[0] == 0 && shape[1] == 3);
+  ct_tensor_free(rows);
+
+  /* delete: the index is reused, the row starts fresh (its initial value, not the old one) */
+  int64_t deleted = -1;
+  CHECK(ok(ct_table_delete(&deleted, t, k1)) && deleted == 1);
+  CHECK(ok(ct_table_delete(&deleted, t, k1)) && deleted == 0);
+  CHECK(ok(ct_table_read(&rows, &found, t, k1, CT_READ_ZEROS)));
+  CHECK(ok(ct_tensor_copy_to(f, 1, found, CT_BOOL)) && f[0] == 0);
+  ct_tensor_free(found);
+  ct_tensor_free(rows);
+  int64_t nid[1] = {31337};
+  ct_tensor nk = ids_tensor(nid, 1);
+  CHECK(ok(ct_table_indices(&idx, t, nk, 1)));
+  CHECK(ok(ct_tensor_copy_to(got, 8, idx, CT_INT64)) && got[0] == 3);
+  ct_tensor_free(idx);
+  CHECK(ok(ct_table_indices(&idx, t, k1, 0)));
+  CHECK(ok(ct_tensor_copy_to(got, 8, idx, CT_INT64)) && got[0] == -1);
+  ct_tensor_free(idx);
+
+  /* export: sorted ids, their rows */
+  ct_tensor eids = NULL, erows = NULL;
+  int64_t step = -1;
+  CHECK(ok(ct_table_export(&eids, &erows, NULL, 0, &step, t)) && step == 0);
+  int64_t ex[5];
+  CHECK(ok(ct_tensor_copy_to(ex, sizeof ex, eids, CT_INT64)));
+  CHECK(ex[0] == -7 && ex[1] == 5 && ex[2] == 42 && ex[3] == 31337 && ex[4] == 1180210);
+  float er[15];
+  CHECK(take_floats(erows, er, 15) && er[6] == 3 && er[3] == 2);
+  ct_tensor_free(eids);
+
+  CHECK(ok(ct_table_clear(t)));
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 0 && st.capacity == 8);
+
+  ct_tensor_free(k);
+  ct_tensor_free(k1);
+  ct_tensor_free(rk);
+  ct_tensor_free(wk);
+  ct_tensor_free(wvt);
+  ct_tensor_free(qk);
+  ct_tensor_free(ek);
+  ct_tensor_free(nk);
+  CHECK(ok(ct_table_close(t)) && ok(ct_table_close(u)));
+  ct_table_free(t);
+  ct_table_free(u);
+}
+
+/* Export's ids, rows and states as host arrays (caller frees). */
+static void snapshot(ct_table t, int64_t **ids, float **rows, float **s0, int64_t *m) {
+  ct_tensor ti = NULL, tr = NULL, ts[2] = {NULL, NULL};
+  ct_table_stats st;
+  *ids = NULL;
+  *rows = NULL;
+  *s0 = NULL;
+  *m = 0;
+  if (!ok(ct_table_stats_get(&st, t))) return;
+  if (!ok(ct_table_export(&ti, &tr, ts, 2, NULL, t))) return;
+  int64_t n = 0;
+  ok(ct_tensor_numel(&n, ti));
+  *m = n;
+  *ids = malloc((size_t)(n + 1) * sizeof(int64_t));
+  *rows = malloc((size_t)(n * st.dim + 1) * sizeof(float));
+  ok(ct_tensor_copy_to(*ids, (size_t)n * sizeof(int64_t), ti, CT_INT64));
+  ok(ct_tensor_copy_to(*rows, (size_t)(n * st.dim) * sizeof(float), tr, CT_FLOAT32));
+  if (st.num_states > 0) {
+    int64_t sn = 0;
+    ok(ct_tensor_numel(&sn, ts[0]));
+    *s0 = malloc((size_t)(sn + 1) * sizeof(float));
+    ok(ct_tensor_copy_to(*s0, (size_t)sn * sizeof(float), ts[0], CT_FLOAT32));
+  }
+  ct_tensor_free(ti);
+  ct_tensor_free(tr);
+  ct_tensor_free(ts[0]);
+  ct_tensor_free(ts[1]);
+}
+
+static void test_update_and_bad_input(void) {
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_ADAGRAD);
+  cfg.initializer = CT_INIT_CONSTANT;
+  cfg.init_params[0] = 1;
+  cfg.opt_params[0] = 0.5; /* lr */
+  cfg.opt_params[1] = 0;   /* lr_decay */
+  cfg.opt_params[2] = 0.1; /* initial accumulator */
+  cfg.opt_params[3] = 1e-10;
+  CHECK(ok(ct_table_new(&t, "upd", &cfg)));
+  /* id 3 twice: gradients summed first: g = 1 + 2 = 3 */
+  int64_t ids[3] = {3, 4, 3};
+  float g[6] = {1, 0, 0, 0, 2, 0};
+  ct_tensor k = ids_tensor(ids, 3), gt = rows_tensor(g, 3, 2);
+  CHECK(ok(ct_table_update(t, k, gt)));
+  int64_t *ei, m;
+  float *er, *es;
+  snapshot(t, &ei, &er, &es, &m);
+  CHECK(m == 2 && ei[0] == 3 && ei[1] == 4);
+  /* sum = 0.1 + 9 = 9.1; w = 1 - 0.5 * 3 / sqrt(9.1) */
+  CHECK(close_to(es[0], 9.1f) && close_to(er[0], (float)(1 - 0.5 * 3 / sqrt(9.1))));
+  CHECK(close_to(es[1], 0.1f) && er[1] == 1 && er[3] == 1); /* zero gradient: unchanged */
+  free(ei);
+  free(er);
+  free(es);
+
+  /* bad input: an error, and the table is exactly as it was */
+  int64_t *bi, bm;
+  float *br, *bs;
+  snapshot(t, &bi, &br, &bs, &bm);
+  ct_table_stats before, after;
+  CHECK(ok(ct_table_stats_get(&before, t)));
+  int64_t nid[2] = {100, 101};
+  float nan2[4] = {0, 0, NAN, 0}, inf2[4] = {INFINITY, 0, 0, 0};
+  ct_tensor nk = ids_tensor(nid, 2), nant = rows_tensor(nan2, 2, 2), inft = rows_tensor(inf2, 2, 2);
+  CHECK(fails_with(ct_table_update(t, nk, nant), "NaN or Inf"));
+  CHECK(fails_with(ct_table_update(t, nk, inft), "NaN or Inf"));
+  CHECK(fails_with(ct_table_write(t, nk, nant), "NaN or Inf"));
+  CHECK(fails_with(ct_table_update(t, nk, gt), "rows for 2 keys"));
+  ct_tensor wide = rows_tensor(g, 2, 3);
+  CHECK(fails_with(ct_table_update(t, nk, wide), "width 3"));
+  CHECK(fails_with(ct_table_update(t, nk, k), "float32"));
+  CHECK(fails_with(ct_table_update(t, gt, gt), "int64"));
+  CHECK(fails_with(ct_table_lookup(&(ct_tensor){NULL}, t, gt), "int64"));
+  int64_t sh2[2] = {1, 2};
+  ct_tensor k2d = NULL;
+  CHECK(ok(ct_tensor_from_data(&k2d, nid, sizeof nid, CT_INT64, sh2, 2)));
+  CHECK(fails_with(ct_table_lookup(&(ct_tensor){NULL}, t, k2d), "one-dimensional"));
+  ct_tensor flat = rows_tensor(g, 6, 1), flat1d = NULL;
+  int64_t six = 6;
+  CHECK(ok(ct_tensor_from_data(&flat1d, g, sizeof g, CT_FLOAT32, &six, 1)));
+  CHECK(fails_with(ct_table_write(t, k, flat1d), "two-dimensional"));
+  CHECK(fails_with(ct_table_write(t, NULL, gt), "NULL"));
+  CHECK(fails_with(ct_table_update(t, k, NULL), "NULL"));
+  CHECK(ok(ct_table_stats_get(&after, t)));
+  CHECK(after.size == before.size && after.step == before.step && after.capacity == before.capacity);
+  snapshot(t, &ei, &er, &es, &m);
+  CHECK(m == bm && memcmp(ei, bi, (size_t)m * sizeof(int64_t)) == 0);
+  CHECK(memcmp(er, br, (size_t)m * 2 * sizeof(float)) == 0 && memcmp(es, bs, (size_t)m * 2 * sizeof(float)) == 0);
+  free(ei);
+  free(er);
+  free(es);
+  free(bi);
+  free(br);
+  free(bs);
+
+  /* update by name; an empty update is still a step */
+  CHECK(ok(ct_table_update_by_name("upd", k, gt)));
+  ct_tensor ek = ids_tensor(NULL, 0), eg = rows_tensor(NULL, 0, 2);
+  CHECK(ok(ct_table_update(t, ek, eg)));
+  CHECK(ok(ct_table_stats_get(&after, t)) && after.step == 3);
+
+  /* no optimizer: update is an error */
+  ct_table none = NULL;
+  ct_table_config c0 = config(2, CT_OPT_NONE);
+  CHECK(ok(ct_table_new(&none, "none", &c0)));
+  CHECK(fails_with(ct_table_update(none, k, gt), "no optimizer"));
+  CHECK(ok(ct_table_close(none)));
+  ct_table_free(none);
+
+  ct_tensor_free(k);
+  ct_tensor_free(gt);
+  ct_tensor_free(nk);
+  ct_tensor_free(nant);
+  ct_tensor_free(inft);
+  ct_tensor_free(wide);
+  ct_tensor_free(k2d);
+  ct_tensor_free(flat);
+  ct_tensor_free(flat1d);
+  ct_tensor_free(ek);
+  ct_tensor_free(eg);
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+}
+
+/* The tensor kernels (CUDA's code path) agree with the raw CPU kernels, for every optimizer
+ * and both layouts, over steps with repeated, new, deleted and written ids. */
+static void test_kernels_agree(void) {
+  int32_t opts[6] = {CT_OPT_SGD, CT_OPT_ADAGRAD, CT_OPT_ROWWISE_ADAGRAD, CT_OPT_SPARSE_ADAM, CT_OPT_ADAMW, CT_OPT_FTRL};
+  double params[6][8] = {{0.1, 0.9, 0, 1}, {0.1, 0.01, 0.1, 1e-10}, {0.1, 0, 0.1, 1e-10},
+                         {0.01, 0.9, 0.999, 1e-8}, {0.01, 0.9, 0.999, 1e-8, 0.1}, {0.1, 1, 0.01, 0.1, 0.1}};
+  for (int o = 0; o < 6; o++) {
+    for (int layout = 0; layout < 2; layout++) {
+      ct_table raw = NULL, ten = NULL;
+      ct_table_config cfg = config(3, opts[o]);
+      cfg.initializer = CT_INIT_NORMAL;
+      cfg.init_params[0] = 0;
+      cfg.init_params[1] = 1;
+      memcpy(cfg.opt_params, params[o], sizeof params[o]);
+      cfg.layout = layout;
+      CHECK(ok(ct_table_new(&raw, "raw", &cfg)));
+      cfg.flags = CT_TABLE_TENSOR_KERNELS;
+      CHECK(ok(ct_table_new(&ten, "tensor", &cfg)));
+      for (int step = 0; step < 6; step++) {
+        int64_t ids[6];
+        float g[18];
+        for (int i = 0; i < 6; i++) {
+          ids[i] = (step * 5 + i * 3) % 11;
+          for (int j = 0; j < 3; j++) g[i * 3 + j] = (float)sin(step * 7.0 + i * 3.0 + j);
+        }
+        ct_tensor k = ids_tensor(ids, 6), gt = rows_tensor(g, 6, 3), rows = NULL;
+        CHECK(ok(ct_table_update(raw, k, gt)) && ok(ct_table_update(ten, k, gt)));
+        if (step == 2) {
+          int64_t del[2] = {ids[0], 77};
+          ct_tensor dk = ids_tensor(del, 2);
+          CHECK(ok(ct_table_delete(NULL, raw, dk)) && ok(ct_table_delete(NULL, ten, dk)));
+          ct_tensor_free(dk);
+        }
+        if (step == 3) {
+          int64_t wid[2] = {ids[1], 1000};
+          float wv[6] = {1, 2, 3, 4, 5, 6};
+          ct_tensor wk = ids_tensor(wid, 2), wt = rows_tensor(wv, 2, 3);
+          CHECK(ok(ct_table_write(raw, wk, wt)) && ok(ct_table_write(ten, wk, wt)));
+          ct_tensor_free(wk);
+          ct_tensor_free(wt);
+        }
+        /* reads agree too (SGD momentum catches up rows absent from a step) */
+        float a[18], b[18];
+        CHECK(ok(ct_table_lookup(&rows, raw, k)) && take_floats(rows, a, 18));
+        CHECK(ok(ct_table_lookup(&rows, ten, k)) && take_floats(rows, b, 18));
+        int same = 1;
+        for (int i = 0; i < 18; i++) same &= close_to(a[i], b[i]);
+        CHECK(same);
+        ct_tensor_free(k);
+        ct_tensor_free(gt);
+      }
+      int64_t *ia, *ib, ma, mb;
+      float *ra, *rb, *sa, *sb;
+      snapshot(raw, &ia, &ra, &sa, &ma);
+      snapshot(ten, &ib, &rb, &sb, &mb);
+      CHECK(ma == mb && ma > 5 && memcmp(ia, ib, (size_t)ma * sizeof(int64_t)) == 0);
+      int same = 1;
+      for (int64_t i = 0; i < ma * 3; i++) same &= close_to(ra[i], rb[i]);
+      int64_t sw = opts[o] == CT_OPT_ROWWISE_ADAGRAD ? 1 : 3;
+      for (int64_t i = 0; sa != NULL && i < ma * sw; i++) same &= close_to(sa[i], sb[i]);
+      if (!same) fprintf(stderr, "optimizer %d layout %d: kernels disagree\n", opts[o], layout);
+      CHECK(same);
+      free(ia);
+      free(ib);
+      free(ra);
+      free(rb);
+      free(sa);
+      free(sb);
+      CHECK(ok(ct_table_close(raw)) && ok(ct_table_close(ten)));
+      ct_table_free(raw);
+      ct_table_free(ten);
+    }
+  }
+}
+
+static void test_prefetch(void) {
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_NONE);
+  CHECK(ok(ct_table_new(&t, "pf", &cfg)));
+  int64_t ids[3] = {5, 6, 5};
+  ct_tensor k = ids_tensor(ids, 3), rows = NULL, found = NULL;
+  CHECK(ok(ct_table_lookup(&rows, t, k)));
+  float want[6], got[6];
+  CHECK(take_floats(rows, want, 6));
+  int64_t id = -1, id2 = -1, id3 = -1;
+  int32_t ready = -1;
+  CHECK(ok(ct_table_prefetch(&id, t, k, CT_READ_ZEROS)));
+  CHECK(ok(ct_table_prefetch(&id2, t, k, CT_READ_ZEROS)) && id2 != id);
+  CHECK(ok(ct_table_prefetch_wait(&rows, &found, &ready, t, id, -1)) && ready == 1);
+  CHECK(take_floats(rows, got, 6) && memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(found);
+  CHECK(fails_with(ct_table_prefetch_wait(&rows, NULL, &ready, t, id, -1), "unknown prefetch: "));
+  CHECK(fails_with(ct_table_prefetch_wait(&rows, NULL, &ready, t, 12345, 0), "unknown prefetch: "));
+  CHECK(fails_with(ct_table_prefetch(&id3, t, k, 9), "read default"));
+  CHECK(ok(ct_table_prefetch_discard(t, id2)));
+  CHECK(fails_with(ct_table_prefetch_discard(t, id2), "unknown prefetch: "));
+  /* a pending prefetch on a closed table: waiting is an error, nothing leaks */
+  CHECK(ok(ct_table_prefetch(&id3, t, k, CT_READ_INITIAL)));
+  CHECK(ok(ct_table_close(t)));
+  CHECK(fails_with(ct_table_prefetch_wait(&rows, NULL, &ready, t, id3, -1), "closed: "));
+  CHECK(fails_with(ct_table_prefetch(&id3, t, k, CT_READ_ZEROS), "closed: "));
+  ct_table_free(t);
+  ct_tensor_free(k);
+}
+
+int main(void) {
+  test_lifecycle();
+  test_lookup_read_write();
+  test_update_and_bad_input();
+  test_kernels_agree();
+  test_prefetch();
+  CHECK(ct_live_handles() == 0);
+  printf("table: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,1076 @@
+/* idmap.c - id map + index allocator for the dynamic hash embedding table.
+ * See idmap.h for the contract. C11; uses GCC/Clang builtins (prefetch, ctz) and SSE2
+ * intrinsics where available, with portable fallbacks.
+ *
+ * Layout
+ *   h = mix64(id)                     murmur3 fmix64 (ids are often sequential or clustered)
+ *   dir[h >> (64 - gdepth)]           extendible-hashing directory: {slots, mask, seg, nb}
+ *   seg: slots[cap], cap = 2^j        linear probing, 16-byte slots, max load 3/4
+ *   slot: {key = id, val = index + 1} val == 0 marks an empty slot: no id value is reserved
+ * Probing starts at the first slot of the 64-byte line that h & (cap - 1) points into and
+ * scans a line at a time (4 slots, SIMD compare). A segment holding `depth` hash bits is
+ * shared by 2^(gdepth - depth) directory entries. Deletion is backward-shift: no tombstones.
+ *
+ * Growth is incremental: a full segment doubles while below SEG_MAX_SLOTS (2^17 slots,
+ * 2 MiB, one huge page), then splits in two by its next hash bit, in place: the half that
+ * stays is re-placed in one streaming pass, the other half streams into one new array of
+ * the same size (an id keeps its home slot). One growth step moves at most one segment
+ * (~98K ids), never the table. Each segment counts its ids whose next split bit is set, so
+ * a split knows both halves' sizes without a scan.
+ *
+ * Failure atomicity: find_or_insert bounds, before touching anything, the new ids per
+ * segment, and acquires all memory for the growth this needs; only then does it change the
+ * map. A guard (a lower bound of the smallest segment headroom) lets batches that cannot
+ * overflow any segment skip this planning.
+ *
+ * Batches are software pipelined for memory-level parallelism: the hash and home line of
+ * id i+PF are computed and prefetched while id i is probed; a probe whose line is full
+ * prefetches the next line and is resumed in a later pass over the chunk, so no probe waits
+ * on memory that was not prefetched, and the probe step itself has no data-dependent
+ * branch. find_or_insert first claims slots for absent ids, then assigns their indices in
+ * batch order, so indices come out exactly as a one-at-a-time loop would give them.
+ */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* mmap, madvise */
+#endif
+#include "idmap.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#ifndef CT_IDMAP_PF
+#define CT_IDMAP_PF 32 /* prefetch distance, must be a power of 2 */
+#endif
+#define PF CT_IDMAP_PF
+#if (PF & (PF - 1)) != 0 || PF < 1
+#error "CT_IDMAP_PF must be a power of two"
+#endif
+
+#ifndef CT_IDMAP_SEG_MAX_LOG
+#define CT_IDMAP_SEG_MAX_LOG 17 /* 2^17 slots * 16 B = 2 MiB */
+#endif
+#define SEG_MIN_SLOTS ((size_t)16)
+#define SEG_MAX_SLOTS ((size_t)1 << CT_IDMAP_SEG_MAX_LOG)
+#define MAX_DEPTH 40u          /* directory depth limit (2^40 segments: never reached) */
+#define MAX_SLOTS ((size_t)1 << 32) /* per segment (64 GiB); beyond: out-of-memory */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_R(p) __builtin_prefetch((p), 0, 3)
+#define PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define PREFETCH_R(p) ((void)(p))
+#define PREFETCH_W(p) ((void)(p))
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#endif
+
+typedef struct slot {
+    int64_t key;
+    int64_t val; /* index + 1; 0 = empty */
+} slot_t;
+
+typedef struct seg {
+    slot_t *slots;
+    size_t cap; /* power of two */
+    size_t size;
+    size_t limit;    /* max ids before growth: cap * 3/4 */
+    uint64_t prefix; /* the segment's top `depth` hash bits */
+    unsigned depth;
+    /* planning scratch, zero outside of a growth plan */
+    unsigned flag;
+    unsigned k;      /* planned split levels (0: resize in place) */
+    size_t pending;  /* upper bound of ids this batch may add */
+    size_t first;    /* first piece of its plan */
+    size_t hi;       /* ids whose hash bit (63 - depth) is set: the sizes of a split in two */
+} seg_t;
+
+typedef struct dirent {
+    slot_t *slots;
+    uint64_t mask;
+    seg_t *seg;
+    uint64_t nb; /* 63 - seg->depth: the hash bit counted by seg->hi */
+} dirent_t;
+
+struct ct_idmap {
+    dirent_t *dir;
+    unsigned gdepth; /* >= 1; directory has 2^gdepth entries */
+    size_t nsegs;
+    size_t size;
+    int64_t guard; /* lower bound of min over segments of (limit - size) */
+    size_t bytes;
+    /* index allocator */
+    int64_t high_water;
+    int64_t *free_list; /* stack: reuse is LIFO */
+    size_t free_len, free_cap;
+};
+
+/* ---------------------------------------------------------------- allocation */
+
+long ct_idmap_fail_after = -1;
+
+static int fail_now(void) {
+    if (ct_idmap_fail_after < 0) return 0;
+    if (ct_idmap_fail_after == 0) return 1;
+    ct_idmap_fail_after--;
+    return 0;
+}
+
+static void *xmalloc(size_t bytes) {
+    if (fail_now()) return NULL;
+    return malloc(bytes ? bytes : 1);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    if (fail_now()) return NULL;
+    if (n == 0 || size == 0) return calloc(1, 1);
+    return calloc(n, size);
+}
+
+static void xfree(void *p) { free(p); }
+
+/* Slot arrays, zero-filled. Arrays of 2 MiB and more are mapped 2 MiB-aligned and marked
+ * for transparent huge pages (Linux): random probes into a large table otherwise pay a
+ * TLB miss (a page walk) on nearly every access. */
+#define HUGE_BYTES ((size_t)2 << 20)
+#ifndef CT_IDMAP_NO_HUGE
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+#define USE_HUGE 1
+#endif
+#endif
+
+static slot_t *slots_alloc(size_t cap) {
+#ifdef USE_HUGE
+    const size_t bytes = cap * sizeof(slot_t);
+    if (bytes >= HUGE_BYTES) {
+        if (fail_now()) return NULL;
+        size_t len = bytes + HUGE_BYTES;
+        char *p = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == (char *)MAP_FAILED) return NULL;
+        uintptr_t a = ((uintptr_t)p + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
+        size_t head = a - (uintptr_t)p, tail = len - head - bytes;
+        if (head) munmap(p, head);
+        if (tail) munmap((char *)a + bytes, tail);
+        madvise((void *)a, bytes, MADV_HUGEPAGE); /* advisory: ignore failure */
+        return (slot_t *)a;
+    }
+#endif
+    /* cache-line aligned, so that a probe line is one cache line */
+    if (fail_now()) return NULL;
+    slot_t *p = (slot_t *)aligned_alloc(64, cap * sizeof(slot_t)); /* cap >= 16: size % 64 == 0 */
+    if (p) memset(p, 0, cap * sizeof(slot_t));
+    return p;
+}
+
+static void slots_free(slot_t *p, size_t cap) {
+    if (!p) return;
+#ifdef USE_HUGE
+    if (cap * sizeof(slot_t) >= HUGE_BYTES) {
+        munmap(p, cap * sizeof(slot_t));
+        return;
+    }
+#endif
+    (void)cap;
+    free(p);
+}
+
+/* ---------------------------------------------------------------- hashing */
+
+static inline uint64_t mix64(int64_t id) {
+    /* murmur3 fmix64: a bijection with full avalanche */
+    uint64_t x = (uint64_t)id;
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+/* floor(sqrt(x)), integer only (no libm) */
+static uint64_t isqrt64(uint64_t x) {
+    uint64_t r = 0, bit = (uint64_t)1 << 62;
+    while (bit > x) bit >>= 2;
+    while (bit) {
+        if (x >= r + bit) {
+            x -= r + bit;
+            r = (r >> 1) + bit;
+        } else {
+            r >>= 1;
+        }
+        bit >>= 2;
+    }
+    return r;
+}
+
+/* expected share plus 4 standard deviations plus 16, saturating */
+static size_t with_margin(size_t share) {
+    size_t m = (size_t)(4 * isqrt64(share) + 16);
+    return share > SIZE_MAX - m ? SIZE_MAX : share + m;
+}
+
+#ifndef CT_IDMAP_LOAD16
+#define CT_IDMAP_LOAD16 12 /* max load factor, in 16ths */
+#endif
+static inline size_t limit_for(size_t cap) { return cap / 16 * CT_IDMAP_LOAD16; }
+
+/* smallest power-of-two capacity >= SEG_MIN_SLOTS whose limit holds n ids; 0 if too big */
+static size_t cap_for(size_t n) {
+    size_t cap = SEG_MIN_SLOTS;
+    while (limit_for(cap) < n) {
+        if (cap >= MAX_SLOTS) return 0;
+        cap <<= 1;
+    }
+    return cap;
+}
+
+#define LINE_SLOTS 4u /* 64-byte cache line of 16-byte slots */
+
+/* probing starts at the first slot of the cache line the hash points into */
+static inline uint64_t home_of(uint64_t h, uint64_t mask) {
+    return h & mask & ~(uint64_t)(LINE_SLOTS - 1);
+}
+
+/* first slot at or after `pos` that is empty or holds `key` */
+static inline slot_t *probe(slot_t *slots, uint64_t mask, uint64_t pos, int64_t key) {
+    for (;;) {
+        slot_t *s = &slots[pos];
+        if (s->val == 0 || s->key == key) return s;
+        pos = (pos + 1) & mask;
+    }
+}
+
+static inline const dirent_t *dir_of(const dirent_t *dir, unsigned sh, uint64_t h) {
+    return &dir[h >> sh];
+}
+
+/* ---------------------------------------------------------------- segments */
+
+static void recompute_guard(ct_idmap *m) {
+    size_t n = (size_t)1 << m->gdepth, j = 0;
+    size_t g = SIZE_MAX;
+    while (j < n) {
+        seg_t *s = m->dir[j].seg;
+        size_t room = s->limit - s->size;
+        if (room < g) g = room;
+        j += (size_t)1 << (m->gdepth - s->depth);
+    }
+    m->guard = g > (size_t)INT64_MAX ? INT64_MAX : (int64_t)g;
+}
+
+/* iterate distinct segments: for (j = 0; j < N; j = next_seg(m, j)) */
+static inline size_t next_seg(const ct_idmap *m, size_t j) {
+    return j + ((size_t)1 << (m->gdepth - m->dir[j].seg->depth));
+}
+
+typedef struct piece {
+    size_t need;
+    size_t hi;
+    size_t cap;
+    slot_t *slots;
+    seg_t *seg; /* new header for pieces > 0 */
+} piece_t;
+
+enum { PLAN_BATCH = 0, PLAN_RESERVE = 1 };
+
+/* The split level for a segment that must absorb `req` ids in total: 0 (resize in place)
+ * while it stays within SEG_MAX_SLOTS, else enough levels for SEG_MAX_SLOTS pieces.
+ * A split that would blow up the directory far beyond the number of segments (hashes
+ * skewed into one segment: only adversarial ids do that) resizes in place instead. */
+static unsigned choose_k(const ct_idmap *m, const seg_t *s, size_t req) {
+    size_t c = cap_for(req);
+    if ((c != 0 && c <= SEG_MAX_SLOTS) || s->depth >= MAX_DEPTH) return 0;
+    unsigned k = 1;
+    while (s->depth + k < MAX_DEPTH && with_margin(req >> k) > limit_for(SEG_MAX_SLOTS)) k++;
+    if (s->depth + k > m->gdepth &&
+        ((size_t)1 << (s->depth + k)) > 8 * (m->nsegs + ((size_t)1 << k)) + 64)
+        return 0;
+    return k;
+}
+
+static inline size_t piece_of(uint64_t h, unsigned depth, unsigned k) {
+    return k ? (size_t)((h << depth) >> (64 - k)) : 0;
+}
+
+static inline unsigned ctz8(unsigned x);
+static inline unsigned line_empties(const slot_t *l);
+
+/* One slot of an in-place split (see split_in_place). Target: the first empty slot from
+ * the id's home line, but not beyond j. Half 1 goes to b: every id lands there at or
+ * before its old slot (b holds a subset of the run, placed in order), so b[j] is empty and
+ * the bound j is harmless. An empty slot j is copied to an empty slot (or itself): a
+ * no-op. Branch-free except for the rare run that leaves its home line. The halves' sizes
+ * are known (s->hi); their split-bit counts go to a packed accumulator (32-bit fields;
+ * segments have < 2^32 slots): c += next-bit | (next-bit & up) << 32. */
+static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit, unsigned nb, uint64_t j,
+                              uint64_t *c) {
+    const slot_t e = a[j];
+    const uint64_t occ = e.val != 0;
+    const uint64_t h = mix64(e.key);
+    const uint64_t up = occ & ((h & bit) != 0);
+    slot_t *x = (slot_t *)((uintptr_t)a ^ (((uintptr_t)a ^ (uintptr_t)b) & (0 - (uintptr_t)up)));
+    const uint64_t hm = home_of(h, mask);
+    const uint64_t rel = (j - hm) & mask;
+    const unsigned em = line_empties(&x[hm]) | ((1u << (rel & 3)) & (0u - (unsigned)(rel < LINE_SLOTS)));
+    uint64_t pos = hm + ctz8(em);
+    if (UNLIKELY(em == 0 && occ)) {
+        pos = (hm + LINE_SLOTS) & mask;
+        while (pos != j && x[pos].val != 0) pos = (pos + 1) & mask;
+    }
+    pos = j ^ ((j ^ pos) & (0 - occ)); /* an empty slot stays where it is */
+    a[j].key = 0;
+    a[j].val = 0;
+    x[pos] = e;
+    const uint64_t nbit = (h >> nb) & occ;
+    *c += (nbit & 1) | (nbit & up) << 32;
+}
+
+/* Split s in two by its next hash bit: ids of half 1 move to p[1].slots (same capacity, so
+ * an id's home slot is unchanged); ids of half 0 stay in s->slots and are re-placed in one
+ * pass. A pass starts after an empty slot, so no probe run wraps into the part already
+ * re-placed; an id only moves backwards within its run. Probe runs never cross an empty
+ * slot, so the regions between four empty slots are independent: they are walked
+ * interleaved, which breaks the chain of store-to-load dependencies between consecutive
+ * slots. Sizes land in p[0/1].need, the halves' split-bit counts in p[0/1].hi. */
+static void split_in_place(const seg_t *s, piece_t *p) {
+    slot_t *a = s->slots, *b = p[1].slots;
+    const uint64_t cap = s->cap, mask = cap - 1;
+    const uint64_t bit = (uint64_t)1 << (63 - s->depth);
+    const unsigned nb = 62 - s->depth; /* the halves' counted bit */
+    enum { R = 4 };
+    uint64_t z[R + 1];
+    unsigned nr = 0;
+    for (unsigned r = 0; r < R; r++) { /* first empty slot at or after r * cap / R */
+        uint64_t q = r * (cap / R);
+        if (nr && q <= z[nr - 1]) q = z[nr - 1] + 1;
+        while (q < cap && a[q].val != 0) q++;
+        if (q < cap) z[nr++] = q;
+    }
+    z[nr] = z[0] + cap; /* load <= 3/4: z[0] exists */
+    uint64_t st[R] = {0, 0, 0, 0}, len[R] = {0, 0, 0, 0}, lmin = UINT64_MAX;
+    for (unsigned r = 0; r < R; r++) {
+        if (r < nr) {
+            st[r] = z[r] + 1;
+            len[r] = z[r + 1] - z[r] - 1;
+        }
+        if (len[r] < lmin) lmin = len[r];
+    }
+    uint64_t c[R] = {0, 0, 0, 0};
+    for (uint64_t i = 0; i < lmin; i++) {
+        split_slot(a, b, mask, bit, nb, (st[0] + i) & mask, &c[0]);
+        split_slot(a, b, mask, bit, nb, (st[1] + i) & mask, &c[1]);
+        split_slot(a, b, mask, bit, nb, (st[2] + i) & mask, &c[2]);
+        split_slot(a, b, mask, bit, nb, (st[3] + i) & mask, &c[3]);
+    }
+    for (unsigned r = 0; r < R; r++)
+        for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, mask, bit, nb, (st[r] + i) & mask, &c[r]);
+    size_t nbt = 0, hi1 = 0;
+    for (unsigned r = 0; r < R; r++) {
+        nbt += (size_t)(c[r] & 0xffffffffu);
+        hi1 += (size_t)(c[r] >> 32);
+    }
+    const size_t n1 = s->hi, n = s->size, hi0 = nbt - hi1;
+    p[0].slots = a;
+    p[0].need = n - n1;
+    p[1].need = n1;
+    p[0].hi = hi0;
+    p[1].hi = hi1;
+}
+
+/* Grow every segment in segs[0..ns) with flag set, so that it can absorb s->pending more
+ * ids. All memory is acquired first; on failure nothing changes and -1 is returned.
+ * mode PLAN_BATCH: pieces of split segments are sized from the exact count of absent
+ * batch ids (ids/n) that fall in them; PLAN_RESERVE: from the expected share + margin. */
+static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const int64_t *ids,
+                         size_t n) {
+    size_t njobs = 0, npieces = 0;
+    unsigned maxd = m->gdepth;
+    for (size_t i = 0; i < ns; i++) {
+        seg_t *s = segs[i];
+        if (!s->flag) continue;
+        size_t req = s->size + s->pending;
+        if (req < s->size || req > (MAX_SLOTS << 20)) return -1; /* absurd request */
+        s->k = choose_k(m, s, req);
+        s->first = npieces;
+        npieces += (size_t)1 << s->k;
+        if (s->depth + s->k > maxd) maxd = s->depth + s->k;
+        njobs++;
+    }
+    if (njobs == 0) return 0;
+
+    int rc = -1;
+    dirent_t *newdir = NULL;
+    piece_t *pc = (piece_t *)xcalloc(npieces, sizeof(piece_t));
+    if (!pc) goto out;
+
+    /* needs */
+    for (size_t i = 0; i < ns; i++) {
+        seg_t *s = segs[i];
+        if (!s->flag) continue;
+        piece_t *p = pc + s->first;
+        if (s->k == 0) {
+            p->need = s->size + s->pending;
+            continue;
+        }
+        if (s->k == 1) { /* sizes of the halves are tracked */
+            p[0].need = s->size - s->hi;
+            p[1].need = s->hi;
+        } else {
+            for (size_t j = 0; j < s->cap; j++) /* branch-free: empty slots add 0 */
+                p[piece_of(mix64(s->slots[j].key), s->depth, s->k)].need += s->slots[j].val != 0;
+        }
+        if (mode == PLAN_RESERVE) {
+            size_t extra = with_margin(s->pending >> s->k);
+            for (size_t q = 0; q < ((size_t)1 << s->k); q++) p[q].need += extra;
+        }
+    }
+    if (mode == PLAN_BATCH) {
+        /* exact (duplicates counted twice) count of absent batch ids per piece */
+        const unsigned sh = 64 - m->gdepth;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t h = mix64(ids[i]);
+            const dirent_t *d = dir_of(m->dir, sh, h);
+            seg_t *s = d->seg;
+            if (!s->flag || s->k == 0) continue;
+            slot_t *sl = probe(d->slots, d->mask, home_of(h, d->mask), ids[i]);
+            if (sl->val == 0) pc[s->first + piece_of(h, s->depth, s->k)].need++;
+        }
+    }
+    for (size_t q = 0; q < npieces; q++) {
+        pc[q].cap = cap_for(pc[q].need);
+        if (pc[q].cap == 0) goto out;
+    }
+    /* a split in two whose halves fit the old capacity is done in place (flag 2): half 0
+     * keeps the old array, half 1 gets one new array of the same size */
+    for (size_t i = 0; i < ns; i++) {
+        seg_t *s = segs[i];
+        if (!s->flag || s->k != 1) continue;
+        piece_t *p = pc + s->first;
+        if (p[0].cap <= s->cap && p[1].cap <= s->cap) {
+            p[0].cap = p[1].cap = s->cap;
+            s->flag = 2;
+        }
+    }
+
+    /* acquire */
+    if (maxd > m->gdepth) {
+        newdir = (dirent_t *)xmalloc(sizeof(dirent_t) << maxd);
+        if (!newdir) goto out;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        seg_t *s = segs[i];
+        if (!s->flag) continue;
+        for (size_t q = 0; q < ((size_t)1 << s->k); q++) {
+            piece_t *p = pc + s->first + q;
+            if (q == 0 && s->flag == 2) continue;
+            p->slots = slots_alloc(p->cap);
+            if (!p->slots) goto out;
+            if (q > 0) {
+                p->seg = (seg_t *)xcalloc(1, sizeof(seg_t));
+                if (!p->seg) goto out;
+            }
+        }
+    }
+
+    /* commit: nothing below can fail */
+    if (newdir) {
+        size_t nn = (size_t)1 << maxd;
+        unsigned dsh = maxd - m->gdepth;
+        for (size_t j = 0; j < nn; j++) newdir[j] = m->dir[j >> dsh];
+        m->bytes += (sizeof(dirent_t) << maxd) - (sizeof(dirent_t) << m->gdepth);
+        xfree(m->dir);
+        m->dir = newdir;
+        m->gdepth = maxd;
+        newdir = NULL;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        seg_t *s = segs[i];
+        if (!s->flag) continue;
+        const size_t np = (size_t)1 << s->k;
+        piece_t *p = pc + s->first;
+        for (size_t q = 0; q < np; q++) p[q].need = p[q].hi = 0; /* reuse as size */
+        if (s->flag == 2) {
+            split_in_place(s, p);
+        } else { /* rehash into new arrays (doubling, or a split into 2^k pieces) */
+            for (size_t j = 0; j < s->cap; j++) {
+                const slot_t *o = &s->slots[j];
+                if (o->val == 0) continue;
+                uint64_t h = mix64(o->key);
+                piece_t *t = p + piece_of(h, s->depth, s->k);
+                uint64_t mask = t->cap - 1, pos = home_of(h, mask);
+                while (t->slots[pos].val != 0) pos = (pos + 1) & mask;
+                t->slots[pos] = *o;
+                t->need++;
+                t->hi += (h >> (63 - (s->depth + s->k))) & 1;
+            }
+            m->bytes -= s->cap * sizeof(slot_t);
+            slots_free(s->slots, s->cap);
+        }
+        const unsigned nd = s->depth + s->k;
+        const uint64_t pre = s->prefix << s->k;
+        for (size_t q = 0; q < np; q++) {
+            seg_t *t = q ? p[q].seg : s;
+            t->slots = p[q].slots;
+            t->cap = p[q].cap;
+            t->size = p[q].need;
+            t->hi = p[q].hi;
+            t->limit = limit_for(p[q].cap);
+            t->depth = nd;
+            t->prefix = pre | q;
+            t->k = 0;
+            t->pending = 0;
+            t->first = 0;
+            if (q || s->flag != 2) m->bytes += t->cap * sizeof(slot_t);
+            if (q) m->bytes += sizeof(seg_t);
+            size_t span = (size_t)1 << (m->gdepth - nd);
+            size_t base = (size_t)t->prefix << (m->gdepth - nd);
+            dirent_t de = {t->slots, (uint64_t)(t->cap - 1), t, 63 - (uint64_t)nd};
+            for (size_t j = 0; j < span; j++) m->dir[base + j] = de;
+        }
+        for (size_t q = 1; q < np; q++) p[q].seg->flag = 0;
+        s->flag = 0;
+        m->nsegs += np - 1;
+    }
+    rc = 0;
+
+out:
+    if (rc != 0 && pc) {
+        for (size_t q = 0; q < npieces; q++) {
+            slots_free(pc[q].slots, pc[q].cap);
+            xfree(pc[q].seg);
+        }
+    }
+    xfree(newdir);
+    xfree(pc);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+ct_idmap *ct_idmap_new(size_t capacity_hint) {
+    ct_idmap *m = (ct_idmap *)xcalloc(1, sizeof(ct_idmap));
+    if (!m) return NULL;
+    seg_t *s = (seg_t *)xcalloc(1, sizeof(seg_t));
+    slot_t *sl = slots_alloc(SEG_MIN_SLOTS);
+    dirent_t *dir = (dirent_t *)xmalloc(2 * sizeof(dirent_t));
+    if (!s || !sl || !dir) {
+        xfree(s);
+        slots_free(sl, SEG_MIN_SLOTS);
+        xfree(dir);
+        xfree(m);
+        return NULL;
+    }
+    s->slots = sl;
+    s->cap = SEG_MIN_SLOTS;
+    s->limit = limit_for(SEG_MIN_SLOTS);
+    dir[0].slots = dir[1].slots = sl;
+    dir[0].mask = dir[1].mask = SEG_MIN_SLOTS - 1;
+    dir[0].seg = dir[1].seg = s;
+    dir[0].nb = dir[1].nb = 63;
+    m->dir = dir;
+    m->gdepth = 1;
+    m->nsegs = 1;
+    m->bytes = sizeof(ct_idmap) + sizeof(seg_t) + SEG_MIN_SLOTS * sizeof(slot_t) + 2 * sizeof(dirent_t);
+    recompute_guard(m);
+    if (capacity_hint && ct_idmap_reserve(m, capacity_hint) != 0) {
+        ct_idmap_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void ct_idmap_free(ct_idmap *m) {
+    if (!m) return;
+    size_t n = (size_t)1 << m->gdepth;
+    for (size_t j = 0; j < n;) {
+        seg_t *s = m->dir[j].seg;
+        j = next_seg(m, j);
+        slots_free(s->slots, s->cap);
+        xfree(s);
+    }
+    xfree(m->dir);
+    xfree(m->free_list);
+    xfree(m);
+}
+
+size_t ct_idmap_size(const ct_idmap *m) { return m->size; }
+size_t ct_idmap_bytes(const ct_idmap *m) { return m->bytes; }
+int64_t ct_idmap_high_water(const ct_idmap *m) { return m->high_water; }
+
+size_t ct_idmap_capacity(const ct_idmap *m) {
+    size_t n = (size_t)1 << m->gdepth, c = 0;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) c += m->dir[j].seg->limit;
+    return c;
+}
+
+int ct_idmap_reserve(ct_idmap *m, size_t additional) {
+    if (additional == 0) return 0;
+    size_t n = (size_t)1 << m->gdepth;
+    seg_t **segs = (seg_t **)xmalloc(m->nsegs * sizeof(seg_t *));
+    if (!segs) return -1;
+    size_t ns = 0;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) {
+        seg_t *s = m->dir[j].seg;
+        size_t extra = with_margin(additional >> s->depth);
+        segs[ns++] = s;
+        if (extra > s->limit - s->size) {
+            s->flag = 1;
+            s->pending = extra;
+        }
+    }
+    int rc = grow_segments(m, segs, ns, PLAN_RESERVE, NULL, 0);
+    for (size_t i = 0; i < ns; i++) segs[i]->flag = 0, segs[i]->pending = 0, segs[i]->k = 0;
+    xfree(segs);
+    if (rc == 0) recompute_guard(m);
+    return rc;
+}
+
+void ct_idmap_clear(ct_idmap *m) {
+    size_t n = (size_t)1 << m->gdepth;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) {
+        seg_t *s = m->dir[j].seg;
+        if (s->size) memset(s->slots, 0, s->cap * sizeof(slot_t));
+        s->size = 0;
+        s->hi = 0;
+    }
+    m->size = 0;
+    m->high_water = 0;
+    m->free_len = 0;
+    recompute_guard(m);
+}
+
+size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap) {
+    size_t n = (size_t)1 << m->gdepth, w = 0;
+    for (size_t j = 0; j < n && w < cap; j = next_seg(m, j)) {
+        const seg_t *s = m->dir[j].seg;
+        for (size_t i = 0; i < s->cap && w < cap; i++) {
+            if (s->slots[i].val == 0) continue;
+            ids[w] = s->slots[i].key;
+            idx[w] = s->slots[i].val - 1;
+            w++;
+        }
+    }
+    return m->size;
+}
+
+/* ---------------------------------------------------------------- batched ops */
+
+#ifndef CT_IDMAP_CHUNK
+#define CT_IDMAP_CHUNK 512 /* ids per probe chunk (deferred probes wait on the stack) */
+#endif
+#define CHUNK CT_IDMAP_CHUNK
+
+/* val of a slot claimed by the current find_or_insert batch whose index is not yet assigned */
+#define CLAIMED INT64_MIN
+
+typedef struct deferred {
+    const dirent_t *d;
+    uint64_t h;
+    uint64_t pos; /* first slot of the next line to scan */
+    size_t i;     /* batch position */
+} deferred_t;
+
+/* Scan one line: *e gets bit j set where slot j is empty, and the return value bit j set
+ * where slot j holds `key` and is not empty. SSE2 on x86-64 (pcmpeqq with SSE4.1). */
+#if defined(__SSE2__) && !defined(CT_IDMAP_NO_SIMD)
+#include <emmintrin.h>
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
+static inline __m128i eq64(__m128i a, __m128i b) {
+#if defined(__SSE4_1__)
+    return _mm_cmpeq_epi64(a, b);
+#else
+    __m128i c = _mm_cmpeq_epi32(a, b);
+    return _mm_and_si128(c, _mm_shuffle_epi32(c, _MM_SHUFFLE(2, 3, 0, 1)));
+#endif
+}
+static inline unsigned line_scan(const slot_t *l, int64_t key, unsigned *e) {
+    /* compare each slot {key_j, val_j} with {key, 0}: lane 0 = match, lane 1 = empty */
+    const __m128i kz = _mm_set_epi64x(0, key);
+    const __m128i c0 = eq64(_mm_load_si128((const __m128i *)&l[0]), kz);
+    const __m128i c1 = eq64(_mm_load_si128((const __m128i *)&l[1]), kz);
+    const __m128i c2 = eq64(_mm_load_si128((const __m128i *)&l[2]), kz);
+    const __m128i c3 = eq64(_mm_load_si128((const __m128i *)&l[3]), kz);
+    /* low dword of every lane: a = {m0, e0, m1, e1}, b = {m2, e2, m3, e3} */
+    const __m128 a = _mm_shuffle_ps(_mm_castsi128_ps(c0), _mm_castsi128_ps(c1), _MM_SHUFFLE(2, 0, 2, 0));
+    const __m128 b = _mm_shuffle_ps(_mm_castsi128_ps(c2), _mm_castsi128_ps(c3), _MM_SHUFFLE(2, 0, 2, 0));
+    const unsigned mm = (unsigned)_mm_movemask_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    const unsigned ee = (unsigned)_mm_movemask_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    *e = ee;
+    return mm & ~ee;
+}
+#else
+static inline unsigned line_scan(const slot_t *l, int64_t key, unsigned *e) {
+    const unsigned ee = (unsigned)(l[0].val == 0) | (unsigned)(l[1].val == 0) << 1 |
+                        (unsigned)(l[2].val == 0) << 2 | (unsigned)(l[3].val == 0) << 3;
+    const unsigned mm = (unsigned)(l[0].key == key) | (unsigned)(l[1].key == key) << 1 |
+                        (unsigned)(l[2].key == key) << 2 | (unsigned)(l[3].key == key) << 3;
+    *e = ee;
+    return mm & ~ee;
+}
+#endif
+
+/* bit j set where slot j of the line at l is empty */
+static inline unsigned line_empties(const slot_t *l) {
+#if defined(__SSE2__) && !defined(CT_IDMAP_NO_SIMD)
+    const __m128i z = _mm_setzero_si128();
+    const __m128i v01 = _mm_unpackhi_epi64(_mm_load_si128((const __m128i *)&l[0]), _mm_load_si128((const __m128i *)&l[1]));
+    const __m128i v23 = _mm_unpackhi_epi64(_mm_load_si128((const __m128i *)&l[2]), _mm_load_si128((const __m128i *)&l[3]));
+    return (unsigned)_mm_movemask_pd(_mm_castsi128_pd(eq64(v01, z))) |
+           (unsigned)_mm_movemask_pd(_mm_castsi128_pd(eq64(v23, z))) << 2;
+#else
+    return (unsigned)(l[0].val == 0) | (unsigned)(l[1].val == 0) << 1 | (unsigned)(l[2].val == 0) << 2 |
+           (unsigned)(l[3].val == 0) << 3;
+#endif
+}
+
+static inline unsigned ctz8(unsigned x) { /* x in 1..15, or with bit 3 forced: 0..3 */
+#if defined(__GNUC__) || defined(__clang__)
+    return (unsigned)__builtin_ctz(x | 8u);
+#else
+    unsigned r = 0;
+    x |= 8u;
+    while (!(x & 1)) x >>= 1, r++;
+    return r;
+#endif
+}
+
+/* One probe step: scan the line at d->slots[pos] for ids[i] (branch-free).
+ * Resolved: writes out[i] (and claims a slot when inserting). Unresolved (line full, no
+ * match): appends a deferred probe of the next line and prefetches that line.
+ * Linear probing with backward-shift deletion keeps every id's run from its home line to
+ * its slot free of empty slots, so within a line a match decides before an empty slot. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline void probe_step(const dirent_t *d, uint64_t h, uint64_t pos, size_t i, int64_t key, int64_t *out,
+                                deferred_t *dq, size_t *nd, size_t *cnt, slot_t *dummy, const int insert) {
+    slot_t *l = &d->slots[pos];
+    unsigned e;
+    const unsigned k = line_scan(l, key, &e);
+    const uint64_t unresolved = (k | e) == 0;
+    const uint64_t npos = (pos + LINE_SLOTS) & d->mask;
+    /* arithmetic selects keep the compiler from turning this into branches */
+    const uint64_t sel = pos ^ ((pos ^ npos) & (0 - unresolved));
+    PREFETCH_W(&d->slots[sel]); /* the next line only when needed */
+    deferred_t *q = &dq[*nd];
+    q->d = d;
+    q->h = h;
+    q->pos = npos;
+    q->i = i;
+    *nd += (size_t)unresolved;
+    /* Within a line a match comes before any empty slot (runs have no empty slot), so the
+     * lowest bit of k | e is the id's slot: found, or the one to claim. */
+    slot_t *ps = &l[ctz8(k | e)];
+    const uint64_t found = k != 0;
+    if (!insert) {
+        /* found: val - 1; else -1 */
+        out[i] = (int64_t)(((uint64_t)ps->val & (0 - found)) - 1);
+        *cnt += (size_t)found;
+        return;
+    }
+    const uint64_t claim = (found | unresolved) ^ 1;
+    slot_t *t = (slot_t *)((uintptr_t)dummy ^ (((uintptr_t)ps ^ (uintptr_t)dummy) & (0 - (uintptr_t)claim)));
+    t->key = key;
+    t->val = CLAIMED;
+    d->seg->size += (size_t)claim;
+    d->seg->hi += (size_t)((h >> d->nb) & claim);
+    *cnt += (size_t)claim;
+    /* found or just claimed (garbage if unresolved: rewritten when resolved) */
+    const int64_t pv = ps->val;
+    const uint64_t pend = pv == CLAIMED;
+    const uint64_t a = ~(uint64_t)(uintptr_t)ps, b = (uint64_t)pv - 1;
+    out[i] = (int64_t)(b ^ ((a ^ b) & (0 - pend)));
+}
+
+/* The probe engine shared by find and phase 1 of find_or_insert. Probing goes a cache
+ * line at a time. The home line of id i+PF is prefetched while id i is probed. Per chunk of
+ * CHUNK ids, probes whose line is full go on to the next line in a later pass over the
+ * chunk's deferred probes (their lines were prefetched when deferred), so no step waits on
+ * memory that was not prefetched and no step takes a data-dependent branch.
+ * insert == 0: out[i] = index or -1; returns the number found.
+ * insert == 1: an absent id is written to the first empty slot with val CLAIMED and
+ * out[i] = ~(address of its slot) (negative) for claimed or pending-claimed ids, resolved
+ * per chunk in batch order by assign_chunk(); returns the number claimed. Only inserts
+ * happen during a pass (slots only fill), so deferred positions stay valid, and a later
+ * duplicate of an id follows its first occurrence pass by pass.
+ * hashed: out[0..n) already holds mix64(ids[i]). */
+static void assign_chunk(ct_idmap *m, size_t c0, size_t c1, int64_t *out, uint8_t *is_new);
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const int64_t *ids, size_t n,
+                                 int64_t *out, uint8_t *is_new, const int insert, const int hashed) {
+    const dirent_t *dir = m->dir;
+    const unsigned sh = 64 - m->gdepth;
+    struct {
+        const dirent_t *d;
+        uint64_t h, pos;
+    } ring[PF]; /* home line of the ids PF ahead, already prefetched */
+    deferred_t dq[CHUNK];
+    slot_t dummy = {0, 0};
+    size_t cnt = 0;
+    const size_t pre = n < PF ? n : PF;
+    for (size_t j = 0; j < pre; j++) {
+        const uint64_t h = hashed ? (uint64_t)out[j] : mix64(ids[j]);
+        const dirent_t *d = dir_of(dir, sh, h);
+        ring[j].d = d;
+        ring[j].h = h;
+        ring[j].pos = home_of(h, d->mask);
+        PREFETCH_W(&d->slots[ring[j].pos]);
+    }
+    for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
+        const size_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;
+        size_t nd = 0;
+        for (size_t i = c0; i < c1; i++) {
+            const dirent_t *d = ring[i & (PF - 1)].d;
+            const uint64_t pos = ring[i & (PF - 1)].pos;
+            const uint64_t h = ring[i & (PF - 1)].h;
+            if (LIKELY(i + PF < n)) {
+                const uint64_t h2 = hashed ? (uint64_t)out[i + PF] : mix64(ids[i + PF]);
+                const dirent_t *d2 = dir_of(dir, sh, h2);
+                const uint64_t p2 = home_of(h2, d2->mask);
+                ring[i & (PF - 1)].d = d2;
+                ring[i & (PF - 1)].h = h2;
+                ring[i & (PF - 1)].pos = p2;
+                PREFETCH_W(&d2->slots[p2]);
+            }
+            probe_step(d, h, pos, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
+        }
+        while (nd) { /* deferred passes: compacts dq in place (write index <= read index) */
+            size_t nd2 = 0;
+            for (size_t j = 0; j < nd; j++) {
+                const deferred_t q = dq[j];
+                probe_step(q.d, q.h, q.pos, q.i, ids[q.i], out, dq, &nd2, &cnt, &dummy, insert);
+            }
+            nd = nd2;
+        }
+        if (insert) assign_chunk(mm, c0, c1, out, is_new);
+    }
+    return cnt;
+}
+
+/* phase 2 of find_or_insert for out[c0..c1): in batch order, the first occurrence of a
+ * claimed id gets the next index (free list first, LIFO; else high_water++). */
+static void assign_chunk(ct_idmap *m, size_t c0, size_t c1, int64_t *out, uint8_t *is_new) {
+    int64_t hw = m->high_water;
+    int64_t *fl = m->free_list;
+    size_t fl_len = m->free_len;
+    slot_t other = {0, 1};
+    for (size_t i = c0; i < c1; i++) {
+        const int64_t o = out[i];
+        const int pend = o < 0;
+        slot_t *s = pend ? (slot_t *)~(uintptr_t)o : &other;
+        const int fresh = s->val == CLAIMED;
+        if (is_new) is_new[i] = (uint8_t)fresh;
+        if (fresh) {
+            const int64_t idx = fl_len ? fl[--fl_len] : hw++;
+            s->val = idx + 1;
+            out[i] = idx;
+        } else {
+            out[i] = pend ? s->val - 1 : o;
+        }
+    }
+    m->high_water = hw;
+    m->free_len = fl_len;
+}
+
+size_t ct_idmap_find(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+    return probe_batch(NULL, m, ids, n, out, NULL, 0, 0);
+}
+
+static size_t claim_batch(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out, uint8_t *is_new) {
+    return probe_batch(m, m, ids, n, out, is_new, 1, 0);
+}
+
+static size_t claim_batch_hashed(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
+                                 uint8_t *is_new) {
+    return probe_batch(m, m, ids, n, out, is_new, 1, 1);
+}
+
+/* make sure no segment can overflow during a pass over ids; -1 (unchanged) on OOM.
+ * Leaves mix64(ids[i]) in hout[i]. */
+static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n, int64_t *hout) {
+    const size_t maxt = n < m->nsegs ? n : m->nsegs;
+    seg_t **touched = (seg_t **)xmalloc(maxt * sizeof(seg_t *));
+    if (!touched) return -1;
+    size_t nt = 0;
+    {
+        const dirent_t *dir = m->dir;
+        const unsigned sh = 64 - m->gdepth;
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t h = mix64(ids[i]);
+            hout[i] = (int64_t)h;
+            seg_t *s = dir_of(dir, sh, h)->seg;
+            if (s->pending++ == 0) touched[nt++] = s;
+        }
+    }
+    int over = 0;
+    for (size_t t = 0; t < nt; t++) {
+        seg_t *s = touched[t];
+        if (s->pending > s->limit - s->size) s->flag = 1, over = 1;
+    }
+    int rc = 0;
+    if (over) {
+        /* drop ids already present from the bound of the segments that would overflow */
+        const dirent_t *dir = m->dir;
+        const unsigned sh = 64 - m->gdepth;
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t h = (uint64_t)hout[i];
+            const dirent_t *d = dir_of(dir, sh, h);
+            if (!d->seg->flag) continue;
+            if (probe(d->slots, d->mask, home_of(h, d->mask), ids[i])->val != 0) d->seg->pending--;
+        }
+        for (size_t t = 0; t < nt; t++) {
+            seg_t *s = touched[t];
+            if (s->flag && s->pending <= s->limit - s->size) s->flag = 0;
+        }
+        rc = grow_segments(m, touched, nt, PLAN_BATCH, ids, n);
+    }
+    for (size_t t = 0; t < nt; t++) touched[t]->pending = 0, touched[t]->flag = 0, touched[t]->k = 0;
+    xfree(touched);
+    if (rc == 0) recompute_guard(m);
+    return rc;
+}
+
+int64_t ct_idmap_find_or_insert(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
+                                uint8_t *is_new) {
+    if (n == 0) return 0;
+    size_t claimed;
+    /* phase 1 claims slots for absent ids, phase 2 assigns their indices (per chunk);
+     * no segment can overflow: planned first unless the guard shows it cannot happen */
+    if (m->guard >= 0 && n <= (size_t)m->guard) {
+        claimed = claim_batch(m, ids, n, out, is_new);
+    } else {
+        if (plan_batch(m, ids, n, out) != 0) return -1;
+        claimed = claim_batch_hashed(m, ids, n, out, is_new); /* hashes left in out */
+    }
+    m->size += claimed;
+    m->guard -= (int64_t)claimed;
+    return (int64_t)claimed;
+}
+
+/* Erase runs one id at a time in order (backward shifts move ids, so probes cannot be
+ * deferred), prefetching the home line of id i+PF. */
+int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+    if (n == 0) return 0;
+    if (m->free_cap - m->free_len < n) {
+        size_t want = m->free_len + n;
+        if (want < m->free_len || want > SIZE_MAX / sizeof(int64_t)) return -1;
+        size_t nc = m->free_cap * 2;
+        if (nc < want) nc = want;
+        if (nc < 16) nc = 16;
+        int64_t *nf = (int64_t *)xmalloc(nc * sizeof(int64_t));
+        if (!nf) return -1;
+        if (m->free_len) memcpy(nf, m->free_list, m->free_len * sizeof(int64_t));
+        xfree(m->free_list);
+        m->bytes += (nc - m->free_cap) * sizeof(int64_t);
+        m->free_list = nf;
+        m->free_cap = nc;
+    }
+    const dirent_t *dir = m->dir;
+    const unsigned sh = 64 - m->gdepth;
+    int64_t *fl = m->free_list;
+    size_t fl_len = m->free_len;
+    size_t erased = 0;
+    uint64_t ring[PF];
+    const size_t pre = n < PF ? n : PF;
+    for (size_t i = 0; i < pre; i++) {
+        uint64_t h = mix64(ids[i]);
+        const dirent_t *d = dir_of(dir, sh, h);
+        ring[i] = h;
+        PREFETCH_W(&d->slots[home_of(h, d->mask)]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t h = ring[i & (PF - 1)];
+        if (LIKELY(i + PF < n)) {
+            uint64_t h2 = mix64(ids[i + PF]);
+            const dirent_t *d2 = dir_of(dir, sh, h2);
+            ring[i & (PF - 1)] = h2;
+            PREFETCH_W(&d2->slots[home_of(h2, d2->mask)]);
+        }
+        const dirent_t *d = dir_of(dir, sh, h);
+        slot_t *slots = d->slots;
+        const uint64_t mask = d->mask;
+        slot_t *s = probe(slots, mask, home_of(h, mask), ids[i]);
+        if (s->val == 0) {
+            if (out) out[i] = -1;
+            continue;
+        }
+        const int64_t idx = s->val - 1;
+        if (out) out[i] = idx;
+        fl[fl_len++] = idx;
+        erased++;
+        d->seg->size--;
+        d->seg->hi -= (size_t)((h >> d->nb) & 1);
+        /* backward-shift deletion: pull later ids of the run into the hole when the hole
+         * lies within [their home, their slot) */
+        uint64_t hole = (uint64_t)(s - slots), j = hole;
+        for (;;) {
+            j = (j + 1) & mask;
+            slot_t *t = &slots[j];
+            if (t->val == 0) break;
+            uint64_t home = home_of(mix64(t->key), mask);
+            if (((j - home) & mask) >= ((j - hole) & mask)) {
+                slots[hole] = *t;
+                hole = j;
+            }
+        }
+        slots[hole].key = 0;
+        slots[hole].val = 0;
+    }
+    m->free_len = fl_len;
+    m->size -= erased;
+    return (int64_t)erased;
+}
+
+/* ---------------------------------------------------------------- self-check (tests) */
+
+int ct_idmap_check(const ct_idmap *m) {
+    const size_t nd = (size_t)1 << m->gdepth;
+    size_t total = 0, nsegs = 0;
+    for (size_t j = 0; j < nd;) {
+        const seg_t *s = m->dir[j].seg;
+        if (s->depth > m->gdepth) return 1;
+        const size_t span = (size_t)1 << (m->gdepth - s->depth);
+        if (j != (size_t)s->prefix << (m->gdepth - s->depth)) return 2;
+        for (size_t q = 0; q < span; q++) {
+            const dirent_t *d = &m->dir[j + q];
+            if (d->seg != s || d->slots != s->slots || d->mask != s->cap - 1 || d->nb != 63 - (uint64_t)s->depth)
+                return 3;
+        }
+        if (s->cap < SEG_MIN_SLOTS || (s->cap & (s->cap - 1)) || s->limit != limit_for(s->cap)) return 4;
+        if (s->flag || s->pending || s->k) return 5;
+        size_t n = 0, hi = 0;
+        const uint64_t mask = s->cap - 1;
+        for (uint64_t i = 0; i < s->cap; i++) {
+            const slot_t *sl = &s->slots[i];
+            if (sl->val == 0) continue;
+            if (sl->val < 0) return 6; /* CLAIMED left behind */
+            const uint64_t h = mix64(sl->key);
+            if (s->depth && (h >> (64 - s->depth)) != s->prefix) return 7;
+            /* no empty slot between the home slot and the id's slot */
+            for (uint64_t p = home_of(h, mask); p != i; p = (p + 1) & mask)
+                if (s->slots[p].val == 0) return 8;
+            n++;
+            hi += (h >> (63 - s->depth)) & 1;
+        }
+        if (n != s->size || hi != s->hi || n > s->limit) return 9;
+        total += n;
+        nsegs++;
+        j += span;
+    }
+    if (total != m->size || nsegs != m->nsegs) return 10;
+    if (m->free_len > m->free_cap || (int64_t)m->size + (int64_t)m->free_len != m->high_water) return 11;
+    return 0;
+}

@@ -1,0 +1,1396 @@
+// table.cc: dynamic hash embedding tables (the RecIS design) behind the C ABI's ct_table_*.
+//
+// Structure
+//   - An id map (idmap.c) turns raw int64 ids into contiguous row indices 0, 1, 2, ... and
+//     hands the indices of deleted ids back for reuse.
+//   - Rows live in fixed-size blocks of block_rows rows, appended as the indices grow: old rows
+//     never move. Row i is at block i / block_rows, offset i % block_rows. A row's embedding and
+//     its optimizer states (slots) are row-aligned. Two layouts: separate (one block array per
+//     slot, the default) and interleaved (one block array; a block row is
+//     [embedding | state 0 | state 1], so one row's data is adjacent in memory). Measured with
+//     BenchmarkLayout (embedding/bench_test.go), separate is the faster one for Adam on random
+//     rows and for lookups (see the report there); both stay selectable.
+//   - A new row (a new id, or a deleted id's reused index) is fully written before it is used:
+//     its embedding by the initializer (a function of seed and id), its states by their initial
+//     values. That is how deletion resets all state before an index is reused.
+//   - Kernels: CPU tables use raw loops over rows (at::parallel_for for large batches; rows are
+//     independent, so results do not depend on the thread count). CUDA tables (and CPU tables
+//     created with CT_TABLE_TENSOR_KERNELS, which is how the CUDA code path is tested on CPU)
+//     gather the touched rows of each slot per block with index_select, run the optimizer as
+//     tensor ops and scatter back with index_copy_.
+//
+// Atomicity: every input is validated (dtype, rank, contiguity, sizes, finiteness) and every
+// allocation the batch needs is made before the id map changes. The storage is grown before a
+// find-or-insert of n ids so that indices up to high_water + n fit (blocks that end up unused
+// are harmless). After the id map changed, the raw kernels cannot fail; the tensor kernels can
+// (a CUDA error): then the ids this batch inserted are erased again.
+//
+// Locking
+//   - Each table has one std::shared_mutex `mu_`. Shared: lookups whose ids are all present
+//     (the common case; a lookup that must insert drops the shared lock and retakes it
+//     exclusively), read, indices without insert, export, stats. Exclusive: lookups that insert,
+//     indices with insert, write, update, delete, clear, close. Every operation checks `closed_`
+//     after taking the lock.
+//   - close sets `closed_` and then takes `mu_` exclusively: it waits for the operations in
+//     flight, and every operation that takes the lock afterwards fails with "closed: ". The
+//     table object is reference counted (std::shared_ptr): handles, the registry and queued
+//     prefetches keep it alive, so a closed table is never freed under a caller.
+//   - `prefetch_mu_` guards the table's pending prefetches (never held while taking `mu_`).
+//   - The registry's mutex guards the name -> table map; it is never held while taking a
+//     table's lock.
+//   - Prefetches run on a process-wide pool of two worker threads.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "idmap.h"
+#include "table_internal.h"
+
+namespace ct {
+namespace table {
+
+namespace {
+
+constexpr int64_t kDefaultBlockRows = 4096;
+constexpr int64_t kMaxDim = int64_t{1} << 20;
+constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
+// How many rows ahead the raw kernels prefetch.
+constexpr int64_t kAhead = 2;
+// Rows per chunk of at::parallel_for: about 32K floats of work per chunk.
+int64_t grain_rows(int64_t width) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1)); }
+
+// Keys checked and copied to the host (if needed) for the id map.
+struct Keys {
+  at::Tensor host;  // int64 [N], CPU, contiguous
+  at::Device device = at::kCPU;  // where the caller's keys live: results go there
+  int64_t n = 0;
+  const int64_t *ptr() const { return host.data_ptr<int64_t>(); }
+};
+
+Keys check_keys(ct_tensor h) {
+  const at::Tensor &k = get(h);
+  if (k.scalar_type() != at::kLong) {
+    throw arg_error(std::string("keys must be int64, got ") + c10::toString(k.scalar_type()));
+  }
+  if (k.dim() != 1) throw arg_error("keys must be one-dimensional, got " + std::to_string(k.dim()) + " dimensions");
+  if (!k.is_contiguous()) throw arg_error("keys must be contiguous");
+  Keys r;
+  r.device = k.device();
+  r.host = k.device().is_cpu() ? k.detach() : k.detach().to(at::kCPU);
+  r.n = k.size(0);
+  return r;
+}
+
+// A values or gradients tensor [n, dim]: float32, two-dimensional, contiguous.
+at::Tensor check_rows(ct_tensor h, const char *what, int64_t n, int64_t dim) {
+  const at::Tensor &v = get(h);
+  if (v.scalar_type() != at::kFloat) {
+    throw arg_error(std::string(what) + " must be float32, got " + c10::toString(v.scalar_type()));
+  }
+  if (v.dim() != 2) {
+    throw arg_error(std::string(what) + " must be two-dimensional, got " + std::to_string(v.dim()) + " dimensions");
+  }
+  if (!v.is_contiguous()) throw arg_error(std::string(what) + " must be contiguous");
+  if (v.size(0) != n) {
+    throw arg_error(std::string(what) + " has " + std::to_string(v.size(0)) + " rows for " +
+                    std::to_string(n) + " keys");
+  }
+  if (v.size(1) != dim) {
+    throw arg_error(std::string(what) + " has width " + std::to_string(v.size(1)) +
+                    ", the table's dim is " + std::to_string(dim));
+  }
+  return v.detach();
+}
+
+void check_finite(const at::Tensor &v, const char *what) {
+  bool ok = true;
+  if (v.device().is_cpu()) {
+    const float *p = v.data_ptr<float>();
+    const int64_t n = v.numel();
+    for (int64_t i = 0; i < n; i++) {
+      if (!std::isfinite(p[i])) {
+        ok = false;
+        break;
+      }
+    }
+  } else {
+    ok = at::isfinite(v).all().item<bool>();
+  }
+  if (!ok) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+}
+
+std::string check_name(const char *name) {
+  if (name == nullptr) throw arg_error("table name is NULL");
+  std::string s(name);
+  if (s.empty()) throw arg_error("table name is empty");
+  if (s.size() > 255) throw arg_error("table name is longer than 255 bytes");
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) throw arg_error("table name contains a control character");
+  }
+  return s;
+}
+
+void check_mode(int32_t mode) {
+  if (mode != CT_READ_ZEROS && mode != CT_READ_INITIAL) {
+    throw arg_error("unknown read default " + std::to_string(mode));
+  }
+}
+
+// Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
+// uids. An open-addressing table of at least twice the batch size (no allocation per id).
+struct Dedupe {
+  std::vector<int64_t> uids, inverse;
+  Dedupe(const int64_t *ids, int64_t n) : inverse(static_cast<size_t>(n)) {
+    size_t cap = 16;
+    while (cap < 2 * static_cast<size_t>(n)) cap *= 2;
+    std::vector<int64_t> key(cap), pos(cap, -1);
+    const size_t mask = cap - 1;
+    uids.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t h = static_cast<uint64_t>(ids[i]) * 0x9E3779B97F4A7C15ULL;
+      size_t j = static_cast<size_t>(h >> 17) & mask;
+      while (pos[j] >= 0 && key[j] != ids[i]) j = (j + 1) & mask;
+      if (pos[j] < 0) {
+        key[j] = ids[i];
+        pos[j] = static_cast<int64_t>(uids.size());
+        uids.push_back(ids[i]);
+      }
+      inverse[static_cast<size_t>(i)] = pos[j];
+    }
+  }
+  int64_t size() const { return static_cast<int64_t>(uids.size()); }
+};
+
+// ---- the prefetch worker pool ---------------------------------------------------------------
+
+class Pool {
+ public:
+  static Pool &get() {
+    static Pool *p = new Pool();  // never destroyed: its threads outlive static destructors
+    // At exit (this static is destroyed before libtorch's, which were built earlier), let the
+    // tasks in flight finish, so that no worker touches libtorch while it is being torn down.
+    static struct Drain {
+      Pool *p;
+      ~Drain() { p->drain(std::chrono::seconds(10)); }
+    } drain{p};
+    return *p;
+  }
+  // Waits until no task is queued or running (at most timeout).
+  void drain(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_.wait_for(l, timeout, [this] { return q_.empty() && running_ == 0; });
+  }
+  void submit(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(f));
+      if (started_ < kThreads) {
+        std::thread([this] { run(); }).detach();
+        started_++;
+      }
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  static constexpr int kThreads = 2;
+  void run() {
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return !q_.empty(); });
+        f = std::move(q_.front());
+        q_.pop_front();
+        running_++;
+      }
+      f();  // never throws: tasks catch everything
+      f = nullptr;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        running_--;
+      }
+      idle_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<std::function<void()>> q_;
+  int started_ = 0;
+  int running_ = 0;
+};
+
+}  // namespace
+
+struct Prefetch {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool claimed = false;  // a waiter is waiting (guarded by the table's prefetch_mu_)
+  at::Tensor rows, found;
+  std::string error;
+};
+
+struct Snapshot {
+  at::Tensor ids, rows;
+  std::vector<at::Tensor> states;
+  int64_t step = 0;
+};
+
+class Table : public std::enable_shared_from_this<Table> {
+ public:
+  Table(std::string name, const ct_table_config &cfg);
+  ~Table();
+  Table(const Table &) = delete;
+  Table &operator=(const Table &) = delete;
+
+  const std::string &name() const { return name_; }
+
+  at::Tensor lookup(const Keys &k);
+  at::Tensor indices(const Keys &k, bool insert);
+  std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
+  void write(const Keys &k, ct_tensor values);
+  void update(const Keys &k, ct_tensor grads);
+  int64_t erase(const Keys &k);
+  void clear();
+  ct_table_stats stats();
+  Snapshot snapshot();
+  void close();
+
+  int64_t prefetch(const Keys &k, int32_t mode);
+  bool wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found);
+  void discard(int64_t id);
+
+ private:
+  // ---- storage
+  int nslots() const { return 1 + nstates_; }
+  int64_t slot_width(int s) const { return width_[s]; }
+  float *slot_ptr(int s, int64_t r) const {
+    const int64_t b = r / block_rows_, o = r - b * block_rows_;
+    return ptr_[static_cast<size_t>(b * narr_ + arr_[s])] + o * stride_[s] + off_[s];
+  }
+  int64_t capacity() const { return nblocks_ * block_rows_; }
+  // Asks the CPU to bring slots [s0, s1) of row r into the cache (raw kernels): random rows of
+  // a large table are memory-latency bound, and the hardware prefetchers do not follow rows.
+  void prefetch(int64_t r, int s0, int s1, bool write) const {
+    for (int s = s0; s < s1; s++) {
+      const char *p = reinterpret_cast<const char *>(slot_ptr(s, r));
+      const int64_t bytes = width_[s] * static_cast<int64_t>(sizeof(float));
+      for (int64_t off = 0; off < bytes; off += 64) {
+        if (write) {
+          __builtin_prefetch(p + off, 1, 3);
+        } else {
+          __builtin_prefetch(p + off, 0, 3);
+        }
+      }
+    }
+  }
+  void ensure_rows(int64_t need);
+  void free_storage();
+  at::TensorOptions float_opts() const { return at::TensorOptions().dtype(at::kFloat).device(device_); }
+  at::Tensor to_caller(const at::Tensor &t, const Keys &k) const {
+    return t.device() == k.device ? t : t.to(k.device);
+  }
+  void check_open() const {
+    if (closed_.load(std::memory_order_acquire)) throw closed_error("table \"" + name_ + "\" is closed");
+  }
+
+  // Grows the storage and inserts the ids absent from the map: rows[] gets every id's index
+  // and is_new[] marks the ids this call inserted (their rows are written by init_rows, inside
+  // guarded). Called with mu_ held exclusively. On failure nothing has changed.
+  void insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
+  // Runs f, the work after insert_ids; if it throws, the ids insert_ids added are removed.
+  template <class F>
+  void guarded(const int64_t *ids, const uint8_t *is_new, int64_t n, F f) {
+    try {
+      f();
+    } catch (...) {
+      rollback(ids, is_new, n);
+      throw;
+    }
+  }
+  void rollback(const int64_t *ids, const uint8_t *is_new, int64_t n);
+  // Writes the initial values of the rows insert_ids created: the embedding (unless
+  // skip_embedding), the optimizer states and the momentum stamps.
+  void init_rows(const int64_t *ids, const int64_t *rows, const uint8_t *is_new, int64_t n,
+                 bool skip_embedding) {
+    if (raw_) {
+      init_rows_raw(ids, rows, is_new, n, skip_embedding);
+    } else {
+      init_rows_tensor(ids, rows, is_new, n, skip_embedding);
+    }
+  }
+  void init_rows_raw(const int64_t *ids, const int64_t *rows, const uint8_t *is_new, int64_t n,
+                     bool skip_embedding);
+  void init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint8_t *is_new, int64_t n,
+                        bool skip_embedding);
+
+  // The current value of slot s of rows[0, n) (rows[i] >= 0) into out [n, width] on the storage
+  // device, with SGD momentum brought up to date (without changing the table).
+  void gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const;
+  at::Tensor gather_slot_tensor(const std::vector<int64_t> &rows, int s) const;
+  void scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src);
+  // Rows of rows[0, n) with defaults for rows[i] < 0 (ids[i] gives the initial value).
+  at::Tensor gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const;
+  // Tensor-kernel momentum factors of rows: lr * S(k) and m^k as [n, 1] tensors.
+  void momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
+                        at::Tensor *decay) const;
+  // One optimizer step on the (unique) rows: raw kernels over g [u, dim] on the host, or
+  // tensor kernels.
+  void step_raw(const StepConsts &c, const float *g, const int64_t *rows, int64_t u);
+  void step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows);
+
+  const std::string name_;
+  const int64_t dim_;
+  const int64_t block_rows_;
+  const at::Device device_;
+  const bool raw_;  // raw CPU kernels (else tensor kernels)
+  Init init_;
+  Optim opt_;
+  int nstates_ = 0;
+  int narr_ = 1;  // block arrays per block: 1 (interleaved) or nslots (separate)
+  int64_t width_[3] = {0, 0, 0}, arr_[3] = {0, 0, 0}, stride_[3] = {0, 0, 0}, off_[3] = {0, 0, 0};
+  float sinit_[3] = {0, 0, 0};
+  std::vector<int64_t> arr_width_;
+
+  mutable std::shared_mutex mu_;
+  std::atomic<bool> closed_{false};
+  bool freed_ = false;
+  ct_idmap *map_ = nullptr;
+  std::vector<at::Tensor> blocks_;  // blocks_[b * narr_ + a]: [block_rows, arr_width_[a]]
+  std::vector<float *> ptr_;        // their data pointers (CPU tables)
+  std::vector<int64_t> stamp_;      // SGD momentum: the step each row is up to date with
+  int64_t nblocks_ = 0;
+  int64_t step_ = 0;
+
+  std::mutex prefetch_mu_;
+  std::unordered_map<int64_t, std::shared_ptr<Prefetch>> pending_;
+  int64_t next_prefetch_ = 1;
+  int64_t tasks_ = 0;  // prefetch tasks queued or running (close waits for them)
+  std::condition_variable tasks_cv_;
+};
+
+// ---- construction ---------------------------------------------------------------------------
+
+namespace {
+at::Device table_device(const ct_table_config &cfg) {
+  at::Device d = to_device(cfg.device);
+  if (d.is_cuda() && !at::hasCUDA()) throw arg_error("CUDA is not available to this libtorch");
+  return d;
+}
+}  // namespace
+
+Table::Table(std::string name, const ct_table_config &cfg)
+    : name_(std::move(name)),
+      dim_(cfg.dim),
+      block_rows_(cfg.block_rows == 0 ? kDefaultBlockRows : cfg.block_rows),
+      device_(table_device(cfg)),
+      raw_(device_.is_cpu() && (cfg.flags & CT_TABLE_TENSOR_KERNELS) == 0) {
+  if (dim_ <= 0 || dim_ > kMaxDim) throw arg_error("dim must be in [1, 2^20], got " + std::to_string(dim_));
+  if (block_rows_ <= 0 || block_rows_ > kMaxBlockRows) {
+    throw arg_error("block_rows must be in [1, 2^24], got " + std::to_string(cfg.block_rows));
+  }
+  if (cfg.capacity < 0) throw arg_error("capacity must be >= 0");
+  if (cfg.layout != CT_LAYOUT_INTERLEAVED && cfg.layout != CT_LAYOUT_SEPARATE) {
+    throw arg_error("unknown layout " + std::to_string(cfg.layout));
+  }
+  if ((cfg.flags & ~CT_TABLE_TENSOR_KERNELS) != 0) throw arg_error("unknown flags");
+  init_.kind = cfg.initializer;
+  std::copy(cfg.init_params, cfg.init_params + 4, init_.p);
+  init_.seed = cfg.seed;
+  init_.dim = dim_;
+  init_.validate();
+  opt_.kind = cfg.optimizer;
+  std::copy(cfg.opt_params, cfg.opt_params + 8, opt_.p);
+  opt_.dim = dim_;
+  opt_.validate();
+
+  nstates_ = opt_.num_states();
+  width_[0] = dim_;
+  for (int s = 0; s < nstates_; s++) {
+    StateSpec st = opt_.state(s);
+    width_[s + 1] = st.per_element ? dim_ : 1;
+    sinit_[s + 1] = st.init;
+  }
+  if (cfg.layout == CT_LAYOUT_INTERLEAVED) {
+    narr_ = 1;
+    int64_t off = 0;
+    for (int s = 0; s < nslots(); s++) {
+      arr_[s] = 0;
+      off_[s] = off;
+      off += width_[s];
+    }
+    for (int s = 0; s < nslots(); s++) stride_[s] = off;
+    arr_width_ = {off};
+  } else {
+    narr_ = nslots();
+    for (int s = 0; s < nslots(); s++) {
+      arr_[s] = s;
+      off_[s] = 0;
+      stride_[s] = width_[s];
+      arr_width_.push_back(width_[s]);
+    }
+  }
+
+  const int64_t cap = cfg.capacity;
+  map_ = ct_idmap_new(static_cast<size_t>(cap));
+  if (map_ == nullptr) throw std::bad_alloc();
+  try {
+    ensure_rows(cap);
+  } catch (...) {
+    ct_idmap_free(map_);
+    throw;
+  }
+}
+
+Table::~Table() { ct_idmap_free(map_); }
+
+void Table::ensure_rows(int64_t need) {
+  if (need <= capacity()) return;
+  const int64_t want = (need + block_rows_ - 1) / block_rows_;
+  const size_t total = static_cast<size_t>(want * narr_);
+  std::vector<at::Tensor> fresh;
+  fresh.reserve(total - blocks_.size());
+  for (int64_t b = nblocks_; b < want; b++) {
+    for (int a = 0; a < narr_; a++) fresh.push_back(at::zeros({block_rows_, arr_width_[a]}, float_opts()));
+  }
+  blocks_.reserve(total);
+  ptr_.reserve(total);
+  if (opt_.has_momentum()) stamp_.resize(static_cast<size_t>(want * block_rows_), 0);
+  // nothing below throws
+  for (auto &t : fresh) {
+    ptr_.push_back(raw_ ? t.data_ptr<float>() : nullptr);
+    blocks_.push_back(std::move(t));
+  }
+  nblocks_ = want;
+}
+
+void Table::free_storage() {
+  if (freed_) return;
+  freed_ = true;
+  std::vector<at::Tensor>().swap(blocks_);
+  std::vector<float *>().swap(ptr_);
+  std::vector<int64_t>().swap(stamp_);
+  nblocks_ = 0;
+  ct_idmap_free(map_);
+  map_ = nullptr;
+}
+
+// ---- inserting ------------------------------------------------------------------------------
+
+void Table::insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new) {
+  if (n == 0) return;
+  const int64_t hw = ct_idmap_high_water(map_);
+  if (n > std::numeric_limits<int64_t>::max() - hw) throw arg_error("too many ids");
+  ensure_rows(hw + n);
+  if (ct_idmap_find_or_insert(map_, ids, static_cast<size_t>(n), rows, is_new) < 0) {
+    throw std::bad_alloc();
+  }
+}
+
+void Table::rollback(const int64_t *ids, const uint8_t *is_new, int64_t n) {
+  std::vector<int64_t> fresh;
+  for (int64_t i = 0; i < n; i++) {
+    if (is_new[i]) fresh.push_back(ids[i]);
+  }
+  // If even this fails (out of memory), the ids stay with initialised or stale rows.
+  ct_idmap_erase(map_, fresh.data(), fresh.size(), nullptr);
+}
+
+void Table::init_rows_raw(const int64_t *ids, const int64_t *rows, const uint8_t *is_new,
+                          int64_t n, bool skip_embedding) {
+  const int64_t now = step_;
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; i++) {
+      if (!is_new[i]) continue;
+      const int64_t r = rows[i];
+      if (!skip_embedding) init_.row(ids[i], slot_ptr(0, r));
+      for (int s = 1; s < nslots(); s++) std::fill_n(slot_ptr(s, r), width_[s], sinit_[s]);
+      if (!stamp_.empty()) stamp_[static_cast<size_t>(r)] = now;
+    }
+  };
+  const int64_t grain = grain_rows(dim_ * 4);
+  if (n < grain) {
+    body(0, n);
+  } else {
+    at::parallel_for(0, n, grain, body);
+  }
+}
+
+void Table::init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint8_t *is_new,
+                             int64_t n, bool skip_embedding) {
+  std::vector<int64_t> fresh_rows, fresh_ids;
+  for (int64_t i = 0; i < n; i++) {
+    if (is_new[i]) {
+      fresh_rows.push_back(rows[i]);
+      fresh_ids.push_back(ids[i]);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(fresh_rows.size());
+  if (m == 0) return;
+  if (!skip_embedding) {
+    auto host = at::empty({m, dim_}, at::kFloat);
+    float *p = host.data_ptr<float>();
+    for (int64_t i = 0; i < m; i++) init_.row(fresh_ids[static_cast<size_t>(i)], p + i * dim_);
+    scatter_slot_tensor(fresh_rows, 0, host.to(device_));
+  }
+  for (int s = 1; s < nslots(); s++) {
+    scatter_slot_tensor(fresh_rows, s, at::full({m, width_[s]}, sinit_[s], float_opts()));
+  }
+  for (int64_t r : fresh_rows) {
+    if (!stamp_.empty()) stamp_[static_cast<size_t>(r)] = step_;
+  }
+}
+
+// ---- gathering and scattering (tensor kernels) --------------------------------------------
+
+namespace {
+// Runs f(block, positions, offsets) for each block that rows[] touch; positions index rows[].
+template <class F>
+void by_block(const std::vector<int64_t> &rows, int64_t block_rows, F f) {
+  const size_t n = rows.size();
+  std::vector<int64_t> order(n);
+  for (size_t i = 0; i < n; i++) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return rows[static_cast<size_t>(a)] / block_rows < rows[static_cast<size_t>(b)] / block_rows;
+  });
+  size_t i = 0;
+  while (i < n) {
+    const int64_t b = rows[static_cast<size_t>(order[i])] / block_rows;
+    std::vector<int64_t> pos, off;
+    for (; i < n && rows[static_cast<size_t>(order[i])] / block_rows == b; i++) {
+      pos.push_back(order[i]);
+      off.push_back(rows[static_cast<size_t>(order[i])] - b * block_rows);
+    }
+    f(b, pos, off);
+  }
+}
+
+at::Tensor index_tensor(const std::vector<int64_t> &v, at::Device d) {
+  auto t = at::empty({static_cast<int64_t>(v.size())}, at::kLong);
+  if (!v.empty()) std::memcpy(t.data_ptr<int64_t>(), v.data(), v.size() * sizeof(int64_t));
+  return d.is_cpu() ? t : t.to(d);
+}
+}  // namespace
+
+at::Tensor Table::gather_slot_tensor(const std::vector<int64_t> &rows, int s) const {
+  auto out = at::empty({static_cast<int64_t>(rows.size()), width_[s]}, float_opts());
+  by_block(rows, block_rows_, [&](int64_t b, const std::vector<int64_t> &pos, const std::vector<int64_t> &off) {
+    const auto &blk = blocks_[static_cast<size_t>(b * narr_ + arr_[s])];
+    auto view = blk.narrow(1, off_[s], width_[s]);
+    out.index_copy_(0, index_tensor(pos, device_), view.index_select(0, index_tensor(off, device_)));
+  });
+  return out;
+}
+
+void Table::scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src) {
+  by_block(rows, block_rows_, [&](int64_t b, const std::vector<int64_t> &pos, const std::vector<int64_t> &off) {
+    auto &blk = blocks_[static_cast<size_t>(b * narr_ + arr_[s])];
+    auto view = blk.narrow(1, off_[s], width_[s]);
+    view.index_copy_(0, index_tensor(off, device_), src.index_select(0, index_tensor(pos, device_)));
+  });
+}
+
+void Table::momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
+                             at::Tensor *decay) const {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  auto mv = at::empty({n, 1}, at::kFloat), dc = at::empty({n, 1}, at::kFloat);
+  float *pm = mv.data_ptr<float>(), *pd = dc.data_ptr<float>();
+  for (int64_t i = 0; i < n; i++) {
+    double S = 0, d = 1;
+    const int64_t k = now - stamp_[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+    if (k > 0) opt_.catch_up_factors(k, &S, &d);
+    pm[i] = static_cast<float>(opt_.p[0] * S);
+    pd[i] = static_cast<float>(d);
+  }
+  *move = mv.to(device_);
+  *decay = dc.to(device_);
+}
+
+// out: [n, width_[s]] on the storage device (CPU for raw tables).
+void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const {
+  const bool momentum = opt_.has_momentum();
+  if (raw_) {
+    float *o = out.data_ptr<float>();
+    const int64_t w = width_[s];
+    auto body = [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], s, s + 1, false);
+      for (int64_t i = begin; i < end; i++) {
+        if (i + kAhead < end) prefetch(rows[i + kAhead], s, s + 1, false);
+        const int64_t r = rows[i];
+        float *dst = o + i * w;
+        std::memcpy(dst, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(w));
+        if (!momentum) continue;
+        const int64_t k = step_ - stamp_[static_cast<size_t>(r)];
+        if (k <= 0) continue;
+        double S, decay;
+        opt_.catch_up_factors(k, &S, &decay);
+        const float *buf = slot_ptr(1, r);
+        if (s == 0) {
+          const float mv = static_cast<float>(-opt_.p[0] * S);
+          for (int64_t j = 0; j < w; j++) dst[j] += mv * buf[j];
+        } else {
+          const float dc = static_cast<float>(decay);
+          for (int64_t j = 0; j < w; j++) dst[j] = buf[j] * dc;
+        }
+      }
+    };
+    const int64_t grain = grain_rows(w);
+    if (n < grain) {
+      body(0, n);
+    } else {
+      at::parallel_for(0, n, grain, body);
+    }
+    return;
+  }
+  std::vector<int64_t> rv(rows, rows + n);
+  auto g = gather_slot_tensor(rv, s);
+  if (momentum) {
+    at::Tensor mv, dc;
+    momentum_factors(rv, step_, &mv, &dc);
+    if (s == 0) {
+      g.sub_(gather_slot_tensor(rv, 1) * mv);
+    } else {
+      g.mul_(dc);
+    }
+  }
+  out.copy_(g);
+}
+
+at::Tensor Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const {
+  auto out = at::empty({n, dim_}, float_opts());
+  if (n == 0) return out;
+  std::vector<int64_t> present_pos, present_rows, absent_pos;
+  for (int64_t i = 0; i < n; i++) {
+    if (rows[i] >= 0) {
+      present_pos.push_back(i);
+      present_rows.push_back(rows[i]);
+    } else {
+      absent_pos.push_back(i);
+    }
+  }
+  if (absent_pos.empty()) {
+    gather(rows, n, 0, out);
+    return out;
+  }
+  // Defaults first, then the present rows.
+  auto defaults = at::zeros({static_cast<int64_t>(absent_pos.size()), dim_}, at::kFloat);
+  if (mode == CT_READ_INITIAL) {
+    float *p = defaults.data_ptr<float>();
+    for (size_t i = 0; i < absent_pos.size(); i++) {
+      init_.row(ids[absent_pos[i]], p + static_cast<int64_t>(i) * dim_);
+    }
+  }
+  auto present = at::empty({static_cast<int64_t>(present_rows.size()), dim_}, float_opts());
+  gather(present_rows.data(), static_cast<int64_t>(present_rows.size()), 0, present);
+  out.index_copy_(0, index_tensor(absent_pos, device_), defaults.to(device_));
+  out.index_copy_(0, index_tensor(present_pos, device_), present);
+  return out;
+}
+
+// ---- operations -----------------------------------------------------------------------------
+
+at::Tensor Table::lookup(const Keys &k) {
+  const int64_t n = k.n;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  auto out = at::empty({n, dim_}, float_opts());
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    if (ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data()) == static_cast<size_t>(n)) {
+      gather(rows.data(), n, 0, out);
+      lock.unlock();
+      return to_caller(out, k);
+    }
+  }
+  std::vector<uint8_t> is_new(static_cast<size_t>(n));
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  insert_ids(k.ptr(), n, rows.data(), is_new.data());
+  guarded(k.ptr(), is_new.data(), n, [&] {
+    init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
+    gather(rows.data(), n, 0, out);
+  });
+  lock.unlock();
+  return to_caller(out, k);
+}
+
+at::Tensor Table::indices(const Keys &k, bool do_insert) {
+  const int64_t n = k.n;
+  auto out = at::empty({n}, at::kLong);
+  int64_t *rows = out.data_ptr<int64_t>();
+  if (!do_insert) {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows);
+  } else {
+    std::vector<uint8_t> is_new(static_cast<size_t>(n));
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    insert_ids(k.ptr(), n, rows, is_new.data());
+    guarded(k.ptr(), is_new.data(), n, [&] { init_rows(k.ptr(), rows, is_new.data(), n, false); });
+  }
+  return out.device() == k.device ? out : out.to(k.device);
+}
+
+std::pair<at::Tensor, at::Tensor> Table::read(const Keys &k, int32_t mode) {
+  check_mode(mode);
+  const int64_t n = k.n;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  auto found = at::empty({n}, at::kBool);
+  at::Tensor out;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data());
+    out = gather_rows(k.ptr(), rows.data(), n, mode);
+  }
+  bool *f = found.data_ptr<bool>();
+  for (int64_t i = 0; i < n; i++) f[i] = rows[static_cast<size_t>(i)] >= 0;
+  return {to_caller(out, k), found.device() == k.device ? found : found.to(k.device)};
+}
+
+void Table::write(const Keys &k, ct_tensor values_h) {
+  const int64_t n = k.n;
+  at::Tensor values = check_rows(values_h, "values", n, dim_);
+  values = raw_ ? values.to(at::kCPU) : values.to(device_);
+  check_finite(values, "values");
+  // Last occurrence wins: unique ids in first-appearance order with their last position.
+  Dedupe dd(k.ptr(), n);
+  std::vector<int64_t> &uids = dd.uids;
+  std::vector<int64_t> src(uids.size());
+  for (int64_t i = 0; i < n; i++) src[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])] = i;
+  const int64_t u = dd.size();
+  std::vector<int64_t> rows(static_cast<size_t>(u));
+  std::vector<uint8_t> is_new(static_cast<size_t>(u));
+  at::Tensor src_t;
+  if (!raw_) src_t = index_tensor(src, device_);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  insert_ids(uids.data(), u, rows.data(), is_new.data());
+  guarded(uids.data(), is_new.data(), u, [&] {
+    init_rows(uids.data(), rows.data(), is_new.data(), u, /*skip_embedding=*/true);
+    const bool momentum = opt_.has_momentum();
+    if (raw_) {
+      const float *v = values.data_ptr<float>();
+      for (int64_t i = 0; i < u; i++) {
+        const int64_t r = rows[static_cast<size_t>(i)];
+        std::memcpy(slot_ptr(0, r), v + src[static_cast<size_t>(i)] * dim_,
+                    sizeof(float) * static_cast<size_t>(dim_));
+        if (!momentum) continue;
+        // The weight is replaced; the buffer decays to where it is now.
+        const int64_t kk = step_ - stamp_[static_cast<size_t>(r)];
+        if (kk > 0) {
+          double S, decay;
+          opt_.catch_up_factors(kk, &S, &decay);
+          float *buf = slot_ptr(1, r);
+          for (int64_t j = 0; j < dim_; j++) buf[j] *= static_cast<float>(decay);
+        }
+        stamp_[static_cast<size_t>(r)] = step_;
+      }
+      return;
+    }
+    // Tensor kernels: compute everything, then scatter.
+    if (u == 0) return;
+    auto vals = values.index_select(0, src_t);
+    at::Tensor buf;
+    if (momentum) {
+      at::Tensor mv, dc;
+      momentum_factors(rows, step_, &mv, &dc);
+      buf = gather_slot_tensor(rows, 1).mul_(dc);
+    }
+    scatter_slot_tensor(rows, 0, vals);
+    if (buf.defined()) scatter_slot_tensor(rows, 1, buf);
+    for (int64_t r : rows) {
+      if (momentum) stamp_[static_cast<size_t>(r)] = step_;
+    }
+  });
+}
+
+void Table::update(const Keys &k, ct_tensor grads_h) {
+  const int64_t n = k.n;
+  at::Tensor grads = check_rows(grads_h, "grads", n, dim_);
+  if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
+  grads = raw_ ? grads.to(at::kCPU) : grads.to(device_);
+  // Sum the gradients of repeated ids, index_add style (never a sparse add_): g[inverse[i]] +=
+  // grads[i] in batch order, checking that every gradient is finite on the way.
+  Dedupe dd(k.ptr(), n);
+  const int64_t u = dd.size();
+  at::Tensor g = at::zeros({u, dim_}, grads.options());
+  if (raw_) {
+    const float *src = grads.data_ptr<float>();
+    float *dst = g.data_ptr<float>();
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) {
+      float *d = dst + dd.inverse[static_cast<size_t>(i)] * dim_;
+      const float *s = src + i * dim_;
+      for (int64_t j = 0; j < dim_; j++) {
+        finite &= std::isfinite(s[j]);
+        d[j] += s[j];
+      }
+    }
+    if (!finite) throw arg_error("gradients contain NaN or Inf: the batch is rejected");
+  } else {
+    check_finite(grads, "gradients");
+    if (n > 0) g.index_add_(0, index_tensor(dd.inverse, device_), grads);
+  }
+  std::vector<int64_t> rows(static_cast<size_t>(u));
+  std::vector<uint8_t> is_new(static_cast<size_t>(u));
+
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  const int64_t t = step_ + 1;
+  const StepConsts c = opt_.begin(t);
+  const int64_t *ids = dd.uids.data();
+  insert_ids(ids, u, rows.data(), is_new.data());
+  guarded(ids, is_new.data(), u, [&] {
+    init_rows(ids, rows.data(), is_new.data(), u, false);
+    if (raw_) {
+      step_raw(c, g.data_ptr<float>(), rows.data(), u);
+    } else {
+      step_tensor(c, g, rows);
+    }
+  });
+  step_ = t;
+}
+
+void Table::step_raw(const StepConsts &c, const float *gp, const int64_t *rows, int64_t u) {
+  const int64_t t = c.t;
+  const bool momentum = opt_.has_momentum();
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
+    for (int64_t i = begin; i < end; i++) {
+      if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
+      const int64_t r = rows[i];
+      float *w = slot_ptr(0, r);
+      float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
+      float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
+      if (momentum) {
+        // Steps stamp+1 .. t-1 had no gradient for this row.
+        const int64_t kk = (t - 1) - stamp_[static_cast<size_t>(r)];
+        if (kk > 0) {
+          double S, decay;
+          opt_.catch_up_factors(kk, &S, &decay);
+          const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
+          for (int64_t j = 0; j < dim_; j++) {
+            w[j] += mv * s0[j];
+            s0[j] *= dc;
+          }
+        }
+        stamp_[static_cast<size_t>(r)] = t;
+      }
+      opt_.apply(c, gp + i * dim_, w, s0, s1);
+    }
+  };
+  const int64_t grain = grain_rows(dim_ * 8);
+  if (u < grain) {
+    body(0, u);
+  } else {
+    at::parallel_for(0, u, grain, body);
+  }
+}
+
+void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {
+  if (rows.empty()) return;
+  at::Tensor w = gather_slot_tensor(rows, 0);
+  at::Tensor s0, s1;
+  if (nstates_ > 0) s0 = gather_slot_tensor(rows, 1);
+  if (nstates_ > 1) s1 = gather_slot_tensor(rows, 2);
+  if (opt_.has_momentum()) {
+    at::Tensor mv, dc;
+    momentum_factors(rows, c.t - 1, &mv, &dc);
+    w.sub_(s0 * mv);
+    s0.mul_(dc);
+  }
+  opt_.apply(c, g, w, nstates_ > 0 ? &s0 : nullptr, nstates_ > 1 ? &s1 : nullptr);
+  // Everything is computed; now the scatters.
+  scatter_slot_tensor(rows, 0, w);
+  if (nstates_ > 0) scatter_slot_tensor(rows, 1, s0);
+  if (nstates_ > 1) scatter_slot_tensor(rows, 2, s1);
+  if (!stamp_.empty()) {
+    for (int64_t r : rows) stamp_[static_cast<size_t>(r)] = c.t;
+  }
+}
+
+int64_t Table::erase(const Keys &k) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  int64_t r = ct_idmap_erase(map_, k.ptr(), static_cast<size_t>(k.n), nullptr);
+  if (r < 0) throw std::bad_alloc();
+  return r;
+}
+
+void Table::clear() {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  ct_idmap_clear(map_);
+}
+
+ct_table_stats Table::stats() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  ct_table_stats s{};
+  s.size = static_cast<int64_t>(ct_idmap_size(map_));
+  s.capacity = capacity();
+  int64_t bytes = static_cast<int64_t>(ct_idmap_bytes(map_));
+  for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
+  bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
+  s.bytes = bytes;
+  s.dim = dim_;
+  s.step = step_;
+  s.num_states = nstates_;
+  s.optimizer = opt_.kind;
+  return s;
+}
+
+Snapshot Table::snapshot() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  const size_t m = ct_idmap_size(map_);
+  std::vector<int64_t> ids(m), idx(m);
+  ct_idmap_export(map_, ids.data(), idx.data(), m);
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; i++) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  Snapshot snap;
+  snap.step = step_;
+  const int64_t mm = static_cast<int64_t>(m);
+  snap.ids = at::empty({mm}, at::kLong);
+  std::vector<int64_t> rows(m);
+  int64_t *pid = snap.ids.data_ptr<int64_t>();
+  for (size_t i = 0; i < m; i++) {
+    pid[i] = ids[order[i]];
+    rows[i] = idx[order[i]];
+  }
+  snap.rows = at::empty({mm, dim_}, float_opts());
+  gather(rows.data(), mm, 0, snap.rows);
+  for (int s = 1; s < nslots(); s++) {
+    auto st = at::empty({mm, width_[s]}, float_opts());
+    gather(rows.data(), mm, s, st);
+    snap.states.push_back(st);
+  }
+  lock.unlock();
+  if (!device_.is_cpu()) snap.ids = snap.ids.to(device_);
+  return snap;
+}
+
+void Table::close() {
+  closed_.store(true, std::memory_order_release);
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);  // waits for the operations in flight
+    free_storage();
+  }
+  // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
+  std::unique_lock<std::mutex> l(prefetch_mu_);
+  tasks_cv_.wait(l, [this] { return tasks_ == 0; });
+  pending_.clear();
+}
+
+// ---- prefetch -------------------------------------------------------------------------------
+
+int64_t Table::prefetch(const Keys &k, int32_t mode) {
+  check_mode(mode);
+  check_open();
+  auto st = std::make_shared<Prefetch>();
+  Keys copy = k;
+  copy.host = k.host.clone();  // the caller may change or free its keys
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    check_open();  // under prefetch_mu_: close cannot miss this task
+    id = next_prefetch_++;
+    pending_.emplace(id, st);
+    tasks_++;
+  }
+  std::shared_ptr<Table> self = shared_from_this();
+  auto task = [self, st, copy, mode]() mutable {
+    at::Tensor rows, found;
+    std::string err;
+    try {
+      at::NoGradGuard no_grad;
+      std::tie(rows, found) = self->read(copy, mode);
+    } catch (const c10::Error &e) {
+      err = e.what_without_backtrace();
+    } catch (const std::exception &e) {
+      err = e.what();
+    } catch (...) {
+      err = "unknown C++ exception";
+    }
+    {
+      std::lock_guard<std::mutex> l(st->mu);
+      st->rows = std::move(rows);
+      st->found = std::move(found);
+      st->error = std::move(err);
+      st->done = true;
+    }
+    st->cv.notify_all();
+    // Drop every tensor before telling close that this task is over.
+    st.reset();
+    copy = Keys();
+    Table *t = self.get();
+    {
+      std::lock_guard<std::mutex> l(t->prefetch_mu_);
+      t->tasks_--;
+    }
+    t->tasks_cv_.notify_all();
+    self.reset();  // after a close this may destroy the table: its tensors are gone already
+  };
+  try {
+    Pool::get().submit(std::move(task));
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> l(prefetch_mu_);
+      pending_.erase(id);
+      tasks_--;
+    }
+    tasks_cv_.notify_all();
+    throw;
+  }
+  return id;
+}
+
+bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found) {
+  check_open();
+  std::shared_ptr<Prefetch> st;
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
+      throw prefetch_error("no pending prefetch " + std::to_string(id) + " on table \"" + name_ +
+                           "\" (never started, already waited for, or discarded)");
+    }
+    st = it->second;
+    if (st->claimed) throw prefetch_error("prefetch " + std::to_string(id) + " is already being waited for");
+    st->claimed = true;
+  }
+  bool done;
+  {
+    std::unique_lock<std::mutex> l(st->mu);
+    auto ready = [&] { return st->done; };
+    if (timeout_us < 0) {
+      st->cv.wait(l, ready);
+    } else {
+      st->cv.wait_for(l, std::chrono::microseconds(timeout_us), ready);
+    }
+    done = st->done;
+  }
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    if (done) {
+      pending_.erase(id);
+    } else {
+      st->claimed = false;
+    }
+  }
+  if (!done) return false;
+  if (!st->error.empty()) throw std::runtime_error(st->error);
+  *rows = st->rows;
+  if (found != nullptr) *found = st->found;
+  return true;
+}
+
+void Table::discard(int64_t id) {
+  check_open();
+  std::lock_guard<std::mutex> l(prefetch_mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second->claimed) {
+    throw prefetch_error("no pending prefetch " + std::to_string(id) + " to discard on table \"" + name_ + "\"");
+  }
+  pending_.erase(it);
+}
+
+// ---- the registry ---------------------------------------------------------------------------
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Table>> tables;
+};
+
+Registry &registry() {
+  static Registry *r = new Registry();  // never destroyed (see Pool)
+  return *r;
+}
+
+std::shared_ptr<Table> find_table(const std::string &name) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  auto it = r.tables.find(name);
+  if (it == r.tables.end()) throw not_found_error("no open table named \"" + name + "\"");
+  return it->second;
+}
+
+}  // namespace
+
+}  // namespace table
+}  // namespace ct
+
+// The object behind a ct_table handle: one reference to the table.
+struct ct_table_s {
+  std::shared_ptr<ct::table::Table> t;
+};
+
+using ct::guard;
+using ct::need_out;
+using ct::table::Keys;
+using ct::table::Table;
+
+namespace {
+Table &tbl(ct_table h) {
+  if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
+  return *h->t;
+}
+
+// *a = wrap(x) and, when b is not NULL, *b = wrap(y): both or neither.
+void wrap_pair(ct_tensor *a, ct_tensor *b, at::Tensor x, at::Tensor y) {
+  ct_tensor ha = ct::wrap(std::move(x));
+  if (b != nullptr) {
+    try {
+      *b = ct::wrap(std::move(y));
+    } catch (...) {
+      ct_tensor_free(ha);
+      throw;
+    }
+  }
+  *a = ha;
+}
+}  // namespace
+
+extern "C" {
+
+ct_error ct_table_new(ct_table *out, const char *name, const ct_table_config *cfg) {
+  return guard([&] {
+    need_out(out);
+    std::string n = ct::table::check_name(name);
+    if (cfg == nullptr) throw ct::arg_error("table config is NULL");
+    auto &r = ct::table::registry();
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      if (r.tables.count(n) != 0) throw ct::table::name_taken_error("a table named \"" + n + "\" is open");
+    }
+    // Built outside the registry lock (it may allocate a lot); the name is checked again.
+    auto t = std::make_shared<Table>(n, *cfg);
+    auto h = std::make_unique<ct_table_s>();
+    h->t = t;
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      if (!r.tables.emplace(n, t).second) {
+        throw ct::table::name_taken_error("a table named \"" + n + "\" is open");
+      }
+    }
+    *out = h.release();
+  });
+}
+
+ct_error ct_table_open(ct_table *out, const char *name) {
+  return guard([&] {
+    need_out(out);
+    if (name == nullptr) throw ct::arg_error("table name is NULL");
+    auto h = std::make_unique<ct_table_s>();
+    h->t = ct::table::find_table(name);
+    *out = h.release();
+  });
+}
+
+ct_error ct_table_close(ct_table h) {
+  return guard([&] {
+    Table &t = tbl(h);
+    t.close();
+    auto &r = ct::table::registry();
+    std::lock_guard<std::mutex> l(r.mu);
+    auto it = r.tables.find(t.name());
+    if (it != r.tables.end() && it->second.get() == &t) r.tables.erase(it);
+  });
+}
+
+void ct_table_free(ct_table h) { delete h; }
+
+ct_error ct_table_names(char **out) {
+  return guard([&] {
+    need_out(out);
+    std::string s;
+    {
+      auto &r = ct::table::registry();
+      std::lock_guard<std::mutex> l(r.mu);
+      for (const auto &kv : r.tables) {
+        if (!s.empty()) s += '\n';
+        s += kv.first;
+      }
+    }
+    char *c = strdup(s.c_str());
+    if (c == nullptr) throw std::bad_alloc();
+    *out = c;
+  });
+}
+
+ct_error ct_table_name(char **out, ct_table h) {
+  return guard([&] {
+    need_out(out);
+    char *c = strdup(tbl(h).name().c_str());
+    if (c == nullptr) throw std::bad_alloc();
+    *out = c;
+  });
+}
+
+const char *ct_table_state_name(int32_t optimizer, int32_t i) {
+  switch (optimizer) {
+    case CT_OPT_SGD: return i == 0 ? "momentum_buffer" : nullptr;
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD: return i == 0 ? "sum" : nullptr;
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW: return i == 0 ? "exp_avg" : i == 1 ? "exp_avg_sq" : nullptr;
+    case CT_OPT_FTRL: return i == 0 ? "z" : i == 1 ? "n" : nullptr;
+    default: return nullptr;
+  }
+}
+
+ct_error ct_table_lookup(ct_tensor *rows, ct_table h, ct_tensor keys) {
+  return guard([&] {
+    need_out(rows);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    at::NoGradGuard no_grad;
+    *rows = ct::wrap(t.lookup(k));
+  });
+}
+
+ct_error ct_table_indices(ct_tensor *out, ct_table h, ct_tensor keys, int32_t insert) {
+  return guard([&] {
+    need_out(out);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    at::NoGradGuard no_grad;
+    *out = ct::wrap(t.indices(k, insert != 0));
+  });
+}
+
+ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor keys,
+                       int32_t default_mode) {
+  return guard([&] {
+    need_out(rows);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    at::NoGradGuard no_grad;
+    auto r = t.read(k, default_mode);
+    wrap_pair(rows, found, std::move(r.first), std::move(r.second));
+  });
+}
+
+ct_error ct_table_write(ct_table h, ct_tensor keys, ct_tensor values) {
+  return guard([&] {
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    at::NoGradGuard no_grad;
+    t.write(k, values);
+  });
+}
+
+ct_error ct_table_update(ct_table h, ct_tensor keys, ct_tensor grads) {
+  return guard([&] {
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    at::NoGradGuard no_grad;
+    t.update(k, grads);
+  });
+}
+
+ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor grads) {
+  return guard([&] {
+    if (name == nullptr) throw ct::arg_error("table name is NULL");
+    auto t = ct::table::find_table(name);
+    Keys k = ct::table::check_keys(keys);
+    at::NoGradGuard no_grad;
+    t->update(k, grads);
+  });
+}
+
+ct_error ct_table_prefetch(int64_t *id, ct_table h, ct_tensor keys, int32_t default_mode) {
+  return guard([&] {
+    need_out(id);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    *id = t.prefetch(k, default_mode);
+  });
+}
+
+ct_error ct_table_prefetch_wait(ct_tensor *rows, ct_tensor *found, int32_t *ready, ct_table h,
+                                int64_t id, int64_t timeout_us) {
+  return guard([&] {
+    need_out(rows);
+    need_out(ready);
+    at::Tensor r, f;
+    bool done = tbl(h).wait(id, timeout_us, &r, found != nullptr ? &f : nullptr);
+    *ready = done ? 1 : 0;
+    if (!done) return;
+    wrap_pair(rows, found, std::move(r), std::move(f));
+  });
+}
+
+ct_error ct_table_prefetch_discard(ct_table h, int64_t id) {
+  return guard([&] { tbl(h).discard(id); });
+}
+
+ct_error ct_table_delete(int64_t *deleted, ct_table h, ct_tensor keys) {
+  return guard([&] {
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    int64_t n = t.erase(k);
+    if (deleted != nullptr) *deleted = n;
+  });
+}
+
+ct_error ct_table_clear(ct_table h) {
+  return guard([&] { tbl(h).clear(); });
+}
+
+ct_error ct_table_stats_get(ct_table_stats *out, ct_table h) {
+  return guard([&] {
+    need_out(out);
+    *out = tbl(h).stats();
+  });
+}
+
+ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
+                         int64_t *step, ct_table h) {
+  return guard([&] {
+    need_out(ids);
+    need_out(rows);
+    at::NoGradGuard no_grad;
+    auto snap = tbl(h).snapshot();
+    const int32_t ns = static_cast<int32_t>(snap.states.size());
+    if (cap < ns) throw ct::arg_error("states has room for " + std::to_string(cap) + " tensors, the table has " + std::to_string(ns));
+    if (ns > 0 && states == nullptr) throw ct::arg_error("states is NULL");
+    // Wrap last: nothing is handed out unless everything is.
+    std::vector<ct_tensor> made;
+    try {
+      made.push_back(ct::wrap(snap.ids));
+      made.push_back(ct::wrap(snap.rows));
+      for (auto &s : snap.states) made.push_back(ct::wrap(s));
+    } catch (...) {
+      for (auto m : made) ct_tensor_free(m);
+      throw;
+    }
+    *ids = made[0];
+    *rows = made[1];
+    for (int32_t i = 0; i < ns; i++) states[i] = made[static_cast<size_t>(2 + i)];
+    if (step != nullptr) *step = snap.step;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,549 @@
+package cgotorch
+
+// #include <stdlib.h>
+// #include "cgotorch.h"
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Sentinels of the embedding tables, besides ErrClosed (a closed table), ErrInvalidArgument (bad
+// input) and ErrDevice.
+var (
+	// ErrNameTaken: an open table already has that name.
+	ErrNameTaken = errors.New("cgotorch: table name taken")
+	// ErrNotFound: no open table has that name.
+	ErrNotFound = errors.New("cgotorch: no such table")
+	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
+	// discarded.
+	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
+)
+
+// TableInit selects the initializer of new rows (see TableConfig.InitParams).
+type TableInit int32
+
+// The initializers; a new row's value depends only on (seed, id).
+const (
+	InitZeros           TableInit = C.CT_INIT_ZEROS
+	InitConstant        TableInit = C.CT_INIT_CONSTANT         // value
+	InitUniform         TableInit = C.CT_INIT_UNIFORM          // low, high
+	InitNormal          TableInit = C.CT_INIT_NORMAL           // mean, std
+	InitTruncatedNormal TableInit = C.CT_INIT_TRUNCATED_NORMAL // mean, std, low, high
+	InitXavierUniform   TableInit = C.CT_INIT_XAVIER_UNIFORM   // gain, fan in, fan out (0: dim)
+	InitXavierNormal    TableInit = C.CT_INIT_XAVIER_NORMAL    // gain, fan in, fan out (0: dim)
+)
+
+// TableOptimizer selects the optimizer a table applies in Update (see TableConfig.OptParams).
+type TableOptimizer int32
+
+// The optimizers and the order of their parameters.
+const (
+	OptNone           TableOptimizer = C.CT_OPT_NONE
+	OptSGD            TableOptimizer = C.CT_OPT_SGD             // lr, momentum, dampening, nesterov (0/1)
+	OptAdagrad        TableOptimizer = C.CT_OPT_ADAGRAD         // lr, lr decay, initial accumulator, eps
+	OptRowWiseAdagrad TableOptimizer = C.CT_OPT_ROWWISE_ADAGRAD // lr, lr decay, initial accumulator, eps
+	OptSparseAdam     TableOptimizer = C.CT_OPT_SPARSE_ADAM     // lr, beta1, beta2, eps
+	OptAdamW          TableOptimizer = C.CT_OPT_ADAMW           // lr, beta1, beta2, eps, weight decay
+	OptFTRL           TableOptimizer = C.CT_OPT_FTRL            // alpha, beta, l1, l2, initial accumulator
+)
+
+// TableLayout says where optimizer states live relative to the embedding.
+type TableLayout int32
+
+// The layouts: separate block arrays per state (the default, the faster one in gorec's
+// measurements) or interleaved (a block row holds the embedding and its states side by side).
+const (
+	LayoutSeparate    TableLayout = C.CT_LAYOUT_SEPARATE
+	LayoutInterleaved TableLayout = C.CT_LAYOUT_INTERLEAVED
+)
+
+// ReadDefault is the row Read and Prefetch give for ids not in the table.
+type ReadDefault int32
+
+// The defaults: zeros, or the initializer's value for the id (what Lookup would insert).
+const (
+	ReadZeros   ReadDefault = C.CT_READ_ZEROS
+	ReadInitial ReadDefault = C.CT_READ_INITIAL
+)
+
+// TableConfig describes a new table. Zero BlockRows means 4096.
+type TableConfig struct {
+	Dim        int64
+	Capacity   int64 // rows and ids to allocate up front
+	BlockRows  int64
+	Init       TableInit
+	InitParams [4]float64
+	Optimizer  TableOptimizer
+	OptParams  [8]float64
+	Device     Device
+	Seed       uint64
+	Layout     TableLayout
+	// TensorKernels runs the tensor-op kernels of CUDA tables on a CPU table (for tests).
+	TensorKernels bool
+}
+
+// TableStats describes a table.
+type TableStats struct {
+	Size      int64 // ids stored
+	Capacity  int64 // rows the allocated blocks hold
+	Bytes     int64 // memory held by blocks, id map and bookkeeping
+	Dim       int64
+	Step      int64 // optimizer steps taken
+	NumStates int
+	Optimizer TableOptimizer
+}
+
+// TableSnapshot is a consistent copy of a table: ids sorted ascending, their rows and optimizer
+// states (named as in TableStateName), and the step counter.
+type TableSnapshot struct {
+	IDs        *Tensor
+	Rows       *Tensor
+	States     []*Tensor
+	StateNames []string
+	Step       int64
+}
+
+// Close releases the snapshot's tensors.
+func (s *TableSnapshot) Close() {
+	if s == nil {
+		return
+	}
+	s.IDs.Close()
+	s.Rows.Close()
+	for _, t := range s.States {
+		t.Close()
+	}
+}
+
+// Table is a handle to a named dynamic hash embedding table living on the C side (see
+// cgotorch.h, "Embedding tables"). Every method returns an error instead of panicking (the
+// table-state policy of the package doc); errors wrap ErrInvalidArgument (bad input: nothing
+// changed), ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch or ErrTorch.
+//
+// Close closes the table itself, for every handle (including those from OpenTable), after the
+// operations in flight; it is idempotent and safe to call concurrently with other methods, which
+// then fail with ErrClosed. An open table is registered by name, so a handle that becomes
+// unreachable does not close it: its cleanup only releases the handle.
+type Table struct {
+	mu      sync.RWMutex // held shared by every call, exclusively by Close (which frees p)
+	p       C.ct_table
+	name    string
+	cleanup runtime.Cleanup
+}
+
+func newTableHandle(p C.ct_table, name string) *Table {
+	t := &Table{p: p, name: name}
+	t.cleanup = runtime.AddCleanup(t, freeTableHandle, p)
+	return t
+}
+
+func freeTableHandle(p C.ct_table) { C.ct_table_free(p) }
+
+// tableError converts (and frees) an error string of the table ABI.
+func tableError(op string, e C.ct_error) error {
+	if e == nil {
+		return nil
+	}
+	msg := C.GoString(e)
+	C.ct_error_free(e)
+	kind := ErrTorch
+	switch {
+	case strings.HasPrefix(msg, "closed: "):
+		kind = ErrClosed
+	case strings.HasPrefix(msg, "invalid argument: "):
+		kind = ErrInvalidArgument
+	case strings.HasPrefix(msg, "name taken: "):
+		kind = ErrNameTaken
+	case strings.HasPrefix(msg, "not found: "):
+		kind = ErrNotFound
+	case strings.HasPrefix(msg, "unknown prefetch: "):
+		kind = ErrUnknownPrefetch
+	}
+	return &Error{Op: op, Msg: msg, Kind: kind}
+}
+
+// tensorArg is the handle of a tensor argument; nil or closed tensors are bad input.
+func tensorArg(op, what string, t *Tensor) (C.ct_tensor, error) {
+	if t == nil {
+		return nil, &Error{Op: op, Msg: what + " is a nil *Tensor", Kind: ErrInvalidArgument}
+	}
+	p := t.p.Load()
+	if p == nil {
+		return nil, &Error{Op: op, Msg: what + " tensor is closed", Kind: ErrInvalidArgument}
+	}
+	return C.ct_tensor(unsafe.Pointer(p)), nil
+}
+
+// acquire returns the handle with t.mu held shared; release with t.mu.RUnlock.
+func (t *Table) acquire(op string) (C.ct_table, error) {
+	if t == nil {
+		return nil, &Error{Op: op, Msg: "nil *Table", Kind: ErrClosed}
+	}
+	t.mu.RLock()
+	if t.p == nil {
+		t.mu.RUnlock()
+		return nil, &Error{Op: op, Msg: "table \"" + t.name + "\" is closed", Kind: ErrClosed}
+	}
+	return t.p, nil
+}
+
+// NewTable creates and registers a table; the name must not be taken.
+func NewTable(name string, cfg TableConfig) (*Table, error) {
+	if err := cfg.Device.checkAvailable(); err != nil {
+		return nil, err
+	}
+	c := C.ct_table_config{
+		dim:         C.int64_t(cfg.Dim),
+		capacity:    C.int64_t(cfg.Capacity),
+		block_rows:  C.int64_t(cfg.BlockRows),
+		initializer: C.int32_t(cfg.Init),
+		optimizer:   C.int32_t(cfg.Optimizer),
+		device:      cfg.Device.c(),
+		seed:        C.uint64_t(cfg.Seed),
+		layout:      C.int32_t(cfg.Layout),
+	}
+	for i, v := range cfg.InitParams {
+		c.init_params[i] = C.double(v)
+	}
+	for i, v := range cfg.OptParams {
+		c.opt_params[i] = C.double(v)
+	}
+	if cfg.TensorKernels {
+		c.flags = C.CT_TABLE_TENSOR_KERNELS
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var p C.ct_table
+	if err := tableError("new table", C.ct_table_new(&p, cname, &c)); err != nil {
+		return nil, err
+	}
+	return newTableHandle(p, name), nil
+}
+
+// OpenTable returns a new handle to the open table of that name (ErrNotFound if none).
+func OpenTable(name string) (*Table, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var p C.ct_table
+	if err := tableError("open table", C.ct_table_open(&p, cname)); err != nil {
+		return nil, err
+	}
+	return newTableHandle(p, name), nil
+}
+
+// TableNames lists the open tables, sorted.
+func TableNames() []string {
+	var s *C.char
+	if err := tableError("table names", C.ct_table_names(&s)); err != nil {
+		return nil
+	}
+	defer C.ct_string_free(s)
+	g := C.GoString(s)
+	if g == "" {
+		return []string{}
+	}
+	names := strings.Split(g, "\n")
+	sort.Strings(names)
+	return names
+}
+
+// TableStateName is the name of optimizer state i of a table using opt ("" if none).
+func TableStateName(opt TableOptimizer, i int) string {
+	s := C.ct_table_state_name(C.int32_t(opt), C.int32_t(i))
+	if s == nil {
+		return ""
+	}
+	return C.GoString(s)
+}
+
+// UpdateTableByName applies one optimizer step to the open table of that name.
+func UpdateTableByName(name string, keys, grads *Tensor) error {
+	k, err := tensorArg("update", "keys", keys)
+	if err != nil {
+		return err
+	}
+	g, err := tensorArg("update", "grads", grads)
+	if err != nil {
+		return err
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	err = tableError("update", C.ct_table_update_by_name(cname, k, g))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(grads)
+	return err
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.name }
+
+// Close closes the table (for every handle) and releases this handle. Idempotent.
+func (t *Table) Close() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.p == nil {
+		return nil
+	}
+	err := tableError("close", C.ct_table_close(t.p))
+	t.cleanup.Stop()
+	C.ct_table_free(t.p)
+	t.p = nil
+	return err
+}
+
+// Lookup returns the rows of keys (int64 [N]) as float32 [N, dim] on the keys' device,
+// inserting and initialising absent ids.
+func (t *Table) Lookup(keys *Tensor) (*Tensor, error) {
+	const op = "table lookup"
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	var out C.ct_tensor
+	err = tableError(op, C.ct_table_lookup(&out, p, k))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// Indices returns the row indices of keys (int64 [N]): with insert, absent ids are inserted;
+// without, they give -1.
+func (t *Table) Indices(keys *Tensor, insert bool) (*Tensor, error) {
+	const op = "table indices"
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	ins := C.int32_t(0)
+	if insert {
+		ins = 1
+	}
+	var out C.ct_tensor
+	err = tableError(op, C.ct_table_indices(&out, p, k, ins))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// Read returns the rows of keys without inserting: absent ids get the default row; found
+// (bool [N]) says which ids were present.
+func (t *Table) Read(keys *Tensor, def ReadDefault) (rows, found *Tensor, err error) {
+	const op = "table read"
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.mu.RUnlock()
+	var r, f C.ct_tensor
+	err = tableError(op, C.ct_table_read(&r, &f, p, k, C.int32_t(def)))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newTensor(r), newTensor(f), nil
+}
+
+// Write sets the rows of keys to values (float32 [N, dim]), inserting absent ids; for a
+// repeated id the last occurrence wins.
+func (t *Table) Write(keys, values *Tensor) error {
+	return t.keysRows("table write", keys, values, "values", func(p C.ct_table, k, v C.ct_tensor) C.ct_error {
+		return C.ct_table_write(p, k, v)
+	})
+}
+
+// Update applies one optimizer step from grads (float32 [N, dim]); gradients of repeated ids
+// are summed first. Gradients with NaN or Inf are rejected as a whole (ErrInvalidArgument).
+func (t *Table) Update(keys, grads *Tensor) error {
+	return t.keysRows("table update", keys, grads, "grads", func(p C.ct_table, k, g C.ct_tensor) C.ct_error {
+		return C.ct_table_update(p, k, g)
+	})
+}
+
+func (t *Table) keysRows(op string, keys, rows *Tensor, what string, f func(C.ct_table, C.ct_tensor, C.ct_tensor) C.ct_error) error {
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return err
+	}
+	r, err := tensorArg(op, what, rows)
+	if err != nil {
+		return err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer t.mu.RUnlock()
+	err = tableError(op, f(p, k, r))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(rows)
+	runtime.KeepAlive(t)
+	return err
+}
+
+// Prefetch starts an asynchronous Read of keys on a worker thread and returns its id.
+func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
+	const op = "table prefetch"
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return 0, err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return 0, err
+	}
+	defer t.mu.RUnlock()
+	var id C.int64_t
+	err = tableError(op, C.ct_table_prefetch(&id, p, k, C.int32_t(def)))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(t)
+	return int64(id), err
+}
+
+// PrefetchWait waits up to timeout (negative: without limit) for prefetch id. ready reports
+// whether it finished: then rows and found are set and the prefetch is consumed (waiting again
+// gives ErrUnknownPrefetch); otherwise wait again later.
+func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tensor, ready bool, err error) {
+	const op = "table prefetch wait"
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer t.mu.RUnlock()
+	us := C.int64_t(-1)
+	if timeout >= 0 {
+		us = C.int64_t(timeout.Microseconds())
+	}
+	var r, f C.ct_tensor
+	var rd C.int32_t
+	err = tableError(op, C.ct_table_prefetch_wait(&r, &f, &rd, p, C.int64_t(id), us))
+	runtime.KeepAlive(t)
+	if err != nil || rd == 0 {
+		return nil, nil, false, err
+	}
+	return newTensor(r), newTensor(f), true, nil
+}
+
+// PrefetchDiscard forgets a prefetch that will not be waited for.
+func (t *Table) PrefetchDiscard(id int64) error {
+	const op = "table prefetch discard"
+	p, err := t.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer t.mu.RUnlock()
+	err = tableError(op, C.ct_table_prefetch_discard(p, C.int64_t(id)))
+	runtime.KeepAlive(t)
+	return err
+}
+
+// Delete removes keys and returns how many were present. Their state is reset before their
+// row indices are reused.
+func (t *Table) Delete(keys *Tensor) (int64, error) {
+	const op = "table delete"
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return 0, err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return 0, err
+	}
+	defer t.mu.RUnlock()
+	var n C.int64_t
+	err = tableError(op, C.ct_table_delete(&n, p, k))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(t)
+	return int64(n), err
+}
+
+// Clear removes every id (allocated blocks and the step counter are kept).
+func (t *Table) Clear() error {
+	const op = "table clear"
+	p, err := t.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer t.mu.RUnlock()
+	err = tableError(op, C.ct_table_clear(p))
+	runtime.KeepAlive(t)
+	return err
+}
+
+// Stats describes the table.
+func (t *Table) Stats() (TableStats, error) {
+	const op = "table stats"
+	p, err := t.acquire(op)
+	if err != nil {
+		return TableStats{}, err
+	}
+	defer t.mu.RUnlock()
+	var s C.ct_table_stats
+	err = tableError(op, C.ct_table_stats_get(&s, p))
+	runtime.KeepAlive(t)
+	if err != nil {
+		return TableStats{}, err
+	}
+	return TableStats{
+		Size: int64(s.size), Capacity: int64(s.capacity), Bytes: int64(s.bytes), Dim: int64(s.dim),
+		Step: int64(s.step), NumStates: int(s.num_states), Optimizer: TableOptimizer(s.optimizer),
+	}, nil
+}
+
+// Export returns a consistent snapshot of the table (on the table's device).
+func (t *Table) Export() (*TableSnapshot, error) {
+	const op = "table export"
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	var ids, rows C.ct_tensor
+	var states [2]C.ct_tensor
+	var step C.int64_t
+	var s C.ct_table_stats
+	if err := tableError(op, C.ct_table_stats_get(&s, p)); err != nil {
+		return nil, err
+	}
+	err = tableError(op, C.ct_table_export(&ids, &rows, &states[0], 2, &step, p))
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, err
+	}
+	snap := &TableSnapshot{IDs: newTensor(ids), Rows: newTensor(rows), Step: int64(step)}
+	for i := 0; i < int(s.num_states); i++ {
+		snap.States = append(snap.States, newTensor(states[i]))
+		snap.StateNames = append(snap.StateNames, TableStateName(TableOptimizer(s.optimizer), i))
+	}
+	return snap, nil
+}

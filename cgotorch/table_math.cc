@@ -1,0 +1,417 @@
+// table_math.cc: the numbers of the embedding tables: initializers of new rows (a counter-based
+// generator) and the optimizer rules, each as a raw CPU kernel for one row and as a tensor
+// kernel (any device) for gathered rows.
+//
+// Optimizer rules. g is a row's gradient after summing the gradients of repeated ids; t is the
+// table's step counter, incremented once per update call (every row of a step sees the same t);
+// only the rows present in an update change, except for SGD with momentum (see SGD).
+//
+//   SGD (lr, momentum m, dampening d, nesterov): without momentum w -= lr * g. With momentum,
+//     PyTorch's rule for nn.Embedding(sparse=True): buf = g at the optimizer's first step (t = 1),
+//     else buf = m * buf + (1 - d) * g; step = nesterov ? g + m * buf : buf; w -= lr * step, and
+//     rows absent from a step keep moving with their decaying buffer (g = 0). The table applies
+//     those absent steps lazily: a row stamped with the step it was last brought up to date,
+//     k steps behind, moves by -lr * S(k) * buf with S(k) = m + m^2 + ... + m^k (times m for
+//     nesterov) and its buffer becomes m^k * buf. Reads, exports, writes and updates all see the
+//     caught-up values, so the numbers are PyTorch's (within float rounding of the closed form).
+//   Adagrad (lr, lr_decay, initial_accumulator_value, eps), PyTorch's sparse rule:
+//     clr = lr / (1 + (t - 1) * lr_decay); sum += g * g; w -= clr * g / (sqrt(sum) + eps).
+//   Row-wise Adagrad (same parameters; one accumulator per row, as in TorchRec/FBGEMM):
+//     sum += mean_j(g_j^2); w -= clr * g / (sqrt(sum) + eps).
+//   SparseAdam (lr, beta1, beta2, eps), PyTorch's rule with the table's global step:
+//     m += (1 - b1) * (g - m); v += (1 - b2) * (g^2 - v);
+//     w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps).
+//   AdamW (lr, beta1, beta2, eps, weight_decay): PyTorch's AdamW applied to the rows present
+//     (lazy, global step): w *= 1 - lr * wd; m = b1 * m + (1 - b1) * g; v = b2 * v + (1 - b2) g^2;
+//     w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+//   FTRL-Proximal (alpha, beta, l1, l2, initial_accumulator_value; McMahan et al. 2013, per
+//     coordinate, with the current weight in the linear term as in TensorFlow's ApplyFtrl, so
+//     that rows may start from any initializer): n' = n + g^2;
+//     sigma = (sqrt(n') - sqrt(n)) / alpha; z += g - sigma * w; n = n';
+//     w = |z| <= l1 ? 0 : -(z - sign(z) * l1) / ((beta + sqrt(n)) / alpha + l2).
+#include <cmath>
+#include <cstring>
+
+#include "table_internal.h"
+
+namespace ct {
+namespace table {
+
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+
+// splitmix64's finaliser: a bijection with full avalanche.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// The random stream of one row: splitmix64 keyed by (seed, id), indexed by a counter.
+struct RowStream {
+  uint64_t key;
+  RowStream(uint64_t seed, int64_t id) : key(mix64(mix64(seed * kGolden + 1) ^ static_cast<uint64_t>(id))) {}
+  uint64_t bits(uint64_t ctr) const { return mix64(key + (ctr + 1) * kGolden); }
+  // [0, 1)
+  double u01(uint64_t ctr) const { return static_cast<double>(bits(ctr) >> 11) * 0x1.0p-53; }
+  // (0, 1)
+  double uopen(uint64_t ctr) const { return (static_cast<double>(bits(ctr) >> 11) + 0.5) * 0x1.0p-53; }
+  // Standard normal number k: Box-Muller on uniforms 2p and 2p + 1 (p = k / 2) gives a pair of
+  // independent normals, r cos(theta) for even k and r sin(theta) for odd k.
+  double normal(uint64_t k) const {
+    const uint64_t p = k / 2;
+    const double r = std::sqrt(-2.0 * std::log(uopen(2 * p)));
+    const double th = 2.0 * M_PI * u01(2 * p + 1);
+    return r * ((k & 1) == 0 ? std::cos(th) : std::sin(th));
+  }
+  // Normals 0 .. n-1 into out, a pair at a time.
+  void normals(int64_t n, double mean, double std, float *out) const {
+    for (int64_t k = 0; k + 1 < n; k += 2) {
+      const uint64_t p = static_cast<uint64_t>(k) / 2;
+      const double r = std::sqrt(-2.0 * std::log(uopen(2 * p)));
+      const double th = 2.0 * M_PI * u01(2 * p + 1);
+      out[k] = static_cast<float>(mean + std * r * std::cos(th));
+      out[k + 1] = static_cast<float>(mean + std * r * std::sin(th));
+    }
+    if (n % 2 == 1) out[n - 1] = static_cast<float>(mean + std * normal(static_cast<uint64_t>(n - 1)));
+  }
+};
+
+bool finite(double x) { return std::isfinite(x); }
+
+void need(bool ok, const std::string &msg) {
+  if (!ok) throw arg_error(msg);
+}
+
+}  // namespace
+
+// ---- initializers -------------------------------------------------------------------------
+
+void Init::validate() const {
+  for (double x : p) need(finite(x), "initializer parameters must be finite");
+  switch (kind) {
+    case CT_INIT_ZEROS:
+    case CT_INIT_CONSTANT:
+      return;
+    case CT_INIT_UNIFORM:
+      need(p[0] <= p[1], "uniform initializer needs low <= high");
+      return;
+    case CT_INIT_NORMAL:
+      need(p[1] >= 0, "normal initializer needs std >= 0");
+      return;
+    case CT_INIT_TRUNCATED_NORMAL:
+      need(p[1] >= 0, "truncated normal initializer needs std >= 0");
+      need(p[2] < p[3], "truncated normal initializer needs low < high");
+      return;
+    case CT_INIT_XAVIER_UNIFORM:
+    case CT_INIT_XAVIER_NORMAL:
+      need(p[0] >= 0 && p[1] >= 0 && p[2] >= 0, "xavier initializer needs gain, fans >= 0");
+      return;
+    default:
+      throw arg_error("unknown initializer " + std::to_string(kind));
+  }
+}
+
+void Init::row(int64_t id, float *out) const {
+  const RowStream rs(seed, id);
+  const int64_t d = dim;
+  switch (kind) {
+    case CT_INIT_ZEROS:
+      std::memset(out, 0, sizeof(float) * static_cast<size_t>(d));
+      return;
+    case CT_INIT_CONSTANT:
+      for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(p[0]);
+      return;
+    case CT_INIT_UNIFORM:
+      for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(p[0] + (p[1] - p[0]) * rs.u01(j));
+      return;
+    case CT_INIT_NORMAL:
+      rs.normals(d, p[0], p[1], out);
+      return;
+    case CT_INIT_TRUNCATED_NORMAL:
+      // Resampling: attempt a of column j uses counters (a * dim + j); after 64 rejections
+      // (only for bounds far in a tail) a uniform sample of [low, high] is used.
+      for (int64_t j = 0; j < d; j++) {
+        double x = 0;
+        int a = 0;
+        for (; a < 64; a++) {
+          x = p[0] + p[1] * rs.normal(static_cast<uint64_t>(a) * d + j);
+          if (x >= p[2] && x <= p[3]) break;
+        }
+        if (a == 64) x = p[2] + (p[3] - p[2]) * rs.u01(static_cast<uint64_t>(128) * d + j);
+        out[j] = static_cast<float>(x);
+      }
+      return;
+    case CT_INIT_XAVIER_UNIFORM:
+    case CT_INIT_XAVIER_NORMAL: {
+      double fan_in = p[1] > 0 ? p[1] : static_cast<double>(d);
+      double fan_out = p[2] > 0 ? p[2] : static_cast<double>(d);
+      if (kind == CT_INIT_XAVIER_UNIFORM) {
+        double b = p[0] * std::sqrt(6.0 / (fan_in + fan_out));
+        for (int64_t j = 0; j < d; j++) out[j] = static_cast<float>(-b + 2 * b * rs.u01(j));
+      } else {
+        rs.normals(d, 0.0, p[0] * std::sqrt(2.0 / (fan_in + fan_out)), out);
+      }
+      return;
+    }
+    default:
+      throw arg_error("unknown initializer " + std::to_string(kind));
+  }
+}
+
+// ---- optimizers ---------------------------------------------------------------------------
+
+void Optim::validate() const {
+  for (double x : p) need(finite(x), "optimizer parameters must be finite");
+  switch (kind) {
+    case CT_OPT_NONE:
+      return;
+    case CT_OPT_SGD:
+      need(p[0] >= 0, "SGD needs lr >= 0");
+      need(p[1] >= 0, "SGD needs momentum >= 0");
+      need(p[3] == 0 || p[3] == 1, "SGD nesterov must be 0 or 1");
+      need(p[3] == 0 || (p[1] > 0 && p[2] == 0),
+           "SGD nesterov needs a momentum and zero dampening");
+      return;
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD:
+      need(p[0] >= 0, "Adagrad needs lr >= 0");
+      need(p[1] >= 0, "Adagrad needs lr_decay >= 0");
+      need(p[2] >= 0, "Adagrad needs initial_accumulator_value >= 0");
+      need(p[3] > 0, "Adagrad needs eps > 0");
+      return;
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW:
+      need(p[0] >= 0, "Adam needs lr >= 0");
+      need(p[1] >= 0 && p[1] < 1 && p[2] >= 0 && p[2] < 1, "Adam needs betas in [0, 1)");
+      need(p[3] > 0, "Adam needs eps > 0");
+      need(kind == CT_OPT_SPARSE_ADAM || p[4] >= 0, "AdamW needs weight_decay >= 0");
+      return;
+    case CT_OPT_FTRL:
+      need(p[0] > 0, "FTRL needs alpha > 0");
+      need(p[1] >= 0 && p[2] >= 0 && p[3] >= 0, "FTRL needs beta, l1, l2 >= 0");
+      need(p[4] >= 0, "FTRL needs initial_accumulator_value >= 0");
+      return;
+    default:
+      throw arg_error("unknown optimizer " + std::to_string(kind));
+  }
+}
+
+int Optim::num_states() const {
+  switch (kind) {
+    case CT_OPT_SGD: return has_momentum() ? 1 : 0;
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD: return 1;
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW:
+    case CT_OPT_FTRL: return 2;
+    default: return 0;
+  }
+}
+
+StateSpec Optim::state(int i) const {
+  switch (kind) {
+    case CT_OPT_SGD: return {"momentum_buffer", true, 0.f};
+    case CT_OPT_ADAGRAD: return {"sum", true, static_cast<float>(p[2])};
+    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, static_cast<float>(p[2])};
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW: return i == 0 ? StateSpec{"exp_avg", true, 0.f} : StateSpec{"exp_avg_sq", true, 0.f};
+    case CT_OPT_FTRL: return i == 0 ? StateSpec{"z", true, 0.f} : StateSpec{"n", true, static_cast<float>(p[4])};
+    default: throw std::logic_error("optimizer has no state");
+  }
+}
+
+StepConsts Optim::begin(int64_t t) const {
+  StepConsts c;
+  c.t = t;
+  switch (kind) {
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD:
+      c.clr = p[0] / (1 + static_cast<double>(t - 1) * p[1]);
+      break;
+    case CT_OPT_SPARSE_ADAM: {
+      double bc1 = 1 - std::pow(p[1], static_cast<double>(t));
+      double bc2 = 1 - std::pow(p[2], static_cast<double>(t));
+      c.step_size = p[0] * std::sqrt(bc2) / bc1;
+      break;
+    }
+    case CT_OPT_ADAMW: {
+      double bc1 = 1 - std::pow(p[1], static_cast<double>(t));
+      double bc2 = 1 - std::pow(p[2], static_cast<double>(t));
+      c.step_size = p[0] / bc1;
+      c.bc2_sqrt = std::sqrt(bc2);
+      break;
+    }
+    default:
+      break;
+  }
+  return c;
+}
+
+void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
+  const double m = p[1];
+  const double mk = std::pow(m, static_cast<double>(k));
+  double s = m == 1.0 ? static_cast<double>(k) : m * (1 - mk) / (1 - m);
+  if (p[3] != 0) s *= m;
+  *S = s;
+  *decay = mk;
+}
+
+// The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding.
+void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
+  const int64_t d = dim;
+  switch (kind) {
+    case CT_OPT_SGD: {
+      const float nlr = static_cast<float>(-p[0]);
+      if (!has_momentum()) {
+        for (int64_t j = 0; j < d; j++) w[j] += nlr * g[j];
+        return;
+      }
+      const float m = static_cast<float>(p[1]), a = static_cast<float>(1 - p[2]);
+      const bool nesterov = p[3] != 0;
+      for (int64_t j = 0; j < d; j++) {
+        float b = c.t == 1 ? g[j] : s0[j] * m + a * g[j];
+        s0[j] = b;
+        float step = nesterov ? g[j] + m * b : b;
+        w[j] += nlr * step;
+      }
+      return;
+    }
+    case CT_OPT_ADAGRAD: {
+      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
+      for (int64_t j = 0; j < d; j++) {
+        s0[j] += g[j] * g[j];
+        float std = std::sqrt(s0[j]) + eps;
+        w[j] += nclr * (g[j] / std);
+      }
+      return;
+    }
+    case CT_OPT_ROWWISE_ADAGRAD: {
+      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
+      double ss = 0;
+      for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];
+      s0[0] += static_cast<float>(ss / static_cast<double>(d));
+      const float denom = std::sqrt(s0[0]) + eps;
+      for (int64_t j = 0; j < d; j++) w[j] += nclr * (g[j] / denom);
+      return;
+    }
+    case CT_OPT_SPARSE_ADAM: {
+      const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
+      const float eps = static_cast<float>(p[3]), nss = static_cast<float>(-c.step_size);
+      for (int64_t j = 0; j < d; j++) {
+        const float m0 = s0[j], v0 = s1[j];
+        const float mu = (g[j] - m0) * a1;
+        const float vu = (g[j] * g[j] - v0) * a2;
+        s0[j] = m0 + mu;
+        s1[j] = v0 + vu;
+        const float numer = mu + m0;
+        const float denom = std::sqrt(vu + v0) + eps;
+        w[j] += nss * (numer / denom);
+      }
+      return;
+    }
+    case CT_OPT_ADAMW: {
+      const float b1 = static_cast<float>(p[1]), b2 = static_cast<float>(p[2]);
+      const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
+      const float eps = static_cast<float>(p[3]), decay = static_cast<float>(1 - p[0] * p[4]);
+      const float nss = static_cast<float>(-c.step_size), bc2s = static_cast<float>(c.bc2_sqrt);
+      for (int64_t j = 0; j < d; j++) {
+        w[j] *= decay;
+        s0[j] = s0[j] * b1 + a1 * g[j];
+        s1[j] = s1[j] * b2 + a2 * (g[j] * g[j]);
+        const float denom = std::sqrt(s1[j]) / bc2s + eps;
+        w[j] += nss * (s0[j] / denom);
+      }
+      return;
+    }
+    case CT_OPT_FTRL: {
+      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      for (int64_t j = 0; j < d; j++) {
+        const double gj = g[j], n0 = s1[j];
+        const double n1 = n0 + gj * gj;
+        const double sigma = (std::sqrt(n1) - std::sqrt(n0)) / alpha;
+        const double z = s0[j] + gj - sigma * w[j];
+        s0[j] = static_cast<float>(z);
+        s1[j] = static_cast<float>(n1);
+        double wn = 0;
+        if (std::fabs(z) > l1) wn = -(z - std::copysign(l1, z)) / ((beta + std::sqrt(n1)) / alpha + l2);
+        w[j] = static_cast<float>(wn);
+      }
+      return;
+    }
+    default:
+      throw arg_error("the table has no optimizer");
+  }
+}
+
+void Optim::apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,
+                  at::Tensor *s1) const {
+  switch (kind) {
+    case CT_OPT_SGD: {
+      if (!has_momentum()) {
+        w.add_(g, -p[0]);
+        return;
+      }
+      if (c.t == 1) {
+        s0->copy_(g);
+      } else {
+        s0->mul_(p[1]).add_(g, 1 - p[2]);
+      }
+      if (p[3] != 0) {
+        w.add_(g.add(*s0, p[1]), -p[0]);
+      } else {
+        w.add_(*s0, -p[0]);
+      }
+      return;
+    }
+    case CT_OPT_ADAGRAD: {
+      s0->addcmul_(g, g, 1);
+      auto std = s0->sqrt().add_(p[3]);
+      w.add_(g / std, -c.clr);
+      return;
+    }
+    case CT_OPT_ROWWISE_ADAGRAD: {
+      s0->add_(g.to(at::kDouble).pow(2).mean(1, true).to(at::kFloat));
+      auto denom = s0->sqrt().add_(p[3]);
+      w.add_(g / denom, -c.clr);
+      return;
+    }
+    case CT_OPT_SPARSE_ADAM: {
+      auto mu = (g - *s0).mul_(1 - p[1]);
+      auto vu = (g * g - *s1).mul_(1 - p[2]);
+      auto numer = mu + *s0;
+      auto denom = (vu + *s1).sqrt_().add_(p[3]);
+      s0->add_(mu);
+      s1->add_(vu);
+      w.add_(numer / denom, -c.step_size);
+      return;
+    }
+    case CT_OPT_ADAMW: {
+      w.mul_(1 - p[0] * p[4]);
+      s0->mul_(p[1]).add_(g, 1 - p[1]);
+      s1->mul_(p[2]).addcmul_(g, g, 1 - p[2]);
+      auto denom = (s1->sqrt() / c.bc2_sqrt).add_(p[3]);
+      w.addcdiv_(*s0, denom, -c.step_size);
+      return;
+    }
+    case CT_OPT_FTRL: {
+      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      auto gd = g.to(at::kDouble), wd = w.to(at::kDouble);
+      auto n0 = s1->to(at::kDouble), n1 = n0 + gd * gd;
+      auto sigma = (n1.sqrt() - n0.sqrt()) / alpha;
+      auto z = s0->to(at::kDouble) + gd - sigma * wd;
+      auto wn = -(z - z.sign() * l1) / ((n1.sqrt() + beta) / alpha + l2);
+      wn = at::where(z.abs() > l1, wn, at::zeros_like(wn));
+      s0->copy_(z);
+      s1->copy_(n1);
+      w.copy_(wn);
+      return;
+    }
+    default:
+      throw arg_error("the table has no optimizer");
+  }
+}
+
+}  // namespace table
+}  // namespace ct

@@ -1,0 +1,141 @@
+package cgotorch_test
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// The embedding tables are tested in depth through package embedding; these tests cover the
+// handle itself.
+
+func TestTableHandle(t *testing.T) {
+	cfg := cgotorch.TableConfig{Dim: 2, Init: cgotorch.InitConstant, InitParams: [4]float64{3},
+		Optimizer: cgotorch.OptSGD, OptParams: [8]float64{0.5}, Device: cgotorch.CPU}
+	tbl, err := cgotorch.NewTable("cgotorch-handle", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cgotorch.NewTable("cgotorch-handle", cfg); !errors.Is(err, cgotorch.ErrNameTaken) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if !slices.Contains(cgotorch.TableNames(), "cgotorch-handle") {
+		t.Fatal("not listed")
+	}
+	keys := cgotorch.MustFromSlice([]int64{4, 5, 4})
+	defer keys.Close()
+	rows, err := tbl.Lookup(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := cgotorch.ToSlice[float32](rows)
+	if !slices.Equal(v, []float32{3, 3, 3, 3, 3, 3}) || rows.DType() != cgotorch.Float32 {
+		t.Fatalf("rows %v", v)
+	}
+	grads := cgotorch.MustFromSlice([]float32{1, 0, 1, 0, 1, 0}, 3, 2)
+	defer grads.Close()
+	if err := tbl.Update(keys, grads); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := cgotorch.ToSlice[int64](snap.IDs)
+	r, _ := cgotorch.ToSlice[float32](snap.Rows)
+	if !slices.Equal(ids, []int64{4, 5}) || !slices.Equal(r, []float32{2, 3, 2.5, 3}) || snap.Step != 1 || len(snap.States) != 0 {
+		t.Fatalf("export %v %v step %d", ids, r, snap.Step)
+	}
+	snap.Close()
+	if _, err := tbl.Lookup(nil); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Fatalf("nil keys: %v", err)
+	}
+	// Close concurrently with use: no crash, later calls fail with ErrClosed.
+	other, err := cgotorch.OpenTable("cgotorch-handle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				r, err := other.Lookup(keys)
+				if err != nil {
+					if !errors.Is(err, cgotorch.ErrClosed) {
+						t.Error(err)
+					}
+					return
+				}
+				r.Close()
+			}
+		}()
+	}
+	if err := tbl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := tbl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Stats(); !errors.Is(err, cgotorch.ErrClosed) {
+		t.Fatalf("stats after close: %v", err)
+	}
+	other.Close()
+	if _, err := cgotorch.OpenTable("cgotorch-handle"); !errors.Is(err, cgotorch.ErrNotFound) {
+		t.Fatalf("open after close: %v", err)
+	}
+}
+
+// The tensor kernels (CUDA's code path, run on the CPU) give the raw kernels' numbers.
+func TestTableTensorKernels(t *testing.T) {
+	for _, opt := range []cgotorch.TableOptimizer{cgotorch.OptSGD, cgotorch.OptAdagrad, cgotorch.OptSparseAdam, cgotorch.OptFTRL} {
+		params := map[cgotorch.TableOptimizer][8]float64{
+			cgotorch.OptSGD:        {0.1, 0.9},
+			cgotorch.OptAdagrad:    {0.1, 0, 0.1, 1e-10},
+			cgotorch.OptSparseAdam: {0.01, 0.9, 0.999, 1e-8},
+			cgotorch.OptFTRL:       {0.1, 1, 0.01, 0.1, 0.1},
+		}[opt]
+		var tables [2]*cgotorch.Table
+		for i := range tables {
+			var err error
+			tables[i], err = cgotorch.NewTable("kernels-"+string(rune('a'+i)), cgotorch.TableConfig{
+				Dim: 3, Init: cgotorch.InitNormal, InitParams: [4]float64{0, 1}, Optimizer: opt, OptParams: params,
+				Device: cgotorch.CPU, BlockRows: 2, TensorKernels: i == 1, Layout: cgotorch.LayoutInterleaved})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for step := 0; step < 4; step++ {
+			keys := cgotorch.MustFromSlice([]int64{int64(step), 7, int64(step * 3), 7})
+			grads := cgotorch.MustFromSlice([]float32{1, -2, 3, 0.5, 0.5, 0.5, -1, 0, 1, 2, 2, 2}, 4, 3)
+			for _, tbl := range tables {
+				if err := tbl.Update(keys, grads); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keys.Close()
+			grads.Close()
+		}
+		var got [2][]float32
+		for i, tbl := range tables {
+			s, err := tbl.Export()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i], _ = cgotorch.ToSlice[float32](s.Rows)
+			s.Close()
+			tbl.Close()
+		}
+		for i := range got[0] {
+			d := got[0][i] - got[1][i]
+			if d > 1e-5 || d < -1e-5 {
+				t.Fatalf("optimizer %d: raw %v, tensor kernels %v", opt, got[0], got[1])
+			}
+		}
+	}
+}

@@ -1,0 +1,61 @@
+// Package embedding provides dynamic hash embedding tables: named tables that map raw int64
+// feature ids (user ids, item ids, crossed features) to float32 rows, store only the ids they
+// have seen, grow as new ids arrive, forget ids on request and update rows with sparse
+// optimizers whose state lives next to each row. The tables live on the C side (see the
+// cgotorch package and cgotorch.h, "Embedding tables"); this package is their Go API and has no
+// cgo of its own.
+//
+// # Tables
+//
+// New creates a table under a process-wide unique name; Get returns another handle to it and
+// Names lists the open ones. Close closes a table for all its handles, after the operations in
+// flight, and frees its name. An open table stays registered even when no Go value refers to it
+// any more: close tables you are done with.
+//
+//	users, err := embedding.New("user", embedding.Config{
+//		Dim:       16,
+//		Optimizer: embedding.SparseAdam{LR: 1e-3},
+//	})
+//	rows, err := users.LookupIDs([]int64{1180210, 42})   // [2, 16], inserting new ids
+//	err = users.UpdateIDs([]int64{1180210, 42}, grads)   // one optimizer step
+//
+// # Operations
+//
+//   - Lookup: the rows of ids, inserting absent ids with their initial value (training).
+//   - Read: the rows of ids without inserting; absent ids get a default row (inference).
+//   - Write: set rows (insert or assign). Update: one optimizer step from gradients.
+//   - Prefetch: an asynchronous Read on a worker thread; Wait(ctx) returns its rows.
+//   - Delete, Clear, Len, Stats, Export (a consistent snapshot with optimizer states).
+//
+// Ids are int64 tensors [N] (one-dimensional, contiguous, any device); rows, values and
+// gradients float32 [N, Dim]. Each operation also has a form taking a []int64 (LookupIDs, ...).
+// Results come back on the ids' device; empty ids give [0, Dim] results.
+//
+// # Values
+//
+// A new row's value depends only on the table's Seed and the id (a counter-based generator, not
+// libtorch's global one), so it does not depend on insertion order, batch composition or thread
+// count, and a deleted id that comes back starts again from the same value with fresh optimizer
+// state. Index allocation is contiguous (0, 1, 2, ...), reusing the indices of deleted ids.
+//
+// # Optimizers
+//
+// SGD (with PyTorch's sparse momentum semantics), Adagrad, RowWiseAdagrad, SparseAdam, AdamW and
+// FTRL; each type's doc gives its rule. SGD, Adagrad and SparseAdam give the numbers of the same
+// PyTorch optimizer applied to an nn.Embedding(sparse=True) holding the same rows; the tests
+// check this against fixtures produced by PyTorch.
+//
+// # Errors
+//
+// Every error wraps one of ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound,
+// ErrUnknownPrefetch, ErrDevice or ErrInternal (use errors.Is), and the *cgotorch.Error it came
+// from when there is one. A failed call changes nothing: inputs are checked (dtype, rank,
+// contiguity, sizes, NaN and Inf) and every allocation is made before the table changes.
+//
+// # Concurrency
+//
+// Tables are safe for concurrent use. Each table has a reader/writer lock: lookups of ids that
+// are all present, reads, exports and stats share it; inserting lookups, writes, updates,
+// deletes and Clear take it alone. Row updates within one call run in parallel on libtorch's
+// intra-op threads.
+package embedding

@@ -1,0 +1,75 @@
+package embedding
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// Sentinel errors: every error of this package wraps one of them (test with errors.Is) and,
+// when the C layer reported it, the *cgotorch.Error it came from.
+var (
+	// ErrBadInput: wrong dtype, rank, shape, device, contiguity, a NaN or Inf gradient or value,
+	// a bad configuration. The table is exactly as it was before the call.
+	ErrBadInput = errors.New("embedding: bad input")
+	// ErrClosed: the table was closed (by any of its handles).
+	ErrClosed = errors.New("embedding: table is closed")
+	// ErrNameTaken: an open table already has that name.
+	ErrNameTaken = errors.New("embedding: table name is taken")
+	// ErrNotFound: no open table has that name.
+	ErrNotFound = errors.New("embedding: no such table")
+	// ErrUnknownPrefetch: the prefetch was already waited for or discarded.
+	ErrUnknownPrefetch = errors.New("embedding: unknown prefetch")
+	// ErrDevice: the requested device is not available.
+	ErrDevice = errors.New("embedding: device not available")
+	// ErrInternal: libtorch or the C layer failed for another reason (out of memory, ...).
+	ErrInternal = errors.New("embedding: internal error")
+)
+
+// Error is a failed table operation: the operation, the table, the sentinel it belongs to
+// (Kind) and the underlying error (Err, often a *cgotorch.Error).
+type Error struct {
+	Op    string
+	Table string
+	Kind  error
+	Err   error
+}
+
+func (e *Error) Error() string {
+	if e.Table == "" {
+		return fmt.Sprintf("embedding: %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("embedding: table %q: %s: %v", e.Table, e.Op, e.Err)
+}
+
+// Unwrap gives both the sentinel and the underlying error to errors.Is and errors.As.
+func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// wrap turns an error of cgotorch into an *Error with the matching sentinel.
+func wrap(op, table string, err error) error {
+	if err == nil {
+		return nil
+	}
+	kind := ErrInternal
+	switch {
+	case errors.Is(err, cgotorch.ErrInvalidArgument):
+		kind = ErrBadInput
+	case errors.Is(err, cgotorch.ErrClosed):
+		kind = ErrClosed
+	case errors.Is(err, cgotorch.ErrNameTaken):
+		kind = ErrNameTaken
+	case errors.Is(err, cgotorch.ErrNotFound):
+		kind = ErrNotFound
+	case errors.Is(err, cgotorch.ErrUnknownPrefetch):
+		kind = ErrUnknownPrefetch
+	case errors.Is(err, cgotorch.ErrDevice):
+		kind = ErrDevice
+	}
+	return &Error{Op: op, Table: table, Kind: kind, Err: err}
+}
+
+// badInput is an ErrBadInput detected on the Go side.
+func badInput(op, table, format string, args ...any) error {
+	return &Error{Op: op, Table: table, Kind: ErrBadInput, Err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,85 @@
+package embedding_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+func Example() {
+	users, err := embedding.New("example-users", embedding.Config{
+		Dim:         2,
+		Initializer: embedding.Constant{Value: 0.5},
+		Optimizer:   embedding.SGD{LR: 0.1},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer users.Close()
+
+	// Training: look up (inserting new ids), then one optimizer step with the gradients.
+	rows, _ := users.LookupIDs([]int64{1180210, 42, 1180210})
+	fmt.Println(rows.Shape(), users.Len())
+	_ = users.UpdateIDs([]int64{1180210, 42, 1180210}, []float32{1, 0, 1, 0, 1, 0}) // 1180210's are summed
+
+	// Inference: read without inserting.
+	r, found, _ := users.ReadIDs([]int64{1180210, 42, 7})
+	v, _ := embedding.Rows(r)
+	fmt.Println(v, found)
+	// Output:
+	// [3 2] 2
+	// [[0.3 0.5] [0.4 0.5] [0 0]] [true true false]
+}
+
+func ExampleTable_Prefetch() {
+	items, _ := embedding.New("example-items", embedding.Config{Dim: 3, Initializer: embedding.Constant{Value: 1}})
+	defer items.Close()
+	_, _ = items.LookupIDs([]int64{10, 11})
+
+	p, _ := items.PrefetchIDs([]int64{10, 11, 12}) // read on a worker thread
+	// ... other work ...
+	rows, _ := p.Wait(context.Background())
+	v, _ := embedding.Rows(rows)
+	fmt.Println(v)
+	_, err := p.Wait(context.Background())
+	fmt.Println(errors.Is(err, embedding.ErrUnknownPrefetch))
+	// Output:
+	// [[1 1 1] [1 1 1] [0 0 0]]
+	// true
+}
+
+func ExampleTable_Export() {
+	t, _ := embedding.New("example-export", embedding.Config{
+		Dim:         1,
+		Initializer: embedding.Constant{Value: 1},
+		Optimizer:   embedding.Adagrad{LR: 0.5},
+	})
+	defer t.Close()
+	_ = t.UpdateIDs([]int64{3, 2}, []float32{2, 0})
+	snap, _ := t.Export()
+	defer snap.Close()
+	ids, _ := cgotorch.ToSlice[int64](snap.IDs)
+	rows, _ := embedding.Rows(snap.Rows)
+	sum, _ := embedding.Rows(snap.States[0].Values)
+	fmt.Println(ids, rows, snap.States[0].Name, sum, snap.Step)
+	// Output:
+	// [2 3] [[1] [0.5]] sum [[0] [4]] 1
+}
+
+func ExampleNew_nameTaken() {
+	a, _ := embedding.New("example-shared", embedding.Config{Dim: 4})
+	_, err := embedding.New("example-shared", embedding.Config{Dim: 4})
+	fmt.Println(errors.Is(err, embedding.ErrNameTaken))
+	b, ok := embedding.Get("example-shared")
+	fmt.Println(ok, b.Dim())
+	_ = a.Close() // closes the table for both handles, and frees the name
+	_, err = b.LookupIDs([]int64{1})
+	fmt.Println(errors.Is(err, embedding.ErrClosed))
+	// Output:
+	// true
+	// true 4
+	// true
+}

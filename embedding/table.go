@@ -1,0 +1,312 @@
+package embedding
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// Table is a handle to a named dynamic hash embedding table. All methods are safe for
+// concurrent use. Ids are int64 tensors [N] (one-dimensional, contiguous, on any device); rows,
+// values and gradients are float32 tensors [N, Dim] (contiguous); results come back on the ids'
+// device. Empty ids are fine and give [0, Dim] results.
+type Table struct {
+	t    *cgotorch.Table
+	name string
+	cfg  Config
+}
+
+// configs keeps the resolved Config of the tables this package created, for Get; mu also
+// orders table creation and closing with updates of the map.
+var configs = struct {
+	sync.Mutex
+	m map[string]Config
+}{m: map[string]Config{}}
+
+// New creates a table and registers it under name (ErrNameTaken if an open table has it).
+func New(name string, cfg Config) (*Table, error) {
+	cfg, cc, err := cfg.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	configs.Lock()
+	defer configs.Unlock()
+	t, err := cgotorch.NewTable(name, cc)
+	if err != nil {
+		return nil, wrap("new", name, err)
+	}
+	configs.m[name] = cfg
+	return &Table{t: t, name: name, cfg: cfg}, nil
+}
+
+// Get returns a new handle to the open table of that name. Closing any handle closes the table.
+func Get(name string) (*Table, bool) {
+	t, err := cgotorch.OpenTable(name)
+	if err != nil {
+		return nil, false
+	}
+	configs.Lock()
+	cfg, ok := configs.m[name]
+	configs.Unlock()
+	if !ok {
+		// Created through cgotorch directly: what the table itself can tell.
+		st, err := t.Stats()
+		if err != nil {
+			t.Close()
+			return nil, false
+		}
+		cfg = Config{Dim: int(st.Dim), Optimizer: NoOptimizer{}}
+	}
+	return &Table{t: t, name: name, cfg: cfg}, true
+}
+
+// Names lists the open tables, sorted.
+func Names() []string { return cgotorch.TableNames() }
+
+// UpdateByName applies one optimizer step to the open table of that name (see Table.Update).
+func UpdateByName(name string, ids, grads *cgotorch.Tensor) error {
+	return wrap("update", name, cgotorch.UpdateTableByName(name, ids, grads))
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.name }
+
+// Dim is the width of the table's rows.
+func (t *Table) Dim() int { return t.cfg.Dim }
+
+// Config is the table's configuration with the defaults filled in.
+func (t *Table) Config() Config { return t.cfg }
+
+// Len is the number of ids in the table (0 once it is closed).
+func (t *Table) Len() int {
+	st, err := t.t.Stats()
+	if err != nil {
+		return 0
+	}
+	return int(st.Size)
+}
+
+// Stats describes a table.
+type Stats struct {
+	Len      int   // ids stored
+	Capacity int   // rows the allocated blocks hold
+	Bytes    int64 // memory held by the blocks, the id map and per-row bookkeeping
+	Dim      int
+	Step     int64 // optimizer steps taken (Update calls)
+}
+
+// Stats describes the table.
+func (t *Table) Stats() (Stats, error) {
+	st, err := t.t.Stats()
+	if err != nil {
+		return Stats{}, wrap("stats", t.name, err)
+	}
+	return Stats{Len: int(st.Size), Capacity: int(st.Capacity), Bytes: st.Bytes, Dim: int(st.Dim), Step: st.Step}, nil
+}
+
+// Close closes the table for every handle: it waits for the operations in flight, frees the
+// table's memory and its name; later calls fail with ErrClosed. Closing twice is fine.
+func (t *Table) Close() error {
+	configs.Lock()
+	defer configs.Unlock()
+	err := t.t.Close()
+	if !isOpen(t.name) { // (a table created after this one was closed by another handle keeps it)
+		delete(configs.m, t.name)
+	}
+	return wrap("close", t.name, err)
+}
+
+// isOpen reports whether a table of that name is open.
+func isOpen(name string) bool {
+	for _, n := range cgotorch.TableNames() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Lookup returns the rows of ids, inserting (and initialising) the ids not yet in the table.
+func (t *Table) Lookup(ids *cgotorch.Tensor) (*cgotorch.Tensor, error) {
+	r, err := t.t.Lookup(ids)
+	return r, wrap("lookup", t.name, err)
+}
+
+// Indices returns the row indices of ids (int64 [N]). With insert, absent ids are inserted
+// (as Lookup does); without, they give -1. Indices are contiguous from 0; those of deleted ids
+// are reused.
+func (t *Table) Indices(ids *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, error) {
+	r, err := t.t.Indices(ids, insert)
+	return r, wrap("indices", t.name, err)
+}
+
+// Read returns the rows of ids without inserting anything: ids not in the table get the
+// Config's ReadDefault row. found (bool [N]) says which ids were present.
+func (t *Table) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error) {
+	rows, found, err = t.t.Read(ids, t.cfg.ReadDefault.c())
+	return rows, found, wrap("read", t.name, err)
+}
+
+// Write sets the rows of ids to values, inserting absent ids (their optimizer state starts
+// fresh; present ids keep theirs). For a repeated id the last occurrence wins. Values with NaN
+// or Inf are rejected (ErrBadInput).
+func (t *Table) Write(ids, values *cgotorch.Tensor) error {
+	return wrap("write", t.name, t.t.Write(ids, values))
+}
+
+// Update applies one step of the table's optimizer with grads for ids: the gradients of
+// repeated ids are summed first, ids not in the table are inserted first. A batch holding a NaN
+// or Inf gradient is rejected as a whole (ErrBadInput) and changes nothing: one bad example
+// must not poison the rows of a batch, and no partial update is hidden from the caller. An
+// Update with no ids still counts as a step.
+func (t *Table) Update(ids, grads *cgotorch.Tensor) error {
+	return wrap("update", t.name, t.t.Update(ids, grads))
+}
+
+// Delete removes ids and returns how many were present. A deleted id's row and optimizer state
+// are gone: if it comes back, it starts from its initial value with fresh state.
+func (t *Table) Delete(ids *cgotorch.Tensor) (int, error) {
+	n, err := t.t.Delete(ids)
+	return int(n), wrap("delete", t.name, err)
+}
+
+// Clear removes every id. The allocated blocks and the step counter are kept.
+func (t *Table) Clear() error { return wrap("clear", t.name, t.t.Clear()) }
+
+// State is one optimizer state of an Export.
+type State struct {
+	Name   string           // PyTorch's name: "momentum_buffer", "sum", "exp_avg", ...
+	Values *cgotorch.Tensor // [N, Dim], or [N, 1] for RowWiseAdagrad's "sum"
+}
+
+// Snapshot is a consistent copy of a table.
+type Snapshot struct {
+	IDs    *cgotorch.Tensor // int64 [N], ascending
+	Rows   *cgotorch.Tensor // float32 [N, Dim]
+	States []State
+	Step   int64
+}
+
+// Close releases the snapshot's tensors.
+func (s *Snapshot) Close() {
+	if s == nil {
+		return
+	}
+	s.IDs.Close()
+	s.Rows.Close()
+	for _, st := range s.States {
+		st.Values.Close()
+	}
+}
+
+// Export returns a consistent snapshot: every id (ascending), its row and optimizer states, as
+// of one moment between operations. Tensors are on the table's device.
+func (t *Table) Export() (*Snapshot, error) {
+	s, err := t.t.Export()
+	if err != nil {
+		return nil, wrap("export", t.name, err)
+	}
+	snap := &Snapshot{IDs: s.IDs, Rows: s.Rows, Step: s.Step}
+	for i, v := range s.States {
+		snap.States = append(snap.States, State{Name: s.StateNames[i], Values: v})
+	}
+	return snap, nil
+}
+
+// ---- prefetch -------------------------------------------------------------------------------
+
+// Prefetch is an asynchronous Read started by Table.Prefetch.
+type Prefetch struct {
+	table   *Table
+	id      int64
+	mu      sync.Mutex
+	over    bool // waited for or discarded
+	cleanup runtime.Cleanup
+}
+
+type prefetchRef struct {
+	t  *cgotorch.Table
+	id int64
+}
+
+// pollInterval bounds how long Wait takes to notice a cancelled context.
+const pollInterval = 10 * time.Millisecond
+
+// Prefetch starts reading the rows of ids on a worker thread (as Read: nothing is inserted);
+// Wait returns them. A Prefetch that is never waited for is discarded when it becomes
+// unreachable (or call Discard).
+func (t *Table) Prefetch(ids *cgotorch.Tensor) (*Prefetch, error) {
+	id, err := t.t.Prefetch(ids, t.cfg.ReadDefault.c())
+	if err != nil {
+		return nil, wrap("prefetch", t.name, err)
+	}
+	p := &Prefetch{table: t, id: id}
+	p.cleanup = runtime.AddCleanup(p, func(r prefetchRef) { _ = r.t.PrefetchDiscard(r.id) }, prefetchRef{t.t, id})
+	return p, nil
+}
+
+// ID is the prefetch's id in its table.
+func (p *Prefetch) ID() int64 { return p.id }
+
+// Wait blocks until the rows are read and returns them. If ctx is done first it returns
+// ctx.Err() and the prefetch stays pending (Wait again, or Discard). Waiting for a prefetch
+// that was already waited for (or discarded) gives ErrUnknownPrefetch.
+func (p *Prefetch) Wait(ctx context.Context) (*cgotorch.Tensor, error) {
+	p.mu.Lock()
+	over := p.over
+	p.mu.Unlock()
+	if over {
+		return nil, &Error{Op: "prefetch wait", Table: p.table.name, Kind: ErrUnknownPrefetch,
+			Err: errors.New("the prefetch was already waited for or discarded")}
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rows, found, ready, err := p.table.t.PrefetchWait(p.id, pollInterval)
+		if err != nil {
+			if !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
+				// a failed read or a closed table: the prefetch is gone either way
+				p.finish()
+			}
+			return nil, wrap("prefetch wait", p.table.name, err)
+		}
+		if ready {
+			found.Close()
+			p.finish()
+			return rows, nil
+		}
+	}
+}
+
+// Discard forgets the prefetch.
+func (p *Prefetch) Discard() error {
+	if p.isOver() {
+		return nil
+	}
+	p.finish()
+	err := p.table.t.PrefetchDiscard(p.id)
+	if errors.Is(err, cgotorch.ErrClosed) {
+		return nil
+	}
+	return wrap("prefetch discard", p.table.name, err)
+}
+
+func (p *Prefetch) isOver() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.over
+}
+
+func (p *Prefetch) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.over {
+		p.over = true
+		p.cleanup.Stop()
+	}
+}
