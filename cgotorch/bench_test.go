@@ -46,3 +46,16 @@ func BenchmarkCreateClose(b *testing.B) {
 		Empty(shape).Close()
 	}
 }
+
+// BenchmarkMM512: a 512x512 float32 matrix product (compare with torch_mm512 from
+// scripts/bench_torch.py, timed on the same thread count in the same `make bench` run).
+func BenchmarkMM512(b *testing.B) {
+	benchThreads(b)
+	ManualSeed(0)
+	x := Rand([]int64{512, 512})
+	y := Rand([]int64{512, 512})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		x.MM(y).Close()
+	}
+}
