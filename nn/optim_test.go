@@ -115,10 +115,12 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 func TestOptimizerOptionErrors(t *testing.T) {
 	ps := newMLP().Parameters()
 	for name, f := range map[string]func() (*nn.Optimizer, error){
-		"negative lr":        func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: -1}) },
-		"negative momentum":  func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: -0.1}) },
-		"nesterov without":   func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Nesterov: true}) },
-		"nesterov dampening": func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: 0.9, Dampening: 0.1, Nesterov: true}) },
+		"negative lr":       func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: -1}) },
+		"negative momentum": func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: -0.1}) },
+		"nesterov without":  func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Nesterov: true}) },
+		"nesterov dampening": func() (*nn.Optimizer, error) {
+			return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: 0.9, Dampening: 0.1, Nesterov: true})
+		},
 		"beta1 = 1": func() (*nn.Optimizer, error) {
 			o := nn.DefaultAdamOptions()
 			o.Beta1 = 1
