@@ -165,7 +165,8 @@ func (l *LayerNorm) ZeroGrad() { ZeroGradParams(l.Parameters()) }
 // [N, C] or [N, C, L]. In training mode it normalises with the batch's mean and biased variance
 // and updates RunningMean and RunningVar (with the unbiased variance) as
 // running = (1 - Momentum) * running + Momentum * batch, and counts NumBatchesTracked; in
-// evaluation mode it normalises with the running statistics.
+// evaluation mode it normalises with the running statistics. (PyTorch's momentum=None, a
+// cumulative average, is not supported.)
 type BatchNorm1d struct {
 	Base
 	Eps, Momentum     float64

@@ -42,7 +42,8 @@ type BufferModule interface {
 // Stepper is state that an optimizer step updates besides its dense parameter groups: the
 // extension point for the hash embedding tables, whose rows are updated by their own sparse
 // rule. Optimizer.Step calls Step of every stepper added with AddSteppers after updating the
-// dense parameters, and Optimizer.ZeroGrad calls ZeroGrad.
+// dense parameters, and Optimizer.ZeroGrad calls ZeroGrad. ZeroGrad must be idempotent: a module
+// that is its own Stepper also has it called by Module.ZeroGrad.
 type Stepper interface {
 	Step() error
 	ZeroGrad()

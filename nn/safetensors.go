@@ -66,8 +66,9 @@ type stEntry struct {
 }
 
 // WriteSafetensors writes tensors (Float32, Float64, Int64, Int32 or Bool, any device) and
-// optional metadata to w in the safetensors format, in the order given. Names must be unique
-// and non-empty and may not be "__metadata__".
+// optional metadata to w in the safetensors format (the data in the order given, the header
+// padded with spaces to a multiple of 8 bytes). Names must be unique and non-empty and may not
+// be "__metadata__".
 func WriteSafetensors(w io.Writer, tensors []NamedParameter, metadata map[string]string) error {
 	header := map[string]any{}
 	if len(metadata) > 0 {
