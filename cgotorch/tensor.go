@@ -42,6 +42,9 @@ func (t *Tensor) Close() {
 	}
 	if p := t.p.Swap(nil); p != nil {
 		t.cleanup.Stop()
+		// Stop holds t only as an address: without this, t can become unreachable while Stop
+		// runs, its cleanup get queued (Stop then misses it) and the handle be freed twice.
+		runtime.KeepAlive(t)
 		C.ct_tensor_free(C.ct_tensor(unsafe.Pointer(p)))
 	}
 }
