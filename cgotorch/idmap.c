@@ -42,6 +42,10 @@
 #include <sys/mman.h>
 #endif
 
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Static_assert(sizeof(size_t) == 8 && sizeof(void *) == 8, "idmap.c needs a 64-bit target");
+#endif
+
 #ifndef CT_IDMAP_PF
 #define CT_IDMAP_PF 32 /* prefetch distance, must be a power of 2 */
 #endif
@@ -300,13 +304,13 @@ static inline size_t piece_of(uint64_t h, unsigned depth, unsigned k) {
 static inline unsigned ctz8(unsigned x);
 static inline unsigned line_empties(const slot_t *l);
 
-/* One slot of an in-place split (see split_in_place). Target: the first empty slot from
- * the id's home line, but not beyond j. Half 1 goes to b: every id lands there at or
- * before its old slot (b holds a subset of the run, placed in order), so b[j] is empty and
- * the bound j is harmless. An empty slot j is copied to an empty slot (or itself): a
- * no-op. Branch-free except for the rare run that leaves its home line. The halves' sizes
- * are known (s->hi); their split-bit counts go to a packed accumulator (32-bit fields;
- * segments have < 2^32 slots): c += next-bit | (next-bit & up) << 32. */
+/* One slot of an in-place split (see split_in_place). Slot j is emptied first; the id then
+ * goes to the first empty slot from its home line, which is at or before j: in a, j itself
+ * is now empty; half 1 goes to b, where every id lands at or before its old slot (b holds
+ * a subset of the run, placed in order), so b[j] is empty too. An empty slot j is written
+ * to an empty slot of its own line. Branch-free except for the rare run that leaves its home line. The
+ * halves' sizes are known (s->hi); their split-bit counts go to a packed accumulator
+ * (32-bit fields; segments have < 2^32 slots): c += next-bit | (next-bit & up) << 32. */
 static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit, unsigned nb, uint64_t j,
                               uint64_t *c) {
     const slot_t e = a[j];
@@ -314,18 +318,17 @@ static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit,
     const uint64_t h = mix64(e.key);
     const uint64_t up = occ & ((h & bit) != 0);
     slot_t *x = (slot_t *)((uintptr_t)a ^ (((uintptr_t)a ^ (uintptr_t)b) & (0 - (uintptr_t)up)));
-    const uint64_t hm = home_of(h, mask);
-    const uint64_t rel = (j - hm) & mask;
-    const unsigned em = line_empties(&x[hm]) | ((1u << (rel & 3)) & (0u - (unsigned)(rel < LINE_SLOTS)));
-    uint64_t pos = hm + ctz8(em);
-    if (UNLIKELY(em == 0 && occ)) {
-        pos = (hm + LINE_SLOTS) & mask;
-        while (pos != j && x[pos].val != 0) pos = (pos + 1) & mask;
-    }
-    pos = j ^ ((j ^ pos) & (0 - occ)); /* an empty slot stays where it is */
+    const uint64_t jl = j & ~(uint64_t)(LINE_SLOTS - 1);
+    const uint64_t hm = jl ^ ((jl ^ home_of(h, mask)) & (0 - occ)); /* empty slot: j's line */
     a[j].key = 0;
     a[j].val = 0;
-    x[pos] = e;
+    const unsigned em = line_empties(&x[hm]);
+    uint64_t pos = hm + ctz8(em);
+    if (UNLIKELY(em == 0)) {
+        pos = (hm + LINE_SLOTS) & mask;
+        while (x[pos].val != 0) pos = (pos + 1) & mask;
+    }
+    x[pos] = e; /* an empty slot j lands in an empty slot of its own line: a no-op */
     const uint64_t nbit = (h >> nb) & occ;
     *c += (nbit & 1) | (nbit & up) << 32;
 }
@@ -342,7 +345,10 @@ static void split_in_place(const seg_t *s, piece_t *p) {
     const uint64_t cap = s->cap, mask = cap - 1;
     const uint64_t bit = (uint64_t)1 << (63 - s->depth);
     const unsigned nb = 62 - s->depth; /* the halves' counted bit */
-    enum { R = 4 };
+#ifndef CT_IDMAP_SPLIT_R
+#define CT_IDMAP_SPLIT_R 4
+#endif
+    enum { R = CT_IDMAP_SPLIT_R };
     uint64_t z[R + 1];
     unsigned nr = 0;
     for (unsigned r = 0; r < R; r++) { /* first empty slot at or after r * cap / R */
@@ -352,21 +358,19 @@ static void split_in_place(const seg_t *s, piece_t *p) {
         if (q < cap) z[nr++] = q;
     }
     z[nr] = z[0] + cap; /* load <= 3/4: z[0] exists */
-    uint64_t st[R] = {0, 0, 0, 0}, len[R] = {0, 0, 0, 0}, lmin = UINT64_MAX;
+    uint64_t st[R], len[R], lmin = UINT64_MAX;
     for (unsigned r = 0; r < R; r++) {
+        st[r] = len[r] = 0;
         if (r < nr) {
             st[r] = z[r] + 1;
             len[r] = z[r + 1] - z[r] - 1;
         }
         if (len[r] < lmin) lmin = len[r];
     }
-    uint64_t c[R] = {0, 0, 0, 0};
-    for (uint64_t i = 0; i < lmin; i++) {
-        split_slot(a, b, mask, bit, nb, (st[0] + i) & mask, &c[0]);
-        split_slot(a, b, mask, bit, nb, (st[1] + i) & mask, &c[1]);
-        split_slot(a, b, mask, bit, nb, (st[2] + i) & mask, &c[2]);
-        split_slot(a, b, mask, bit, nb, (st[3] + i) & mask, &c[3]);
-    }
+    uint64_t c[R];
+    for (unsigned r = 0; r < R; r++) c[r] = 0;
+    for (uint64_t i = 0; i < lmin; i++)
+        for (unsigned r = 0; r < R; r++) split_slot(a, b, mask, bit, nb, (st[r] + i) & mask, &c[r]);
     for (unsigned r = 0; r < R; r++)
         for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, mask, bit, nb, (st[r] + i) & mask, &c[r]);
     size_t nbt = 0, hi1 = 0;
@@ -758,7 +762,8 @@ static inline void probe_step(const dirent_t *d, uint64_t h, uint64_t pos, size_
     const uint64_t npos = (pos + LINE_SLOTS) & d->mask;
     /* arithmetic selects keep the compiler from turning this into branches */
     const uint64_t sel = pos ^ ((pos ^ npos) & (0 - unresolved));
-    PREFETCH_W(&d->slots[sel]); /* the next line only when needed */
+    if (insert) PREFETCH_W(&d->slots[sel]); /* the next line only when needed */
+    else PREFETCH_R(&d->slots[sel]);
     deferred_t *q = &dq[*nd];
     q->d = d;
     q->h = h;
@@ -827,7 +832,8 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
         ring[j].d = d;
         ring[j].h = h;
         ring[j].pos = home_of(h, d->mask);
-        PREFETCH_W(&d->slots[ring[j].pos]);
+        if (insert) PREFETCH_W(&d->slots[ring[j].pos]);
+        else PREFETCH_R(&d->slots[ring[j].pos]);
     }
     for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
         const size_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;
@@ -843,7 +849,8 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
                 ring[i & (PF - 1)].d = d2;
                 ring[i & (PF - 1)].h = h2;
                 ring[i & (PF - 1)].pos = p2;
-                PREFETCH_W(&d2->slots[p2]);
+                if (insert) PREFETCH_W(&d2->slots[p2]);
+                else PREFETCH_R(&d2->slots[p2]);
             }
             probe_step(d, h, pos, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
         }
