@@ -1,0 +1,44 @@
+// Package nn is gorec's dense neural-network layer: modules, losses, optimizers and state files,
+// in pure Go over cgotorch, computing what PyTorch 1.13's torch.nn and torch.optim compute.
+//
+// # Modules
+//
+// A Module is a function of one tensor with named parameters and a train/eval mode (see the
+// interface). There is no reflection: a module lists its own parameters, and composite modules
+// list their children's with a name prefix. Sequential names its children "0", "1", ... as
+// PyTorch does, so state names match a torch state_dict ("0.weight", "2.bias"). A model of your
+// own embeds Container, Adds its children by name and writes Forward. Leaf modules embed Base
+// (mode only) or Stateless (no parameters).
+//
+// The layers are Linear, Dropout, LayerNorm, BatchNorm1d and the activations ReLU, Sigmoid, Tanh
+// and LeakyReLU; the losses BCEWithLogits, MSE and CrossEntropy wrap cgotorch's.
+//
+// # Optimizers
+//
+// NewSGD, NewAdam, NewAdamW and NewAdagrad return an *Optimizer holding parameter groups (each
+// with its learning rate and weight decay) and computing PyTorch's update rule with in-place
+// tensor operations under cgotorch.NoGrad. Besides the dense groups, an Optimizer steps a list
+// of Steppers: the extension point for state with its own sparse update, the hash embedding
+// tables. A module holding such state implements SparseModule; Container collects the Steppers
+// of its children, so
+//
+//	opt, _ := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+//	opt.AddSteppers(nn.Steppers(model)...)
+//
+// makes one opt.ZeroGrad() and one opt.Step() cover the whole model.
+//
+// # State files
+//
+// SaveState and LoadState write and read a module's parameters and buffers (StateDict) in the
+// safetensors format, under torch's state_dict names, so that state moves between gorec and
+// PyTorch. Malformed files are errors (wrapping ErrFormat), never panics.
+//
+// # Errors and memory
+//
+// nn follows cgotorch's policy: tensor math (Forward, losses) panics with a *cgotorch.Error on
+// wrong shapes (cgotorch.Try turns that into an error); constructors from data, optimizers'
+// Step and the state files return errors. Modules and optimizers need no Close: their tensors
+// are released by cgotorch's cleanups, and a training loop may create every temporary without
+// freeing it, or run each step in cgotorch.WithScope. In the latter case create the model and
+// the optimizer (which allocates its state when parameters are added) outside the scope.
+package nn

@@ -1,0 +1,357 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// ParamGroup is a set of parameters sharing a learning rate and a weight decay, as in PyTorch's
+// param_groups. Change LR between steps (a schedule) directly or with Optimizer.SetLR.
+type ParamGroup struct {
+	Params      []NamedParameter
+	LR          float64
+	WeightDecay float64
+}
+
+// Optimizer updates parameter groups in place by one rule (SGD, Adam, AdamW, Adagrad), computed
+// exactly as torch.optim of PyTorch 1.13 computes it (the single-tensor, non-foreach path), and
+// then steps the extra Steppers (the hash embedding tables). It is not safe for concurrent use.
+//
+// The per-parameter state (momentum buffers, moment estimates, accumulators) is allocated when
+// the parameters are added, not at the first step, so a training loop may run every step in
+// cgotorch.WithScope as long as the optimizer was created outside it.
+type Optimizer struct {
+	name     string
+	rule     rule
+	groups   []*ParamGroup
+	state    map[*Tensor]*slot
+	steppers []Stepper
+}
+
+// slot is the state of one parameter.
+type slot struct {
+	step    int64
+	started bool
+	a, b, c *Tensor // rule-specific buffers
+}
+
+type rule interface {
+	newSlot(p *Tensor) *slot
+	// update applies one step to p given its gradient g; temporaries go to tmp for closing.
+	update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps)
+}
+
+// temps collects temporaries so that a step frees them at once rather than through the GC.
+type temps []*Tensor
+
+func (t *temps) add(x *Tensor) *Tensor { *t = append(*t, x); return x }
+
+func (t *temps) close() {
+	for _, x := range *t {
+		x.Close()
+	}
+	*t = (*t)[:0]
+}
+
+func zerosLike(p *Tensor, value float64) *Tensor {
+	return cgotorch.Full(p.Shape(), value, cgotorch.WithDType(p.DType()), cgotorch.WithDevice(p.Device()))
+}
+
+func newOptimizer(name string, r rule, params []NamedParameter, lr, wd float64) (*Optimizer, error) {
+	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}}
+	if err := o.AddParamGroup(ParamGroup{Params: params, LR: lr, WeightDecay: wd}); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", cgotorch.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// AddParamGroup adds a group of parameters (with its own LR and WeightDecay) and allocates their
+// state. A parameter may belong to one group only.
+func (o *Optimizer) AddParamGroup(g ParamGroup) error {
+	if !(g.LR >= 0) || !(g.WeightDecay >= 0) {
+		return invalid("%s: learning rate %v and weight decay %v must be >= 0", o.name, g.LR, g.WeightDecay)
+	}
+	seen := map[*Tensor]bool{}
+	for _, p := range g.Params {
+		if p.Tensor == nil || p.Tensor.Closed() {
+			return invalid("%s: parameter %q is nil or closed", o.name, p.Name)
+		}
+		if o.state[p.Tensor] != nil || seen[p.Tensor] {
+			return invalid("%s: parameter %q appears in more than one group", o.name, p.Name)
+		}
+		if !p.Tensor.DType().IsFloat() {
+			return invalid("%s: parameter %q is %v, not a float tensor", o.name, p.Name, p.Tensor.DType())
+		}
+		seen[p.Tensor] = true
+	}
+	for _, p := range g.Params {
+		o.state[p.Tensor] = o.rule.newSlot(p.Tensor)
+	}
+	g.Params = append([]NamedParameter(nil), g.Params...)
+	o.groups = append(o.groups, &g)
+	return nil
+}
+
+// Groups returns the parameter groups; changing a group's LR or WeightDecay takes effect at the
+// next step.
+func (o *Optimizer) Groups() []*ParamGroup { return o.groups }
+
+// SetLR sets the learning rate of every parameter group (not of the Steppers, which have their
+// own).
+func (o *Optimizer) SetLR(lr float64) {
+	for _, g := range o.groups {
+		g.LR = lr
+	}
+}
+
+// LR returns the learning rate of the first group.
+func (o *Optimizer) LR() float64 {
+	if len(o.groups) == 0 {
+		return 0
+	}
+	return o.groups[0].LR
+}
+
+// AddSteppers adds state updated by Step and cleared by ZeroGrad besides the parameter groups,
+// typically Steppers(model).
+func (o *Optimizer) AddSteppers(s ...Stepper) { o.steppers = append(o.steppers, s...) }
+
+// Step updates every parameter that has a gradient (parameters without one are skipped, as in
+// PyTorch), with gradient recording off, then calls Step of each Stepper. A failing tensor
+// operation (a closed parameter, say) is returned as an error, as are the Steppers' errors.
+func (o *Optimizer) Step() error {
+	err := cgotorch.Try(func() {
+		cgotorch.NoGrad(func() {
+			var tmp temps
+			defer tmp.close()
+			for _, g := range o.groups {
+				for _, p := range g.Params {
+					grad := p.Tensor.Grad()
+					if grad == nil {
+						continue
+					}
+					tmp.add(grad)
+					o.rule.update(p.Tensor, grad, o.state[p.Tensor], g.LR, g.WeightDecay, &tmp)
+					tmp.close()
+				}
+			}
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("nn: %s step: %w", o.name, err)
+	}
+	var errs []error
+	for _, s := range o.steppers {
+		if err := s.Step(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ZeroGrad zeroes the gradients of every parameter (in place, as PyTorch 1.13's default
+// zero_grad(set_to_none=False)) and calls ZeroGrad of each Stepper.
+func (o *Optimizer) ZeroGrad() {
+	for _, g := range o.groups {
+		ZeroGradParams(g.Params)
+	}
+	for _, s := range o.steppers {
+		s.ZeroGrad()
+	}
+}
+
+// withWeightDecay returns g + wd*p (a new tensor) or g itself when wd is 0.
+func withWeightDecay(p, g *Tensor, wd float64, tmp *temps) *Tensor {
+	if wd == 0 {
+		return g
+	}
+	return tmp.add(g.Clone()).AddScaledInPlace(p, wd)
+}
+
+// SGDOptions are the hyperparameters of torch.optim.SGD.
+type SGDOptions struct {
+	LR          float64
+	Momentum    float64
+	Dampening   float64
+	WeightDecay float64
+	Nesterov    bool
+}
+
+type sgdRule struct{ SGDOptions }
+
+// NewSGD returns stochastic gradient descent with optional momentum, dampening, Nesterov
+// momentum and (L2) weight decay over params:
+//
+//	d = grad + weight_decay * p
+//	buf = d (first step) or momentum * buf + (1 - dampening) * d
+//	d = d + momentum * buf (Nesterov) or buf
+//	p -= lr * d
+//
+// It returns an error wrapping cgotorch.ErrInvalidArgument for negative values, or Nesterov
+// without momentum or with dampening.
+func NewSGD(params []NamedParameter, o SGDOptions) (*Optimizer, error) {
+	if !(o.Momentum >= 0) || !(o.Dampening >= 0) {
+		return nil, invalid("SGD: momentum %v and dampening %v must be >= 0", o.Momentum, o.Dampening)
+	}
+	if o.Nesterov && (o.Momentum <= 0 || o.Dampening != 0) {
+		return nil, invalid("SGD: Nesterov momentum requires a momentum and zero dampening")
+	}
+	return newOptimizer("SGD", sgdRule{o}, params, o.LR, o.WeightDecay)
+}
+
+func (r sgdRule) newSlot(p *Tensor) *slot {
+	s := &slot{}
+	if r.Momentum != 0 {
+		s.a = zerosLike(p, 0)
+	}
+	return s
+}
+
+func (r sgdRule) update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps) {
+	d := withWeightDecay(p, g, wd, tmp)
+	if r.Momentum != 0 {
+		if !s.started {
+			s.a.CopyFrom(d)
+			s.started = true
+		} else {
+			s.a.MulScalarInPlace(r.Momentum).AddScaledInPlace(d, 1-r.Dampening)
+		}
+		if r.Nesterov {
+			d = tmp.add(d.Clone()).AddScaledInPlace(s.a, r.Momentum)
+		} else {
+			d = s.a
+		}
+	}
+	p.AddScaledInPlace(d, -lr)
+}
+
+// AdamOptions are the hyperparameters of torch.optim.Adam and AdamW.
+type AdamOptions struct {
+	LR          float64
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+	WeightDecay float64
+	AMSGrad     bool
+}
+
+// DefaultAdamOptions are PyTorch's defaults for Adam: LR 1e-3, betas (0.9, 0.999), Eps 1e-8,
+// no weight decay.
+func DefaultAdamOptions() AdamOptions {
+	return AdamOptions{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+}
+
+// DefaultAdamWOptions are PyTorch's defaults for AdamW: Adam's, with WeightDecay 1e-2.
+func DefaultAdamWOptions() AdamOptions {
+	o := DefaultAdamOptions()
+	o.WeightDecay = 1e-2
+	return o
+}
+
+type adamRule struct {
+	AdamOptions
+	decoupled bool // AdamW
+}
+
+// NewAdam returns Adam (with L2 weight decay added to the gradient, and optionally AMSGrad):
+//
+//	g = grad + weight_decay * p
+//	m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g²
+//	p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+//
+// with v replaced by its running maximum under AMSGrad. It returns an error wrapping
+// cgotorch.ErrInvalidArgument for betas outside [0, 1) or negative values.
+func NewAdam(params []NamedParameter, o AdamOptions) (*Optimizer, error) {
+	return newAdam("Adam", params, o, false)
+}
+
+// NewAdamW returns AdamW: Adam with decoupled weight decay, p *= 1 - lr * weight_decay before
+// the Adam update (which then sees the plain gradient).
+func NewAdamW(params []NamedParameter, o AdamOptions) (*Optimizer, error) {
+	return newAdam("AdamW", params, o, true)
+}
+
+func newAdam(name string, params []NamedParameter, o AdamOptions, decoupled bool) (*Optimizer, error) {
+	if !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1) || !(o.Eps >= 0) {
+		return nil, invalid("%s: betas (%v, %v) must be in [0, 1) and eps %v >= 0", name, o.Beta1, o.Beta2, o.Eps)
+	}
+	return newOptimizer(name, adamRule{o, decoupled}, params, o.LR, o.WeightDecay)
+}
+
+func (r adamRule) newSlot(p *Tensor) *slot {
+	s := &slot{a: zerosLike(p, 0), b: zerosLike(p, 0)}
+	if r.AMSGrad {
+		s.c = zerosLike(p, 0)
+	}
+	return s
+}
+
+func (r adamRule) update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps) {
+	s.step++
+	if r.decoupled {
+		p.MulScalarInPlace(1 - lr*wd)
+	} else {
+		g = withWeightDecay(p, g, wd, tmp)
+	}
+	s.a.MulScalarInPlace(r.Beta1).AddScaledInPlace(g, 1-r.Beta1)
+	s.b.MulScalarInPlace(r.Beta2).AddScaledInPlace(tmp.add(g.Mul(g)), 1-r.Beta2)
+	t := float64(s.step)
+	bc1 := 1 - math.Pow(r.Beta1, t)
+	bc2 := 1 - math.Pow(r.Beta2, t)
+	v := s.b
+	if r.AMSGrad {
+		s.c.CopyFrom(tmp.add(s.c.Maximum(s.b)))
+		v = s.c
+	}
+	denom := tmp.add(tmp.add(v.Sqrt()).DivScalar(math.Sqrt(bc2))).AddScalarInPlace(r.Eps)
+	p.AddScaledInPlace(tmp.add(s.a.Div(denom)), -lr/bc1)
+}
+
+// AdagradOptions are the hyperparameters of torch.optim.Adagrad.
+type AdagradOptions struct {
+	LR                      float64
+	LRDecay                 float64
+	WeightDecay             float64
+	InitialAccumulatorValue float64
+	Eps                     float64
+}
+
+// DefaultAdagradOptions are PyTorch's defaults for Adagrad: LR 1e-2, Eps 1e-10, the rest 0.
+func DefaultAdagradOptions() AdagradOptions { return AdagradOptions{LR: 1e-2, Eps: 1e-10} }
+
+type adagradRule struct{ AdagradOptions }
+
+// NewAdagrad returns Adagrad:
+//
+//	g = grad + weight_decay * p
+//	sum += g²  (sum starts at InitialAccumulatorValue)
+//	p -= lr / (1 + (t - 1) * lr_decay) * g / (sqrt(sum) + eps)
+//
+// It returns an error wrapping cgotorch.ErrInvalidArgument for negative values.
+func NewAdagrad(params []NamedParameter, o AdagradOptions) (*Optimizer, error) {
+	if !(o.LRDecay >= 0) || !(o.InitialAccumulatorValue >= 0) || !(o.Eps >= 0) {
+		return nil, invalid("Adagrad: lr decay %v, initial accumulator value %v and eps %v must be >= 0",
+			o.LRDecay, o.InitialAccumulatorValue, o.Eps)
+	}
+	return newOptimizer("Adagrad", adagradRule{o}, params, o.LR, o.WeightDecay)
+}
+
+func (r adagradRule) newSlot(p *Tensor) *slot {
+	return &slot{a: zerosLike(p, r.InitialAccumulatorValue)}
+}
+
+func (r adagradRule) update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps) {
+	s.step++
+	g = withWeightDecay(p, g, wd, tmp)
+	clr := lr / (1 + float64(s.step-1)*r.LRDecay)
+	s.a.AddInPlace(tmp.add(g.Mul(g)))
+	std := tmp.add(s.a.Sqrt()).AddScalarInPlace(r.Eps)
+	p.AddScaledInPlace(tmp.add(g.Div(std)), -clr)
+}

@@ -1,0 +1,195 @@
+package nn_test
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/nn"
+)
+
+// The optimizers match torch.optim after every one of 6 steps within 1e-5 absolute plus 1e-4
+// relative (float32; the relative part covers the rounding of fused ops such as addcmul that
+// gorec composes from two).
+const (
+	optAbs = 1e-5
+	optRel = 1e-4
+)
+
+func newMLP() *nn.Sequential {
+	return nn.NewSequential(nn.NewLinear(4, 8, true), &nn.ReLU{}, nn.NewLinear(8, 1, true))
+}
+
+func optimizerFor(t *testing.T, c *refCase, model nn.Module) *nn.Optimizer {
+	t.Helper()
+	params := model.Parameters()
+	lr, wd := cfgFloat(c, "lr", 0), cfgFloat(c, "weight_decay", 0)
+	var groups []nn.ParamGroup
+	if gs, ok := c.Config["groups"].([]any); ok {
+		byName := map[string]nn.NamedParameter{}
+		for _, p := range params {
+			byName[p.Name] = p
+		}
+		for _, g := range gs {
+			g := g.(map[string]any)
+			var ps []nn.NamedParameter
+			for _, n := range g["params"].([]any) {
+				ps = append(ps, byName[n.(string)])
+			}
+			groups = append(groups, nn.ParamGroup{Params: ps, LR: g["lr"].(float64), WeightDecay: g["weight_decay"].(float64)})
+		}
+		params = groups[0].Params
+		lr, wd = groups[0].LR, groups[0].WeightDecay
+		groups = groups[1:]
+	}
+	var opt *nn.Optimizer
+	var err error
+	switch c.Config["optimizer"] {
+	case "sgd":
+		opt, err = nn.NewSGD(params, nn.SGDOptions{LR: lr, Momentum: cfgFloat(c, "momentum", 0),
+			Dampening: cfgFloat(c, "dampening", 0), WeightDecay: wd, Nesterov: cfgBool(c, "nesterov")})
+	case "adam", "adamw":
+		betas := c.Config["betas"].([]any)
+		o := nn.AdamOptions{LR: lr, Beta1: betas[0].(float64), Beta2: betas[1].(float64),
+			Eps: cfgFloat(c, "eps", 0), WeightDecay: wd, AMSGrad: cfgBool(c, "amsgrad")}
+		if c.Config["optimizer"] == "adam" {
+			opt, err = nn.NewAdam(params, o)
+		} else {
+			opt, err = nn.NewAdamW(params, o)
+		}
+	case "adagrad":
+		opt, err = nn.NewAdagrad(params, nn.AdagradOptions{LR: lr, LRDecay: cfgFloat(c, "lr_decay", 0),
+			WeightDecay: wd, InitialAccumulatorValue: cfgFloat(c, "initial_accumulator_value", 0), Eps: cfgFloat(c, "eps", 0)})
+	default:
+		t.Fatalf("optimizer %v", c.Config["optimizer"])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if err := opt.AddParamGroup(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return opt
+}
+
+func TestOptimizersMatchPyTorch(t *testing.T) {
+	mlp := refCaseNamed(t, "mlp")
+	steps := int(cfgFloat(mlp, "steps", 0))
+	for _, name := range []string{"sgd", "sgd_momentum_nesterov_wd", "sgd_momentum_dampening", "sgd_set_lr",
+		"sgd_groups", "adam", "adam_wd_amsgrad", "adamw", "adamw_set_lr", "adagrad", "adagrad_decay_wd_init"} {
+		t.Run(name, func(t *testing.T) {
+			c := refCaseNamed(t, "opt_"+name)
+			model := newMLP()
+			mlp.setState(t, model, "init.")
+			opt := optimizerFor(t, c, model)
+			setLR, _ := c.Config["set_lr"].(map[string]any)
+			loss := nn.BCEWithLogits(nn.ReduceMean)
+			for step := 0; step < steps; step++ {
+				if lr, ok := setLR[strconv.Itoa(step)]; ok {
+					opt.SetLR(lr.(float64))
+				}
+				b := step % 3
+				opt.ZeroGrad()
+				l := loss(model.Forward(mlp.tensor(t, fmt.Sprint("x", b))), mlp.tensor(t, fmt.Sprint("y", b)))
+				l.Backward()
+				if err := opt.Step(); err != nil {
+					t.Fatal(err)
+				}
+				c.checkClose(t, fmt.Sprint("loss ", step), l, fmt.Sprint("loss", step), optAbs, optRel)
+				for _, p := range model.Parameters() {
+					key := fmt.Sprintf("step%d.%s", step, p.Name)
+					c.checkClose(t, key, p.Tensor, key, optAbs, optRel)
+				}
+				if t.Failed() {
+					t.FailNow()
+				}
+			}
+		})
+	}
+}
+
+func TestOptimizerOptionErrors(t *testing.T) {
+	ps := newMLP().Parameters()
+	for name, f := range map[string]func() (*nn.Optimizer, error){
+		"negative lr":       func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: -1}) },
+		"negative momentum": func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: -0.1}) },
+		"nesterov without":  func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Nesterov: true}) },
+		"nesterov dampening": func() (*nn.Optimizer, error) {
+			return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: 0.9, Dampening: 0.1, Nesterov: true})
+		},
+		"beta1 = 1": func() (*nn.Optimizer, error) {
+			o := nn.DefaultAdamOptions()
+			o.Beta1 = 1
+			return nn.NewAdam(ps, o)
+		},
+		"negative eps": func() (*nn.Optimizer, error) {
+			o := nn.DefaultAdamWOptions()
+			o.Eps = -1
+			return nn.NewAdamW(ps, o)
+		},
+		"negative weight decay": func() (*nn.Optimizer, error) {
+			o := nn.DefaultAdagradOptions()
+			o.WeightDecay = -1
+			return nn.NewAdagrad(ps, o)
+		},
+		"duplicate parameter": func() (*nn.Optimizer, error) {
+			return nn.NewSGD(append(ps, ps[0]), nn.SGDOptions{LR: 1})
+		},
+		"integer parameter": func() (*nn.Optimizer, error) {
+			return nn.NewSGD([]nn.NamedParameter{{Name: "i", Tensor: cgotorch.Zeros([]int64{2}, cgotorch.WithDType(cgotorch.Int64))}}, nn.SGDOptions{LR: 1})
+		},
+	} {
+		if _, err := f(); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	opt, err := nn.NewSGD(ps[:2], nn.SGDOptions{LR: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.AddParamGroup(nn.ParamGroup{Params: ps[1:], LR: 1}); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("parameter in two groups: %v", err)
+	}
+	if len(opt.Groups()) != 1 {
+		t.Errorf("a failed AddParamGroup added a group")
+	}
+}
+
+func TestOptimizerSkipsParametersWithoutGrad(t *testing.T) {
+	l := nn.NewLinear(3, 2, true)
+	before := values(t, l.Weight)
+	opt, err := nn.NewAdam(l.Parameters(), nn.DefaultAdamOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.Step(); err != nil {
+		t.Fatal(err)
+	}
+	after := values(t, l.Weight)
+	for i := range before {
+		if before[i] != after[i] {
+			t.Fatal("a parameter without gradient changed")
+		}
+	}
+}
+
+func TestOptimizerStepOnClosedParameterIsAnError(t *testing.T) {
+	l := nn.NewLinear(3, 2, true)
+	opt, _ := nn.NewSGD(l.Parameters(), nn.SGDOptions{LR: 0.1})
+	l.Weight.Close()
+	if err := opt.Step(); !errors.Is(err, cgotorch.ErrClosed) {
+		t.Errorf("Step with a closed parameter: %v", err)
+	}
+}
+
+func TestSetLR(t *testing.T) {
+	opt, _ := nn.NewSGD(newMLP().Parameters(), nn.SGDOptions{LR: 0.1})
+	opt.SetLR(0.5)
+	if opt.LR() != 0.5 || opt.Groups()[0].LR != 0.5 {
+		t.Errorf("LR %v", opt.LR())
+	}
+}
