@@ -1111,7 +1111,7 @@ std::pair<at::Tensor, at::Tensor> Table::pending() {
   });
   std::vector<int64_t> sorted(order.size());
   for (size_t i = 0; i < order.size(); i++) sorted[i] = dd.uids[static_cast<size_t>(order[i])];
-  return {index_tensor(sorted, at::kCPU), sum.index_select(0, index_tensor(order, device_))};
+  return {index_tensor(sorted, device_), sum.index_select(0, index_tensor(order, device_))};
 }
 
 int64_t table_dim(const Table &t) { return t.dim(); }

@@ -93,6 +93,9 @@ struct RowsBackward : torch::autograd::Node {
       : table(std::move(t)), uids(std::move(uids)), fused(fused) {}
 
   variable_list apply(variable_list &&grads) override {
+    if (!uids.defined()) {
+      throw std::runtime_error("the table lookup's graph was freed by an earlier backward pass (retain_graph)");
+    }
     at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
     if (!g.defined()) g = at::zeros({uids.size(0), table_dim(*table)}, at::kFloat);
     at::NoGradGuard no_grad;
@@ -123,9 +126,9 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
   return rows;
 }
 
-// The distinct ids of a batch (padding left out), their rows and the remapped indices: the
-// rows of index i of the batch is weight[index[i]], where weight is rows plus, when the padding
-// id occurs, a zero row at U.
+// The distinct ids of a batch (padding left out), their rows and the remapped indices: the row
+// of position i of the batch is weight[index[i]], where weight is the rows of the distinct ids
+// plus, when the padding id occurs, a zero row at U.
 struct Gathered {
   at::Tensor weight, index;
   int64_t padding_row = -1;  // U when the padding id occurs
