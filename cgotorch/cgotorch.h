@@ -459,6 +459,62 @@ ct_error ct_table_stats_get(ct_table_stats *out, ct_table t);
 ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
                          int64_t *step, ct_table t);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Embedding autograd                                                                          */
+/*
+ * Lookups whose result takes part in libtorch's autograd graph, with the table as the parameter:
+ * a backward pass through the result hands the gradient of the looked-up rows to the table
+ * (the gradients of repeated ids summed, index_add style). In accumulate mode the table keeps
+ * it as a pending gradient until ct_table_step applies one optimizer step from everything
+ * pending (several backward passes or micro-batches add up; duplicate ids across them are
+ * summed first); in fused mode the backward pass applies one optimizer step at once and keeps
+ * nothing. A step from the pending gradients gives the numbers ct_table_update gives for the
+ * same ids and gradients.
+ *
+ * Training lookups find-or-insert their ids; with grad mode on (the calling thread's) the
+ * result has a grad_fn. Evaluation lookups (train = 0) are reads: nothing is inserted, absent
+ * ids get the default row (default_mode), and the result has no grad_fn.
+ * A padding id is never looked up or inserted: its positions give zero rows (Embedding) or are
+ * left out of the reduction and of the mean's count (EmbeddingBag), and it gets no gradient.
+ * max_norm > 0 renormalises each looked-up row whose Euclidean norm exceeds it to
+ * max_norm / (norm + 1e-7) times itself, in the table (training; as PyTorch's max_norm does to
+ * its weight) or in the result only (evaluation: the table is not written).
+ * The backward pass fails with "closed: " if the table was closed after the lookup, and (fused
+ * mode) with "invalid argument: " for NaN or Inf gradients, as ct_table_update does.
+ */
+
+typedef struct {
+  int32_t train;          /* 1: training lookup; 0: evaluation (read-only) */
+  int32_t fused;          /* 1: backward applies the optimizer step at once */
+  int32_t has_padding_id; /* 1: padding_id is the padding id */
+  int32_t default_mode;   /* ct_table_read_default of evaluation lookups */
+  int64_t padding_id;
+  double max_norm;        /* > 0: renormalise rows over it; 0: off */
+} ct_table_forward_options;
+
+/* Pooling of ct_table_forward_bag; the values are at::embedding_bag's mode numbers. */
+typedef enum { CT_BAG_SUM = 0, CT_BAG_MEAN = 1, CT_BAG_MAX = 2 } ct_bag_mode;
+
+/* Rows of ids (int64, any shape, any device) as float32 ids.shape + [dim] on the ids' device. */
+ct_error ct_table_forward(ct_tensor *out, ct_table t, ct_tensor ids,
+                          const ct_table_forward_options *opts);
+/* Pooled rows (EmbeddingBag) as float32 [B, dim]: ids int64 [N] with offsets int64 [B] (bag i
+ * is ids[offsets[i], offsets[i+1]), the last one runs to N; offsets start at 0 and do not
+ * decrease), or ids [B, L] (bags of L ids) with offsets NULL. per_sample_weights (float32,
+ * shaped like ids; sum mode only) may be NULL. Empty bags give zero rows. */
+ct_error ct_table_forward_bag(ct_tensor *out, ct_table t, ct_tensor ids, ct_tensor offsets,
+                              ct_tensor per_sample_weights, int32_t mode,
+                              const ct_table_forward_options *opts);
+/* One optimizer step from the pending gradients, which are then dropped. *stepped (may be NULL)
+ * gets 1, or 0 when nothing was pending (then nothing happens: no step is counted). A step
+ * that fails (NaN or Inf gradients: "invalid argument: ") changes nothing and keeps them. */
+ct_error ct_table_step(int32_t *stepped, ct_table t);
+/* Drops the pending gradients. */
+ct_error ct_table_zero_grad(ct_table t);
+/* The pending gradients coalesced: ids int64 [M] ascending and their summed float32 [M, dim]
+ * (on the table's device). */
+ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,8 +97,7 @@ Keys check_keys(ct_tensor h) {
 }
 
 // A values or gradients tensor [n, dim]: float32, two-dimensional, contiguous.
-at::Tensor check_rows(ct_tensor h, const char *what, int64_t n, int64_t dim) {
-  const at::Tensor &v = get(h);
+at::Tensor check_rows(const at::Tensor &v, const char *what, int64_t n, int64_t dim) {
   if (v.scalar_type() != at::kFloat) {
     throw arg_error(std::string(what) + " must be float32, got " + c10::toString(v.scalar_type()));
   }
@@ -150,31 +149,6 @@ void check_mode(int32_t mode) {
     throw arg_error("unknown read default " + std::to_string(mode));
   }
 }
-
-// Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
-// uids. An open-addressing table of at least twice the batch size (no allocation per id).
-struct Dedupe {
-  std::vector<int64_t> uids, inverse;
-  Dedupe(const int64_t *ids, int64_t n) : inverse(static_cast<size_t>(n)) {
-    size_t cap = 16;
-    while (cap < 2 * static_cast<size_t>(n)) cap *= 2;
-    std::vector<int64_t> key(cap), pos(cap, -1);
-    const size_t mask = cap - 1;
-    uids.reserve(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; i++) {
-      uint64_t h = static_cast<uint64_t>(ids[i]) * 0x9E3779B97F4A7C15ULL;
-      size_t j = static_cast<size_t>(h >> 17) & mask;
-      while (pos[j] >= 0 && key[j] != ids[i]) j = (j + 1) & mask;
-      if (pos[j] < 0) {
-        key[j] = ids[i];
-        pos[j] = static_cast<int64_t>(uids.size());
-        uids.push_back(ids[i]);
-      }
-      inverse[static_cast<size_t>(i)] = pos[j];
-    }
-  }
-  int64_t size() const { return static_cast<int64_t>(uids.size()); }
-};
 
 // ---- the prefetch worker pool ---------------------------------------------------------------
 
@@ -264,8 +238,8 @@ class Table : public std::enable_shared_from_this<Table> {
   at::Tensor lookup(const Keys &k);
   at::Tensor indices(const Keys &k, bool insert);
   std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
-  void write(const Keys &k, ct_tensor values);
-  void update(const Keys &k, ct_tensor grads);
+  void write(const Keys &k, const at::Tensor &values);
+  void update(const Keys &k, const at::Tensor &grads);
   int64_t erase(const Keys &k);
   void clear();
   ct_table_stats stats();
@@ -273,6 +247,17 @@ class Table : public std::enable_shared_from_this<Table> {
   void close();
 
   int64_t prefetch(const Keys &k, int32_t mode);
+
+  // ---- autograd (see table_rows and the functions after it)
+  int64_t dim() const { return dim_; }
+  bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
+  // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
+  at::Tensor lookup_renorm(const Keys &k, double max_norm);
+  void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
+  bool step_pending();
+  void zero_grad();
+  std::pair<at::Tensor, at::Tensor> pending();
+
   bool wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found);
   void discard(int64_t id);
 
@@ -339,6 +324,10 @@ class Table : public std::enable_shared_from_this<Table> {
                      bool skip_embedding);
   void init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint8_t *is_new, int64_t n,
                         bool skip_embedding);
+  // Sets the embedding of rows[i] to row src[i] of vals (src nullptr: row i); vals is on the
+  // host for raw tables, on the storage device otherwise. With SGD momentum the buffer decays
+  // to the current step (the weight is replaced, not moved). Called with mu_ held exclusively.
+  void assign(const std::vector<int64_t> &rows, const at::Tensor &vals, const int64_t *src);
 
   // The current value of slot s of rows[0, n) (rows[i] >= 0) into out [n, width] on the storage
   // device, with SGD momentum brought up to date (without changing the table).
@@ -377,6 +366,14 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> stamp_;      // SGD momentum: the step each row is up to date with
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
+
+  // Pending gradients of the autograd path (accept_grad .. step_pending): chunks of distinct
+  // ids (int64, CPU) and their gradients (on the storage device). has_pending_ also covers an
+  // empty batch (a step with no rows still counts, as with update). grad_mu_ is taken before
+  // mu_, never while holding it.
+  std::mutex grad_mu_;
+  std::vector<at::Tensor> pending_ids_, pending_grads_;
+  bool has_pending_ = false;
 
   std::mutex prefetch_mu_;
   std::unordered_map<int64_t, std::shared_ptr<Prefetch>> pending_;
@@ -765,9 +762,9 @@ std::pair<at::Tensor, at::Tensor> Table::read(const Keys &k, int32_t mode) {
   return {to_caller(out, k), found.device() == k.device ? found : found.to(k.device)};
 }
 
-void Table::write(const Keys &k, ct_tensor values_h) {
+void Table::write(const Keys &k, const at::Tensor &values_in) {
   const int64_t n = k.n;
-  at::Tensor values = check_rows(values_h, "values", n, dim_);
+  at::Tensor values = check_rows(values_in, "values", n, dim_);
   values = raw_ ? values.to(at::kCPU) : values.to(device_);
   check_finite(values, "values");
   // Last occurrence wins: unique ids in first-appearance order with their last position.
@@ -778,53 +775,56 @@ void Table::write(const Keys &k, ct_tensor values_h) {
   const int64_t u = dd.size();
   std::vector<int64_t> rows(static_cast<size_t>(u));
   std::vector<uint8_t> is_new(static_cast<size_t>(u));
-  at::Tensor src_t;
-  if (!raw_) src_t = index_tensor(src, device_);
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   insert_ids(uids.data(), u, rows.data(), is_new.data());
   guarded(uids.data(), is_new.data(), u, [&] {
     init_rows(uids.data(), rows.data(), is_new.data(), u, /*skip_embedding=*/true);
-    const bool momentum = opt_.has_momentum();
-    if (raw_) {
-      const float *v = values.data_ptr<float>();
-      for (int64_t i = 0; i < u; i++) {
-        const int64_t r = rows[static_cast<size_t>(i)];
-        std::memcpy(slot_ptr(0, r), v + src[static_cast<size_t>(i)] * dim_,
-                    sizeof(float) * static_cast<size_t>(dim_));
-        if (!momentum) continue;
-        // The weight is replaced; the buffer decays to where it is now.
-        const int64_t kk = step_ - stamp_[static_cast<size_t>(r)];
-        if (kk > 0) {
-          double S, decay;
-          opt_.catch_up_factors(kk, &S, &decay);
-          float *buf = slot_ptr(1, r);
-          for (int64_t j = 0; j < dim_; j++) buf[j] *= static_cast<float>(decay);
-        }
-        stamp_[static_cast<size_t>(r)] = step_;
-      }
-      return;
-    }
-    // Tensor kernels: compute everything, then scatter.
-    if (u == 0) return;
-    auto vals = values.index_select(0, src_t);
-    at::Tensor buf;
-    if (momentum) {
-      at::Tensor mv, dc;
-      momentum_factors(rows, step_, &mv, &dc);
-      buf = gather_slot_tensor(rows, 1).mul_(dc);
-    }
-    scatter_slot_tensor(rows, 0, vals);
-    if (buf.defined()) scatter_slot_tensor(rows, 1, buf);
-    for (int64_t r : rows) {
-      if (momentum) stamp_[static_cast<size_t>(r)] = step_;
-    }
+    assign(rows, values, src.data());
   });
 }
 
-void Table::update(const Keys &k, ct_tensor grads_h) {
+void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, const int64_t *src) {
+  const int64_t u = static_cast<int64_t>(rows.size());
+  const bool momentum = opt_.has_momentum();
+  if (raw_) {
+    const float *v = vals.data_ptr<float>();
+    for (int64_t i = 0; i < u; i++) {
+      const int64_t r = rows[static_cast<size_t>(i)];
+      const int64_t from = src != nullptr ? src[i] : i;
+      std::memcpy(slot_ptr(0, r), v + from * dim_, sizeof(float) * static_cast<size_t>(dim_));
+      if (!momentum) continue;
+      // The weight is replaced; the buffer decays to where it is now.
+      const int64_t kk = step_ - stamp_[static_cast<size_t>(r)];
+      if (kk > 0) {
+        double S, decay;
+        opt_.catch_up_factors(kk, &S, &decay);
+        float *buf = slot_ptr(1, r);
+        for (int64_t j = 0; j < dim_; j++) buf[j] *= static_cast<float>(decay);
+      }
+      stamp_[static_cast<size_t>(r)] = step_;
+    }
+    return;
+  }
+  // Tensor kernels: compute everything, then scatter.
+  if (u == 0) return;
+  auto sel = src == nullptr ? vals : vals.index_select(0, index_tensor(std::vector<int64_t>(src, src + u), device_));
+  at::Tensor buf;
+  if (momentum) {
+    at::Tensor mv, dc;
+    momentum_factors(rows, step_, &mv, &dc);
+    buf = gather_slot_tensor(rows, 1).mul_(dc);
+  }
+  scatter_slot_tensor(rows, 0, sel);
+  if (buf.defined()) scatter_slot_tensor(rows, 1, buf);
+  for (int64_t r : rows) {
+    if (momentum) stamp_[static_cast<size_t>(r)] = step_;
+  }
+}
+
+void Table::update(const Keys &k, const at::Tensor &grads_in) {
   const int64_t n = k.n;
-  at::Tensor grads = check_rows(grads_h, "grads", n, dim_);
+  at::Tensor grads = check_rows(grads_in, "grads", n, dim_);
   if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
   grads = raw_ ? grads.to(at::kCPU) : grads.to(device_);
   // Sum the gradients of repeated ids, index_add style (never a sparse add_): g[inverse[i]] +=
@@ -995,11 +995,156 @@ void Table::close() {
     std::unique_lock<std::shared_mutex> lock(mu_);  // waits for the operations in flight
     free_storage();
   }
+  {
+    std::lock_guard<std::mutex> g(grad_mu_);
+    std::vector<at::Tensor>().swap(pending_ids_);
+    std::vector<at::Tensor>().swap(pending_grads_);
+    has_pending_ = false;
+  }
   // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
   std::unique_lock<std::mutex> l(prefetch_mu_);
   tasks_cv_.wait(l, [this] { return tasks_ == 0; });
   pending_.clear();
 }
+
+// ---- autograd -------------------------------------------------------------------------------
+
+std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm) {
+  std::vector<int64_t> pos;
+  if (rows.size(0) == 0) return pos;
+  // PyTorch (embedding_renorm_): norm = row.norm(2); if norm > max_norm, row *= max_norm /
+  // (norm + 1e-7), the scale computed in double and applied to the float row.
+  at::Tensor norms = rows.norm(2, {1}).to(at::kCPU).contiguous();
+  const float *nv = norms.data_ptr<float>();
+  std::vector<float> scales;
+  for (int64_t i = 0; i < norms.size(0); i++) {
+    const double nd = nv[i];
+    if (nd > max_norm) {
+      pos.push_back(i);
+      scales.push_back(static_cast<float>(max_norm / (nd + 1e-7)));
+    }
+  }
+  if (pos.empty()) return pos;
+  auto idx = index_tensor(pos, rows.device());
+  auto sc = at::empty({static_cast<int64_t>(scales.size()), 1}, at::kFloat);
+  std::memcpy(sc.data_ptr<float>(), scales.data(), scales.size() * sizeof(float));
+  rows.index_copy_(0, idx, rows.index_select(0, idx).mul_(sc.to(rows.device())));
+  return pos;
+}
+
+at::Tensor Table::lookup_renorm(const Keys &k, double max_norm) {
+  const int64_t n = k.n;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::vector<uint8_t> is_new(static_cast<size_t>(n));
+  auto out = at::empty({n, dim_}, float_opts());
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  insert_ids(k.ptr(), n, rows.data(), is_new.data());
+  guarded(k.ptr(), is_new.data(), n, [&] {
+    init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
+    gather(rows.data(), n, 0, out);
+    std::vector<int64_t> pos = renorm_rows(out, max_norm);
+    if (pos.empty()) return;
+    std::vector<int64_t> sel;
+    sel.reserve(pos.size());
+    for (int64_t p : pos) sel.push_back(rows[static_cast<size_t>(p)]);
+    assign(sel, out, pos.data());
+  });
+  lock.unlock();
+  return to_caller(out, k);
+}
+
+void Table::accept_grad(const at::Tensor &uids, const at::Tensor &grads) {
+  // A copy with its own dense memory on the storage device (the incoming gradient may be a
+  // view, expanded, or on the caller's device).
+  auto g = at::empty({uids.size(0), dim_}, float_opts());
+  g.copy_(grads);
+  std::lock_guard<std::mutex> l(grad_mu_);
+  check_open();
+  pending_ids_.push_back(uids);
+  pending_grads_.push_back(std::move(g));
+  has_pending_ = true;
+}
+
+namespace {
+at::Tensor cat_or(const std::vector<at::Tensor> &v, at::Tensor empty) {
+  if (v.empty()) return empty;
+  return v.size() == 1 ? v[0] : at::cat(v);
+}
+}  // namespace
+
+bool Table::step_pending() {
+  std::lock_guard<std::mutex> l(grad_mu_);
+  check_open();
+  if (!has_pending_) return false;
+  Keys k;
+  k.host = cat_or(pending_ids_, at::empty({0}, at::kLong));
+  k.n = k.host.size(0);
+  at::Tensor g = cat_or(pending_grads_, at::empty({0, dim_}, float_opts()));
+  update(k, g);  // sums the duplicates across passes; throws (keeping them) on bad gradients
+  pending_ids_.clear();
+  pending_grads_.clear();
+  has_pending_ = false;
+  return true;
+}
+
+void Table::zero_grad() {
+  std::lock_guard<std::mutex> l(grad_mu_);
+  check_open();
+  pending_ids_.clear();
+  pending_grads_.clear();
+  has_pending_ = false;
+}
+
+std::pair<at::Tensor, at::Tensor> Table::pending() {
+  std::lock_guard<std::mutex> l(grad_mu_);
+  check_open();
+  at::Tensor ids = cat_or(pending_ids_, at::empty({0}, at::kLong)).contiguous();
+  at::Tensor g = cat_or(pending_grads_, at::empty({0, dim_}, float_opts()));
+  Dedupe dd(ids.data_ptr<int64_t>(), ids.size(0));
+  auto sum = at::zeros({dd.size(), dim_}, float_opts());
+  if (ids.size(0) > 0) sum.index_add_(0, index_tensor(dd.inverse, device_), g);
+  std::vector<int64_t> order(dd.uids.size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = static_cast<int64_t>(i);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return dd.uids[static_cast<size_t>(a)] < dd.uids[static_cast<size_t>(b)];
+  });
+  std::vector<int64_t> sorted(order.size());
+  for (size_t i = 0; i < order.size(); i++) sorted[i] = dd.uids[static_cast<size_t>(order[i])];
+  return {index_tensor(sorted, device_), sum.index_select(0, index_tensor(order, device_))};
+}
+
+int64_t table_dim(const Table &t) { return t.dim(); }
+bool table_has_optimizer(const Table &t) { return t.has_optimizer(); }
+
+at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
+                      int32_t default_mode, double max_norm) {
+  Keys k;
+  k.host = uids;
+  k.n = uids.size(0);
+  k.device = device;
+  if (train) return max_norm > 0 ? t.lookup_renorm(k, max_norm) : t.lookup(k);
+  at::Tensor rows = t.read(k, default_mode).first;
+  if (max_norm > 0) renorm_rows(rows, max_norm);
+  return rows;
+}
+
+void table_accept_grad(Table &t, const at::Tensor &uids, const at::Tensor &grads, bool fused) {
+  if (!fused) {
+    t.accept_grad(uids, grads);
+    return;
+  }
+  Keys k;
+  k.host = uids;
+  k.n = uids.size(0);
+  auto g = at::empty({k.n, t.dim()}, grads.options().dtype(at::kFloat));
+  g.copy_(grads);
+  t.update(k, g);
+}
+
+bool table_step(Table &t) { return t.step_pending(); }
+void table_zero_grad(Table &t) { t.zero_grad(); }
+std::pair<at::Tensor, at::Tensor> table_pending(Table &t) { return t.pending(); }
 
 // ---- prefetch -------------------------------------------------------------------------------
 
@@ -1151,6 +1296,11 @@ using ct::need_out;
 using ct::table::Keys;
 using ct::table::Table;
 
+std::shared_ptr<Table> ct::table::table_ref(ct_table h) {
+  if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
+  return h->t;
+}
+
 namespace {
 Table &tbl(ct_table h) {
   if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
@@ -1297,7 +1447,7 @@ ct_error ct_table_write(ct_table h, ct_tensor keys, ct_tensor values) {
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
     at::NoGradGuard no_grad;
-    t.write(k, values);
+    t.write(k, ct::get(values));
   });
 }
 
@@ -1306,7 +1456,7 @@ ct_error ct_table_update(ct_table h, ct_tensor keys, ct_tensor grads) {
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
     at::NoGradGuard no_grad;
-    t.update(k, grads);
+    t.update(k, ct::get(grads));
   });
 }
 
@@ -1316,7 +1466,7 @@ ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor gra
     auto t = ct::table::find_table(name);
     Keys k = ct::table::check_keys(keys);
     at::NoGradGuard no_grad;
-    t->update(k, grads);
+    t->update(k, ct::get(grads));
   });
 }
 

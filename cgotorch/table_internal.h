@@ -4,7 +4,10 @@
 #define CGOTORCH_TABLE_INTERNAL_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "internal.h"
 
@@ -22,6 +25,66 @@ struct name_taken_error : std::runtime_error {
 struct not_found_error : std::runtime_error {
   explicit not_found_error(const std::string &m) : std::runtime_error("not found: " + m) {}
 };
+
+// Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
+// uids. An open-addressing table of at least twice the batch size (no allocation per id). With
+// skip, occurrences of *skip are left out of uids and get inverse -1 (a padding id).
+struct Dedupe {
+  std::vector<int64_t> uids, inverse;
+  int64_t skipped = 0;  // occurrences of *skip
+  Dedupe(const int64_t *ids, int64_t n, const int64_t *skip = nullptr)
+      : inverse(static_cast<size_t>(n)) {
+    size_t cap = 16;
+    while (cap < 2 * static_cast<size_t>(n)) cap *= 2;
+    std::vector<int64_t> key(cap), pos(cap, -1);
+    const size_t mask = cap - 1;
+    uids.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i++) {
+      if (skip != nullptr && ids[i] == *skip) {
+        inverse[static_cast<size_t>(i)] = -1;
+        skipped++;
+        continue;
+      }
+      uint64_t h = static_cast<uint64_t>(ids[i]) * 0x9E3779B97F4A7C15ULL;
+      size_t j = static_cast<size_t>(h >> 17) & mask;
+      while (pos[j] >= 0 && key[j] != ids[i]) j = (j + 1) & mask;
+      if (pos[j] < 0) {
+        key[j] = ids[i];
+        pos[j] = static_cast<int64_t>(uids.size());
+        uids.push_back(ids[i]);
+      }
+      inverse[static_cast<size_t>(i)] = pos[j];
+    }
+  }
+  int64_t size() const { return static_cast<int64_t>(uids.size()); }
+};
+
+// ---- the table's side of autograd (table.cc; used by table_autograd.cc) -------------------
+
+class Table;
+
+// The table behind a handle (throws closed_error for a NULL handle).
+std::shared_ptr<Table> table_ref(ct_table h);
+int64_t table_dim(const Table &t);
+bool table_has_optimizer(const Table &t);
+// Scales, in place, the rows of rows [u, dim] whose Euclidean norm exceeds max_norm by
+// max_norm / (norm + 1e-7) (PyTorch's embedding_renorm_); returns the positions it scaled.
+std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm);
+// Rows [u, dim] of the distinct ids uids (int64 [u], CPU, contiguous), on device. train:
+// find-or-insert, and with max_norm > 0 the rows over it are renormalised in the table (as
+// PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
+// nothing is inserted, and max_norm renormalises the returned copy only.
+at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
+                      int32_t default_mode, double max_norm);
+// The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
+// until table_step (accumulate), or applied at once as one optimizer step (fused).
+void table_accept_grad(Table &t, const at::Tensor &uids, const at::Tensor &grads, bool fused);
+// One optimizer step from the pending gradients (duplicates across passes summed), which are
+// then dropped; false (and nothing done) when there are none. On failure they are kept.
+bool table_step(Table &t);
+void table_zero_grad(Table &t);
+// The pending gradients coalesced: ids ascending [m] and their summed gradients [m, dim].
+std::pair<at::Tensor, at::Tensor> table_pending(Table &t);
 
 // ---- initializers (table_math.cc) ---------------------------------------------------------
 

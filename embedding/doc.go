@@ -31,6 +31,18 @@
 // gradients float32 [N, Dim]. Each operation also has a form taking a []int64 (LookupIDs, ...).
 // Results come back on the ids' device; empty ids give [0, Dim] results.
 //
+// # Autograd
+//
+// Forward and ForwardBag (PyTorch's Embedding and EmbeddingBag: sum, mean or max over bags
+// given by offsets, per-sample weights, a padding id, max_norm) return rows that take part in
+// libtorch's autograd graph when training: each distinct id of the batch is looked up once
+// (inserted if new), and a backward pass hands the table the gradient of each row, summed over
+// the id's occurrences. The table keeps it pending until Step applies one step of its optimizer
+// (micro-batches accumulate; ZeroGrad drops them), or applies it at once with Fused. A step
+// from pending gradients gives the numbers Update gives for the same ids and gradients.
+// Inference lookups (Train false) read without inserting. The nn package wraps them in the
+// Embedding and EmbeddingBag modules.
+//
 // # Values
 //
 // A new row's value depends only on the table's Seed and the id (a counter-based generator, not
@@ -47,6 +59,9 @@
 //
 // # Errors
 //
+// Every method returns its failures as errors (the modules of package nn panic instead, as
+// model math does); the backward pass through a lookup is tensor math and panics with a
+// *cgotorch.Error if the table was closed meanwhile or (Fused) a gradient is NaN or Inf.
 // Every error wraps one of ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound,
 // ErrUnknownPrefetch, ErrDevice or ErrInternal (use errors.Is), and the *cgotorch.Error it came
 // from when there is one. A failed call changes nothing: inputs are checked (dtype, rank,

@@ -462,12 +462,143 @@ static void test_prefetch(void) {
   ct_tensor_free(k);
 }
 
+/* The autograd path: forward (train / eval / fused / padding / max_norm), bags, backward into
+ * pending gradients, step, zero_grad, errors; raw and tensor kernels. */
+static ct_tensor sum_backward(ct_tensor out) {
+  ct_tensor loss = NULL;
+  if (ok(ct_reduce(&loss, CT_REDUCE_SUM, out, NULL, 0, 0))) CHECK(ok(ct_tensor_backward(loss, NULL, 0)));
+  return loss;
+}
+
+static void test_autograd_one(int32_t flags, double momentum) {
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  cfg.opt_params[0] = 1;
+  cfg.opt_params[1] = momentum;
+  cfg.flags = flags;
+  CHECK(ok(ct_table_new(&t, "autograd", &cfg)));
+  int64_t ids6[6] = {0, 1, 2, 3, 4, 5};
+  float w[12];
+  for (int i = 0; i < 12; i++) w[i] = (float)i;
+  ct_tensor k6 = ids_tensor(ids6, 6), v6 = rows_tensor(w, 6, 2);
+  CHECK(ok(ct_table_write(t, k6, v6)));
+  ct_table_forward_options o;
+  memset(&o, 0, sizeof o);
+
+  /* optimizers.md's EmbeddingBag reference: W[r] = [2r, 2r+1], bags [1,2], [], [4,5,4,3] */
+  int64_t bag_ids[6] = {1, 2, 4, 5, 4, 3}, offs[3] = {0, 2, 2};
+  ct_tensor bi = ids_tensor(bag_ids, 6), bo = ids_tensor(offs, 3), out = NULL;
+  const float want[3][6] = {{6, 8, 0, 0, 32, 36}, {3, 4, 0, 0, 8, 9}, {4, 5, 0, 0, 10, 11}};
+  for (int32_t mode = CT_BAG_SUM; mode <= CT_BAG_MAX; mode++) {
+    float got[6];
+    CHECK(ok(ct_table_forward_bag(&out, t, bi, bo, NULL, mode, &o)) && take_floats(out, got, 6));
+    for (int i = 0; i < 6; i++) CHECK(close_to(got[i], want[mode][i]));
+  }
+
+  /* training lookup of [3, 9, 3]: 9 is inserted, gradients pending until the step */
+  int64_t ids[3] = {3, 9, 3};
+  ct_tensor k = ids_tensor(ids, 3), pi = NULL, pg = NULL, loss = NULL;
+  o.train = 1;
+  CHECK(ok(ct_table_forward(&out, t, k, &o)));
+  loss = sum_backward(out);
+  ct_tensor_free(loss);
+  ct_tensor_free(out);
+  CHECK(ok(ct_table_pending_grad(&pi, &pg, t)));
+  int64_t got_ids[2] = {0, 0};
+  float g[4] = {0, 0, 0, 0};
+  CHECK(ok(ct_tensor_copy_to(got_ids, sizeof got_ids, pi, CT_INT64)) && got_ids[0] == 3 && got_ids[1] == 9);
+  CHECK(take_floats(pg, g, 4) && g[0] == 2 && g[1] == 2 && g[2] == 1 && g[3] == 1);
+  ct_tensor_free(pi);
+  int32_t stepped = -1;
+  CHECK(ok(ct_table_step(&stepped, t)) && stepped == 1);
+  CHECK(ok(ct_table_step(&stepped, t)) && stepped == 0);
+  float r[2];
+  int64_t id3 = 3;
+  ct_tensor k3 = ids_tensor(&id3, 1), rows = NULL;
+  CHECK(ok(ct_table_read(&rows, NULL, t, k3, CT_READ_ZEROS)) && take_floats(rows, r, 2));
+  CHECK(close_to(r[0], 4) && close_to(r[1], 5));
+
+  /* fused: the step happens in backward, nothing stays pending */
+  o.fused = 1;
+  CHECK(ok(ct_table_forward(&out, t, k3, &o)));
+  ct_tensor_free(sum_backward(out));
+  ct_tensor_free(out);
+  CHECK(ok(ct_table_pending_grad(&pi, &pg, t)));
+  int64_t n = -1;
+  CHECK(ok(ct_tensor_numel(&n, pi)) && n == 0);
+  ct_tensor_free(pi);
+  ct_tensor_free(pg);
+  CHECK(ok(ct_table_read(&rows, NULL, t, k3, CT_READ_ZEROS)) && take_floats(rows, r, 2));
+  if (momentum == 0) CHECK(close_to(r[0], 3) && close_to(r[1], 4));
+  o.fused = 0;
+
+  /* padding (id 3): zero rows, no gradient; max_norm renormalises the row in the table */
+  o.has_padding_id = 1;
+  o.padding_id = 3;
+  o.max_norm = 1;
+  int64_t pids[2] = {0, 3};
+  ct_tensor kp = ids_tensor(pids, 2);
+  float pr[4];
+  CHECK(ok(ct_table_forward(&out, t, kp, &o)));
+  ct_tensor_free(sum_backward(out));
+  CHECK(take_floats(out, pr, 4) && close_to(pr[0], 0) && close_to(pr[1], 1) && pr[2] == 0 && pr[3] == 0);
+  CHECK(ok(ct_table_pending_grad(&pi, &pg, t)));
+  CHECK(ok(ct_tensor_numel(&n, pi)) && n == 1);
+  ct_tensor_free(pi);
+  ct_tensor_free(pg);
+  CHECK(ok(ct_table_zero_grad(t)) && ok(ct_table_step(&stepped, t)) && stepped == 0);
+  int64_t id5 = 5;
+  ct_tensor k5 = ids_tensor(&id5, 1);
+  CHECK(ok(ct_table_forward(&out, t, k5, &o)) && take_floats(out, r, 2));
+  CHECK(ok(ct_table_read(&rows, NULL, t, k5, CT_READ_ZEROS)) && take_floats(rows, pr, 2));
+  CHECK(close_to(pr[0], 10 / sqrtf(221)) && close_to(pr[1], 11 / sqrtf(221)) && close_to(r[0], pr[0]));
+
+  /* bad input */
+  CHECK(fails_with(ct_table_forward(&out, t, k, NULL), "invalid argument: "));
+  CHECK(fails_with(ct_table_forward(&out, t, v6, &o), "invalid argument: ids must be int64"));
+  CHECK(fails_with(ct_table_forward_bag(&out, t, bi, bo, NULL, 7, &o), "invalid argument: unknown bag mode"));
+  CHECK(fails_with(ct_table_forward_bag(&out, t, bi, k3, NULL, CT_BAG_SUM, &o), "offsets must start at 0"));
+  CHECK(fails_with(ct_table_forward_bag(&out, t, bi, NULL, NULL, CT_BAG_SUM, &o), "two-dimensional"));
+  CHECK(fails_with(ct_table_forward_bag(&out, t, bi, bo, v6, CT_BAG_MAX, &o), "sum mode"));
+  o.max_norm = -1;
+  CHECK(fails_with(ct_table_forward(&out, t, k, &o), "max_norm"));
+  o.max_norm = 0;
+
+  /* a backward pass after close fails with "closed: " */
+  CHECK(ok(ct_table_forward(&out, t, k, &o)));
+  CHECK(ok(ct_reduce(&loss, CT_REDUCE_SUM, out, NULL, 0, 0)));
+  CHECK(ok(ct_table_close(t)));
+  CHECK(fails_with(ct_tensor_backward(loss, NULL, 0), "closed: "));
+  CHECK(fails_with(ct_table_forward(&out, t, k, &o), "closed: "));
+  CHECK(fails_with(ct_table_step(NULL, t), "closed: "));
+  CHECK(fails_with(ct_table_step(NULL, NULL), "closed: "));
+  ct_tensor_free(loss);
+  ct_tensor_free(out);
+  ct_table_free(t);
+  ct_tensor_free(k6);
+  ct_tensor_free(v6);
+  ct_tensor_free(bi);
+  ct_tensor_free(bo);
+  ct_tensor_free(k);
+  ct_tensor_free(k3);
+  ct_tensor_free(kp);
+  ct_tensor_free(k5);
+}
+
+static void test_autograd(void) {
+  test_autograd_one(0, 0);
+  test_autograd_one(CT_TABLE_TENSOR_KERNELS, 0);
+  test_autograd_one(0, 0.9);
+  test_autograd_one(CT_TABLE_TENSOR_KERNELS, 0.9);
+}
+
 int main(void) {
   test_lifecycle();
   test_lookup_read_write();
   test_update_and_bad_input();
   test_kernels_agree();
   test_prefetch();
+  test_autograd();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -1,0 +1,165 @@
+package cgotorch
+
+// #include "cgotorch.h"
+import "C"
+
+import "runtime"
+
+// BagMode is the pooling of ForwardBag.
+type BagMode int32
+
+// The poolings of an embedding bag.
+const (
+	BagSum  BagMode = C.CT_BAG_SUM
+	BagMean BagMode = C.CT_BAG_MEAN
+	BagMax  BagMode = C.CT_BAG_MAX
+)
+
+// ForwardOptions configures Table.Forward and Table.ForwardBag (see cgotorch.h, "Embedding
+// autograd").
+type ForwardOptions struct {
+	// Train: find-or-insert the ids, and (with grad mode on) let the result's gradient reach
+	// the table. Otherwise a read-only lookup: absent ids get the Default row, nothing is
+	// inserted, the result has no gradient.
+	Train bool
+	// Fused applies the table's optimizer step during the backward pass instead of keeping
+	// the gradient until Step.
+	Fused bool
+	// Padding makes PaddingID the padding id: never looked up or inserted, zero rows in the
+	// result (left out of a bag's reduction and its mean's count), no gradient.
+	Padding   bool
+	PaddingID int64
+	// MaxNorm > 0 renormalises looked-up rows whose Euclidean norm exceeds it (in the table
+	// when training, in the result only otherwise).
+	MaxNorm float64
+	// Default is the row of absent ids in a read-only lookup.
+	Default ReadDefault
+}
+
+func (o ForwardOptions) c() C.ct_table_forward_options {
+	var c C.ct_table_forward_options
+	if o.Train {
+		c.train = 1
+	}
+	if o.Fused {
+		c.fused = 1
+	}
+	if o.Padding {
+		c.has_padding_id = 1
+	}
+	c.padding_id = C.int64_t(o.PaddingID)
+	c.max_norm = C.double(o.MaxNorm)
+	c.default_mode = C.int32_t(o.Default)
+	return c
+}
+
+// Forward returns the rows of ids (int64, any shape) as float32 ids.shape + [dim] on the ids'
+// device, as part of the autograd graph when training: a backward pass hands the gradient of
+// the rows to the table (pending until Step, or applied at once with Fused).
+func (t *Table) Forward(ids *Tensor, opts ForwardOptions) (*Tensor, error) {
+	const op = "table forward"
+	k, err := tensorArg(op, "ids", ids)
+	if err != nil {
+		return nil, err
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	o := opts.c()
+	var out C.ct_tensor
+	err = tableError(op, C.ct_table_forward(&out, p, k, &o))
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// ForwardBag returns pooled rows (an embedding bag) as float32 [B, dim]: ids int64 [N] with
+// offsets int64 [B] (bag i holds ids[offsets[i]:offsets[i+1]], the last one runs to N), or ids
+// [B, L] with nil offsets. weights (per-sample weights shaped like ids, sum mode only) may be
+// nil. Empty bags give zero rows. Gradients reach the table as with Forward.
+func (t *Table) ForwardBag(ids, offsets, weights *Tensor, mode BagMode, opts ForwardOptions) (*Tensor, error) {
+	const op = "table forward bag"
+	k, err := tensorArg(op, "ids", ids)
+	if err != nil {
+		return nil, err
+	}
+	var off, w C.ct_tensor
+	if offsets != nil {
+		if off, err = tensorArg(op, "offsets", offsets); err != nil {
+			return nil, err
+		}
+	}
+	if weights != nil {
+		if w, err = tensorArg(op, "weights", weights); err != nil {
+			return nil, err
+		}
+	}
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	o := opts.c()
+	var out C.ct_tensor
+	err = tableError(op, C.ct_table_forward_bag(&out, p, k, off, w, C.int32_t(mode), &o))
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(offsets)
+	runtime.KeepAlive(weights)
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// Step applies one optimizer step from the gradients pending since the last Step or ZeroGrad
+// and drops them. stepped is false when none were pending (then no step is counted). A step
+// that fails (NaN or Inf gradients: ErrInvalidArgument) changes nothing and keeps them.
+func (t *Table) Step() (stepped bool, err error) {
+	const op = "table step"
+	p, err := t.acquire(op)
+	if err != nil {
+		return false, err
+	}
+	defer t.mu.RUnlock()
+	var s C.int32_t
+	err = tableError(op, C.ct_table_step(&s, p))
+	runtime.KeepAlive(t)
+	return s != 0, err
+}
+
+// ZeroGrad drops the pending gradients.
+func (t *Table) ZeroGrad() error {
+	const op = "table zero grad"
+	p, err := t.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer t.mu.RUnlock()
+	err = tableError(op, C.ct_table_zero_grad(p))
+	runtime.KeepAlive(t)
+	return err
+}
+
+// PendingGrad returns the pending gradients coalesced: ids ascending (int64 [M]) and their
+// summed gradients (float32 [M, dim]).
+func (t *Table) PendingGrad() (ids, grads *Tensor, err error) {
+	const op = "table pending grad"
+	p, err := t.acquire(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.mu.RUnlock()
+	var i, g C.ct_tensor
+	err = tableError(op, C.ct_table_pending_grad(&i, &g, p))
+	runtime.KeepAlive(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newTensor(i), newTensor(g), nil
+}

@@ -1,0 +1,105 @@
+package nn
+
+import (
+	"errors"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// EmbeddingOptions are the lookup options of Embedding and EmbeddingBag (see
+// embedding.ForwardOptions for the exact rules).
+type EmbeddingOptions struct {
+	// Fused applies the table's optimizer step during each backward pass (TorchRec's fused
+	// optimizers) instead of keeping the gradient until Step.
+	Fused bool
+	// Padding makes PaddingID the padding id (torch's padding_idx): zero rows, left out of a
+	// bag's reduction and mean count, never inserted, no gradient.
+	Padding   bool
+	PaddingID int64
+	// MaxNorm > 0 renormalises looked-up rows whose norm exceeds it (torch's max_norm; in
+	// evaluation mode only the output is renormalised, the table is not written).
+	MaxNorm float64
+}
+
+func (o EmbeddingOptions) forward(train bool) embedding.ForwardOptions {
+	return embedding.ForwardOptions{Train: train, Fused: o.Fused, Padding: o.Padding, PaddingID: o.PaddingID, MaxNorm: o.MaxNorm}
+}
+
+// Embedding is torch.nn.Embedding over a dynamic hash embedding table: Forward maps int64 ids
+// of any shape (raw feature ids, not row numbers) to ids.shape + [Dim] rows of Table.
+//
+// In training mode (the default) unseen ids are inserted and the output joins the autograd
+// graph with the table as its parameter: a backward pass hands the gradient of the looked-up
+// rows to the table, where it stays pending until Step applies one step of the table's own
+// optimizer (set in embedding.Config), or, with Fused, is applied during the backward pass.
+// In evaluation mode (Train(false)) lookups are read-only: unseen ids get the table's
+// ReadDefault row, nothing is inserted, and the output has no gradient.
+//
+// The rows are not dense parameters: Parameters is empty, and an Optimizer steps the table
+// through Steppers (opt.AddSteppers(nn.Steppers(model)...)). Several modules may share a table:
+// the first Step applies everything pending and the others find nothing left to do.
+//
+// Forward is model math and follows the tensor policy: bad ids, a closed table or bad options
+// panic with a *cgotorch.Error (cgotorch.Try turns the panic into an error). The
+// embedding.Table methods return the same failures as errors.
+type Embedding struct {
+	Base
+	Table *embedding.Table
+	EmbeddingOptions
+}
+
+// NewEmbedding returns an Embedding over t, in training mode.
+func NewEmbedding(t *embedding.Table, opts EmbeddingOptions) *Embedding {
+	return &Embedding{Table: t, EmbeddingOptions: opts}
+}
+
+// Forward returns the rows of ids (int64, any shape) as float32 ids.shape + [Dim].
+func (e *Embedding) Forward(ids *Tensor) *Tensor {
+	out, err := e.Table.Forward(ids, e.forward(e.Training()))
+	if err != nil {
+		panic(tensorError("embedding forward", err))
+	}
+	return out
+}
+
+// Parameters returns nil: the rows live in the table, which its Steppers update.
+func (e *Embedding) Parameters() []NamedParameter { return nil }
+
+// ZeroGrad drops the table's pending gradients (idempotent).
+func (e *Embedding) ZeroGrad() { zeroTable("embedding zero grad", e.Table) }
+
+// Step applies one step of the table's optimizer from the pending gradients (nothing when none
+// are pending).
+func (e *Embedding) Step() error { return e.Table.Step() }
+
+// Steppers returns the Embedding itself.
+func (e *Embedding) Steppers() []Stepper { return []Stepper{e} }
+
+var (
+	_ Module       = (*Embedding)(nil)
+	_ SparseModule = (*Embedding)(nil)
+	_ Stepper      = (*Embedding)(nil)
+)
+
+// zeroTable drops t's pending gradients; a closed table has none to drop.
+func zeroTable(op string, t *embedding.Table) {
+	if err := t.ZeroGrad(); err != nil && !errors.Is(err, embedding.ErrClosed) {
+		panic(tensorError(op, err))
+	}
+}
+
+// tensorError turns an error of package embedding into the *cgotorch.Error that module math
+// panics with, keeping its sentinel (ErrInvalidArgument for bad input, ErrClosed, ErrDevice).
+func tensorError(op string, err error) *cgotorch.Error {
+	kind := cgotorch.ErrTorch
+	switch {
+	case errors.Is(err, embedding.ErrBadInput):
+		kind = cgotorch.ErrInvalidArgument
+	case errors.Is(err, embedding.ErrClosed):
+		kind = cgotorch.ErrClosed
+	case errors.Is(err, embedding.ErrDevice):
+		kind = cgotorch.ErrDevice
+	}
+	return &cgotorch.Error{Op: op, Msg: err.Error(), Kind: kind}
+}

@@ -1,0 +1,58 @@
+package nn
+
+import "github.com/gorec/gorec/embedding"
+
+// EmbeddingBag is torch.nn.EmbeddingBag over a dynamic hash embedding table: the rows of each
+// bag of ids pooled by Mode (embedding.Sum, Mean or Max) into one row, without materialising
+// the per-id rows' output. Training, evaluation, Fused, padding, MaxNorm, stepping and the
+// error policy are as for Embedding.
+//
+// Its Forward takes the bags' offsets besides the ids, so it is not a Module (whose Forward
+// takes one tensor): call it from a model's Forward, and add its Steppers to the optimizer
+// (a model that embeds Container can return them from its own Steppers method).
+type EmbeddingBag struct {
+	Base
+	Table *embedding.Table
+	Mode  embedding.BagMode
+	EmbeddingOptions
+}
+
+// NewEmbeddingBag returns an EmbeddingBag over t, in training mode.
+func NewEmbeddingBag(t *embedding.Table, mode embedding.BagMode, opts EmbeddingOptions) *EmbeddingBag {
+	return &EmbeddingBag{Table: t, Mode: mode, EmbeddingOptions: opts}
+}
+
+// Forward pools bags of ids into float32 [B, Dim]: ids int64 [N] with offsets int64 [B] (bag i
+// holds ids[offsets[i]:offsets[i+1]], the last one runs to N), or ids [B, L] (B bags of L ids)
+// with nil offsets. Empty bags give zero rows.
+func (b *EmbeddingBag) Forward(ids, offsets *Tensor) *Tensor {
+	return b.ForwardWeighted(ids, offsets, nil)
+}
+
+// ForwardWeighted is Forward with per-sample weights (float32, shaped like ids; Sum mode only):
+// each row is scaled by its weight before the sum. weights may be nil.
+func (b *EmbeddingBag) ForwardWeighted(ids, offsets, weights *Tensor) *Tensor {
+	out, err := b.Table.ForwardBag(ids, offsets, weights, b.Mode, b.forward(b.Training()))
+	if err != nil {
+		panic(tensorError("embedding bag forward", err))
+	}
+	return out
+}
+
+// Parameters returns nil: the rows live in the table, which its Steppers update.
+func (b *EmbeddingBag) Parameters() []NamedParameter { return nil }
+
+// ZeroGrad drops the table's pending gradients (idempotent).
+func (b *EmbeddingBag) ZeroGrad() { zeroTable("embedding bag zero grad", b.Table) }
+
+// Step applies one step of the table's optimizer from the pending gradients (nothing when none
+// are pending).
+func (b *EmbeddingBag) Step() error { return b.Table.Step() }
+
+// Steppers returns the EmbeddingBag itself.
+func (b *EmbeddingBag) Steppers() []Stepper { return []Stepper{b} }
+
+var (
+	_ SparseModule = (*EmbeddingBag)(nil)
+	_ Stepper      = (*EmbeddingBag)(nil)
+)
