@@ -22,7 +22,7 @@ TORCH_INC := -I/usr/include/torch/csrc/api/include
 TORCH_LIB :=
 endif
 
-.PHONY: all deps build vet test gotest sanitize bench example clean test-libtorch2
+.PHONY: all deps build vet test gotest sanitize bench example clean test-libtorch2 gotest-core
 all: build
 
 deps:
@@ -91,11 +91,12 @@ test-libtorch2:
 	    -d $(TORCH2_DIR) torch==$(TORCH2_VERSION) $(TORCH2_CUDA_LIBS) && \
 	  cd $(TORCH2_DIR) && unzip -q -o 'torch-*.whl' 'torch/include/*' 'torch/lib/*' && \
 	  for w in nvidia_*.whl; do unzip -q -o -j $$w '*/lib/*.so*' -d torch/lib; done; fi
-	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-cgotorch
+	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-core
 
-gotest-cgotorch:
-	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ 2>&1 | tee $(BUILD)/gotest-cgotorch.log | grep -E '^(--- |ok|FAIL|PASS|panic)'
-	@echo "libtorch: $$(grep -o 'libtorch [0-9.]*' $(BUILD)/gotest-cgotorch.log | head -1)"
+gotest-core:
+	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./embedding/ ./nn/ 2>&1 \
+	  | tee $(BUILD)/gotest-core.log | grep -E '^(--- FAIL|ok|FAIL|panic)'
+	@echo "libtorch: $$(grep -o 'libtorch [0-9.]*' $(BUILD)/gotest-core.log | head -1)"
 
 clean:
 	rm -rf $(BUILD)
