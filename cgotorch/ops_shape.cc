@@ -4,7 +4,7 @@
 
 namespace {
 
-at::Tensor squeeze(const at::Tensor &a, at::IntArrayRef dims) {
+at::Tensor squeeze_dims(const at::Tensor &a, at::IntArrayRef dims) {
   if (dims.empty()) return at::squeeze(a);
   at::Tensor r = a;
   for (int64_t d : ct::dims_last_first(dims, a.dim())) r = at::squeeze(r, d);
@@ -20,7 +20,7 @@ at::Tensor shape_op(int32_t op, const at::Tensor &a, at::IntArrayRef args) {
     case CT_SHAPE_TRANSPOSE:
       ct::need_nargs("transpose", args, 2);
       return at::transpose(a, args[0], args[1]);
-    case CT_SHAPE_SQUEEZE: return squeeze(a, args);
+    case CT_SHAPE_SQUEEZE: return squeeze_dims(a, args);
     case CT_SHAPE_UNSQUEEZE:
       ct::need_nargs("unsqueeze", args, 1);
       return at::unsqueeze(a, args[0]);

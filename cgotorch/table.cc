@@ -40,6 +40,7 @@
 //     table's lock.
 //   - Prefetches run on a process-wide pool of two worker threads.
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1167,7 +1168,7 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
     at::Tensor rows, found;
     std::string err;
     try {
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       std::tie(rows, found) = self->read(copy, mode);
     } catch (const c10::Error &e) {
       err = e.what_without_backtrace();
@@ -1415,7 +1416,7 @@ ct_error ct_table_lookup(ct_tensor *rows, ct_table h, ct_tensor keys) {
     need_out(rows);
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     *rows = ct::wrap(t.lookup(k));
   });
 }
@@ -1425,7 +1426,7 @@ ct_error ct_table_indices(ct_tensor *out, ct_table h, ct_tensor keys, int32_t in
     need_out(out);
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     *out = ct::wrap(t.indices(k, insert != 0));
   });
 }
@@ -1436,7 +1437,7 @@ ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor 
     need_out(rows);
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     auto r = t.read(k, default_mode);
     wrap_pair(rows, found, std::move(r.first), std::move(r.second));
   });
@@ -1446,7 +1447,7 @@ ct_error ct_table_write(ct_table h, ct_tensor keys, ct_tensor values) {
   return guard([&] {
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     t.write(k, ct::get(values));
   });
 }
@@ -1455,7 +1456,7 @@ ct_error ct_table_update(ct_table h, ct_tensor keys, ct_tensor grads) {
   return guard([&] {
     Table &t = tbl(h);
     Keys k = ct::table::check_keys(keys);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     t.update(k, ct::get(grads));
   });
 }
@@ -1465,7 +1466,7 @@ ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor gra
     if (name == nullptr) throw ct::arg_error("table name is NULL");
     auto t = ct::table::find_table(name);
     Keys k = ct::table::check_keys(keys);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     t->update(k, ct::get(grads));
   });
 }
@@ -1521,7 +1522,7 @@ ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int
   return guard([&] {
     need_out(ids);
     need_out(rows);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     auto snap = tbl(h).snapshot();
     const int32_t ns = static_cast<int32_t>(snap.states.size());
     if (cap < ns) throw ct::arg_error("states has room for " + std::to_string(cap) + " tensors, the table has " + std::to_string(ns));
