@@ -7,7 +7,10 @@ PY ?= /usr/bin/python3
 PIP ?= python3 -m pip
 BUILD := build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := libtorch-dev python3-torch libabsl-dev
+# libopenblas0-openmp: Debian's libtorch calls BLAS through libblas.so.3, which is the reference
+# BLAS unless an optimised one is installed (10x slower matmuls); the OpenMP build matches
+# libtorch's own OpenMP runtime.
+APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp
 
 # Another libtorch: `make test LIBTORCH=/path/to/libtorch` (a directory with include/ and lib/).
 ifdef LIBTORCH

@@ -23,8 +23,9 @@ for target in $(make -qp 2>/dev/null | awk -F: '/^[a-z-]*-bench:/ {print $1}' | 
   make --no-print-directory -s "$target" | grep '^BENCH' | tee -a "$out" || true
 done
 
-# Ratios (baseline time / gorec time: above 1 means gorec is faster).
-awk '$1 == "BENCH" { v[$2] = $3 }
+# Ratios (baseline time / gorec time, or gorec rate / baseline rate: above 1 means gorec is faster).
+awk '$1 == "BENCH" { if ($4 == "samples/s") s[$2] = $3; else v[$2] = $3 }
      END {
        if (("MM512" in v) && ("torch_mm512" in v)) printf "BENCH mm512_torch_over_gorec %.2f x\n", v["torch_mm512"] / v["MM512"]
+       if (("CTRStep" in s) && ("torch_CTRStep" in s)) printf "BENCH ctr_step_gorec_over_torch %.2f x\n", s["CTRStep"] / s["torch_CTRStep"]
      }' "$out"

@@ -1,0 +1,125 @@
+package nn_test
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/nn"
+)
+
+// The CTR training-step benchmark: 8 hash tables of dim 16 (SparseAdam), their rows concatenated
+// into 128 features -> Linear(128, 64) -> ReLU -> Linear(64, 1) (Adam) -> BCE with logits, batch
+// 1,024. scripts/bench_torch.py times the same model in PyTorch (nn.Embedding(sparse=True) over
+// pre-sized tables, SparseAdam + Adam, same thread count) and scripts/bench.sh prints the ratio.
+const (
+	ctrFields = 8
+	ctrDim    = 16
+	ctrBatch  = 1024
+	ctrIDs    = 100_000 // ids per field: every table is filled with them before timing
+)
+
+type ctrModel struct {
+	nn.Container
+	fields []*nn.Embedding
+	mlp    *nn.Sequential
+}
+
+func newCTRModel(b *testing.B) *ctrModel {
+	m := &ctrModel{}
+	for f := 0; f < ctrFields; f++ {
+		tbl, err := embedding.New(fmt.Sprintf("%s/field%d", b.Name(), f), embedding.Config{
+			Dim: ctrDim, Capacity: ctrIDs, Optimizer: embedding.SparseAdam{LR: 1e-3},
+			Initializer: embedding.Normal{Std: 0.01}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tbl.Close() })
+		all := make([]int64, ctrIDs)
+		for i := range all {
+			all[i] = int64(i)
+		}
+		if _, err := tbl.LookupIDs(all); err != nil { // pre-size: every id has its row
+			b.Fatal(err)
+		}
+		e := nn.NewEmbedding(tbl, nn.EmbeddingOptions{})
+		m.fields = append(m.fields, e)
+		m.Add(fmt.Sprintf("field%d", f), e)
+	}
+	m.mlp = nn.NewSequential(nn.NewLinear(ctrFields*ctrDim, 64, true), &nn.ReLU{}, nn.NewLinear(64, 1, true))
+	m.Add("mlp", m.mlp)
+	return m
+}
+
+// Forward2 takes one [B] id tensor per field.
+func (m *ctrModel) forwardFields(ids []*nn.Tensor) *nn.Tensor {
+	rows := make([]*nn.Tensor, len(m.fields))
+	for f, e := range m.fields {
+		rows[f] = e.Forward(ids[f])
+	}
+	return m.mlp.Forward(cgotorch.Cat(rows, 1))
+}
+
+func (m *ctrModel) Forward(*nn.Tensor) *nn.Tensor { panic("ctrModel takes one id tensor per field") }
+
+func benchThreads(b *testing.B) {
+	n, err := strconv.Atoi(os.Getenv("GOREC_BENCH_THREADS"))
+	if err != nil || n <= 0 {
+		n = 1
+	}
+	if err := cgotorch.SetNumThreads(n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkCTRStep times one training step (forward, loss, backward, SparseAdam on the 8 tables
+// and Adam on the MLP through one nn.Optimizer) of the CTR model, each step in a
+// cgotorch.WithScope as a training loop would run it; it reports samples/s.
+func BenchmarkCTRStep(b *testing.B) {
+	benchThreads(b)
+	cgotorch.ManualSeed(0)
+	m := newCTRModel(b)
+	opt, err := nn.NewAdam(m.Parameters(), nn.DefaultAdamOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt.AddSteppers(nn.Steppers(m)...)
+	loss := nn.BCEWithLogits(nn.ReduceMean)
+	rng := rand.New(rand.NewSource(1))
+	const nBatches = 16
+	ids := make([][]*nn.Tensor, nBatches)
+	labels := make([]*nn.Tensor, nBatches)
+	for k := range ids {
+		for f := 0; f < ctrFields; f++ {
+			v := make([]int64, ctrBatch)
+			for i := range v {
+				v[i] = rng.Int63n(ctrIDs)
+			}
+			ids[k] = append(ids[k], cgotorch.MustFromSlice(v))
+		}
+		l := make([]float32, ctrBatch)
+		for i := range l {
+			l[i] = float32(rng.Intn(2))
+		}
+		labels[k] = cgotorch.MustFromSlice(l, ctrBatch, 1)
+	}
+	step := func(k int) {
+		cgotorch.WithScope(func(*cgotorch.Scope) {
+			opt.ZeroGrad()
+			loss(m.forwardFields(ids[k]), labels[k]).Backward()
+			if err := opt.Step(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	step(0) // allocates the optimizers' state
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		step(i % nBatches)
+	}
+	b.ReportMetric(float64(b.N)*ctrBatch/b.Elapsed().Seconds(), "samples/s")
+}
