@@ -117,7 +117,9 @@ func rssKB() int64 {
 // 100,000 training steps of a small recommendation model (a hash embedding trained with
 // SparseAdam, a dense layer with Adam) that free nothing keep the RSS flat: after a warm-up of
 // 10,000 steps (every id inserted, allocator arenas and the Go heap at their working size) the
-// RSS may not grow by more than 64 MiB, and the live tensor count stays bounded. Not timed.
+// RSS may not grow by more than 64 MiB, nor the live C bytes or the Go heap by more than 16 MiB,
+// and the live tensor count stays bounded. Not timed. Under the race detector, whose shadow
+// memory grows by itself, RSS is not checked (make test runs this test once without -race).
 func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 steps")
@@ -138,7 +140,9 @@ func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 	target := cgotorch.MustFromSlice([]float32{1, 0, 0, 1}, 4, 1)
 	ids := make([]int64, 8)
 	const steps, warmup = 100_000, 10_000
-	var base, peak, peakTensors int64
+	var base, peak, peakTensors, baseC, peakC int64
+	var baseHeap, peakHeap uint64
+	var ms runtime.MemStats
 	for i := 0; i < steps; i++ {
 		for j := range ids {
 			ids[j] = int64((i*7 + j*13) % 1000)
@@ -149,17 +153,24 @@ func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 {
-			rss := rssKB()
+			rss, c := rssKB(), cgotorch.LiveBytes()
+			runtime.ReadMemStats(&ms)
 			if i < warmup {
-				base = max(base, rss)
+				base, baseC, baseHeap = max(base, rss), max(baseC, c), max(baseHeap, ms.HeapInuse)
 			} else {
-				peak = max(peak, rss)
+				peak, peakC, peakHeap = max(peak, rss), max(peakC, c), max(peakHeap, ms.HeapInuse)
 			}
 			peakTensors = max(peakTensors, cgotorch.LiveTensors())
 		}
 	}
-	t.Logf("RSS after warm-up %d MiB, peak after %d MiB; peak live tensors %d", base>>10, peak>>10, peakTensors)
-	if peak-base > 64<<10 {
+	t.Logf("after warm-up / peak after: RSS %d / %d MiB, live C bytes %d / %d MiB, Go heap %d / %d MiB; peak live tensors %d",
+		base>>10, peak>>10, baseC>>20, peakC>>20, baseHeap>>20, peakHeap>>20, peakTensors)
+	if peakC-baseC > 16<<20 || peakHeap-baseHeap > 16<<20 {
+		t.Errorf("live C bytes grew from %d to %d MiB, Go heap from %d to %d MiB", baseC>>20, peakC>>20, baseHeap>>20, peakHeap>>20)
+	}
+	if raceEnabled {
+		t.Logf("race detector on: RSS (its shadow memory included) not checked; make test checks it without -race")
+	} else if peak-base > 64<<10 {
 		t.Errorf("RSS grew from %d MiB to %d MiB over %d steps", base>>10, peak>>10, steps)
 	}
 	if peakTensors > 200_000 {
