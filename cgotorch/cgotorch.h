@@ -216,6 +216,30 @@ ct_error ct_binary_scalar(ct_tensor *out, int32_t op, ct_tensor a, double s);
 /* self op= alpha * other for ADD and SUB; alpha must be 1 for the other ops. */
 ct_error ct_inplace_binary(ct_tensor self, int32_t op, ct_tensor other, double alpha);
 ct_error ct_inplace_scalar(ct_tensor self, int32_t op, double s);
+/* ---- Dense optimizer steps (ct_optim_step) ---------------------------------------------------
+ * One in-place update of a parameter from its gradient, computed with the same tensor operations,
+ * in the same order, as PyTorch 1.13's torch.optim (single-tensor path), so that a step costs one
+ * call instead of one per operation. Under no-grad, whatever the caller's grad mode. */
+typedef enum {
+  CT_OPTIM_SGD = 1,   /* state0: momentum buffer (NULL without momentum) */
+  CT_OPTIM_ADAM = 2,  /* state0: exp_avg, state1: exp_avg_sq, state2: max_exp_avg_sq (AMSGrad) */
+  CT_OPTIM_ADAMW = 3, /* as Adam, with decoupled weight decay */
+  CT_OPTIM_ADAGRAD = 4 /* state0: sum of squared gradients */
+} ct_optim_kind;
+typedef struct {
+  int32_t kind; /* ct_optim_kind */
+  double lr, weight_decay;
+  double momentum, dampening; /* SGD */
+  int32_t nesterov;           /* SGD */
+  double beta1, beta2, eps;   /* Adam, AdamW; eps also Adagrad */
+  int32_t amsgrad;            /* Adam, AdamW */
+  double lr_decay;            /* Adagrad */
+} ct_optim_options;
+/* step is this step's number, counting from 1 (SGD: step 1 initialises the momentum buffer with
+ * the gradient). The states must be tensors shaped like param; those the rule does not use may
+ * be NULL. */
+ct_error ct_optim_step(ct_tensor param, ct_tensor grad, ct_tensor state0, ct_tensor state1,
+                       ct_tensor state2, int64_t step, const ct_optim_options *o);
 /* Limits values to [min, max]; a bound is ignored when its has_ flag is 0. */
 ct_error ct_clamp(ct_tensor *out, ct_tensor a, double min, double max, int32_t has_min,
                   int32_t has_max);

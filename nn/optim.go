@@ -3,7 +3,6 @@ package nn
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -33,27 +32,15 @@ type Optimizer struct {
 
 // slot is the state of one parameter.
 type slot struct {
-	step    int64
-	started bool
-	a, b, c *Tensor // rule-specific buffers
+	step    int64   // steps taken (with a gradient)
+	a, b, c *Tensor // the rule's state tensors (cgotorch.OptimizerKind lists them)
 }
 
 type rule interface {
 	newSlot(p *Tensor) *slot
-	// update applies one step to p given its gradient g; temporaries go to tmp for closing.
-	update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps)
-}
-
-// temps collects temporaries so that a step frees them at once rather than through the GC.
-type temps []*Tensor
-
-func (t *temps) add(x *Tensor) *Tensor { *t = append(*t, x); return x }
-
-func (t *temps) close() {
-	for _, x := range *t {
-		x.Close()
-	}
-	*t = (*t)[:0]
+	// options are the rule's hyperparameters for cgotorch.OptimizerStep, which computes the
+	// update in one call with torch.optim's operations.
+	options(lr, wd float64) cgotorch.OptimizerOptions
 }
 
 func zerosLike(p *Tensor, value float64) *Tensor {
@@ -129,17 +116,19 @@ func (o *Optimizer) AddSteppers(s ...Stepper) { o.steppers = append(o.steppers, 
 func (o *Optimizer) Step() error {
 	err := cgotorch.Try(func() {
 		cgotorch.NoGrad(func() {
-			var tmp temps
-			defer tmp.close()
 			for _, g := range o.groups {
+				opts := o.rule.options(g.LR, g.WeightDecay)
 				for _, p := range g.Params {
 					grad := p.Tensor.Grad()
 					if grad == nil {
 						continue
 					}
-					tmp.add(grad)
-					o.rule.update(p.Tensor, grad, o.state[p.Tensor], g.LR, g.WeightDecay, &tmp)
-					tmp.close()
+					s := o.state[p.Tensor]
+					func() {
+						defer grad.Close()
+						cgotorch.OptimizerStep(opts, s.step+1, p.Tensor, grad, s.a, s.b, s.c)
+					}()
+					s.step++
 				}
 			}
 		})
@@ -165,14 +154,6 @@ func (o *Optimizer) ZeroGrad() {
 	for _, s := range o.steppers {
 		s.ZeroGrad()
 	}
-}
-
-// withWeightDecay returns g + wd*p (a new tensor) or g itself when wd is 0.
-func withWeightDecay(p, g *Tensor, wd float64, tmp *temps) *Tensor {
-	if wd == 0 {
-		return g
-	}
-	return tmp.add(g.Clone()).AddScaledInPlace(p, wd)
 }
 
 // SGDOptions are the hyperparameters of torch.optim.SGD.
@@ -214,22 +195,9 @@ func (r sgdRule) newSlot(p *Tensor) *slot {
 	return s
 }
 
-func (r sgdRule) update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps) {
-	d := withWeightDecay(p, g, wd, tmp)
-	if r.Momentum != 0 {
-		if !s.started {
-			s.a.CopyFrom(d)
-			s.started = true
-		} else {
-			s.a.MulScalarInPlace(r.Momentum).AddScaledInPlace(d, 1-r.Dampening)
-		}
-		if r.Nesterov {
-			d = tmp.add(d.Clone()).AddScaledInPlace(s.a, r.Momentum)
-		} else {
-			d = s.a
-		}
-	}
-	p.AddScaledInPlace(d, -lr)
+func (r sgdRule) options(lr, wd float64) cgotorch.OptimizerOptions {
+	return cgotorch.OptimizerOptions{Kind: cgotorch.OptimSGD, LR: lr, WeightDecay: wd,
+		Momentum: r.Momentum, Dampening: r.Dampening, Nesterov: r.Nesterov}
 }
 
 // AdamOptions are the hyperparameters of torch.optim.Adam and AdamW.
@@ -293,25 +261,13 @@ func (r adamRule) newSlot(p *Tensor) *slot {
 	return s
 }
 
-func (r adamRule) update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps) {
-	s.step++
+func (r adamRule) options(lr, wd float64) cgotorch.OptimizerOptions {
+	kind := cgotorch.OptimAdam
 	if r.decoupled {
-		p.MulScalarInPlace(1 - lr*wd)
-	} else {
-		g = withWeightDecay(p, g, wd, tmp)
+		kind = cgotorch.OptimAdamW
 	}
-	s.a.MulScalarInPlace(r.Beta1).AddScaledInPlace(g, 1-r.Beta1)
-	s.b.MulScalarInPlace(r.Beta2).AddScaledInPlace(tmp.add(g.Mul(g)), 1-r.Beta2)
-	t := float64(s.step)
-	bc1 := 1 - math.Pow(r.Beta1, t)
-	bc2 := 1 - math.Pow(r.Beta2, t)
-	v := s.b
-	if r.AMSGrad {
-		s.c.CopyFrom(tmp.add(s.c.Maximum(s.b)))
-		v = s.c
-	}
-	denom := tmp.add(tmp.add(v.Sqrt()).DivScalar(math.Sqrt(bc2))).AddScalarInPlace(r.Eps)
-	p.AddScaledInPlace(tmp.add(s.a.Div(denom)), -lr/bc1)
+	return cgotorch.OptimizerOptions{Kind: kind, LR: lr, WeightDecay: wd,
+		Beta1: r.Beta1, Beta2: r.Beta2, Eps: r.Eps, AMSGrad: r.AMSGrad}
 }
 
 // AdagradOptions are the hyperparameters of torch.optim.Adagrad.
@@ -347,11 +303,6 @@ func (r adagradRule) newSlot(p *Tensor) *slot {
 	return &slot{a: zerosLike(p, r.InitialAccumulatorValue)}
 }
 
-func (r adagradRule) update(p, g *Tensor, s *slot, lr, wd float64, tmp *temps) {
-	s.step++
-	g = withWeightDecay(p, g, wd, tmp)
-	clr := lr / (1 + float64(s.step-1)*r.LRDecay)
-	s.a.AddInPlace(tmp.add(g.Mul(g)))
-	std := tmp.add(s.a.Sqrt()).AddScalarInPlace(r.Eps)
-	p.AddScaledInPlace(tmp.add(g.Div(std)), -clr)
+func (r adagradRule) options(lr, wd float64) cgotorch.OptimizerOptions {
+	return cgotorch.OptimizerOptions{Kind: cgotorch.OptimAdagrad, LR: lr, WeightDecay: wd, LRDecay: r.LRDecay, Eps: r.Eps}
 }

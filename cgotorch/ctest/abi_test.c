@@ -201,6 +201,56 @@ static void test_ops(void) {
   CHECK(ct_live_handles() == handles);
 }
 
+/* ct_optim_step: SGD with momentum and Adam on known values; errors change nothing. */
+static void test_optim_step(void) {
+  float pv[2] = {1, -2}, gv[2] = {0.5f, 1}, out[2] = {0};
+  int64_t shape[1] = {2}, shape3[1] = {3};
+  ct_options o = cpu_float();
+  ct_tensor p = NULL, g = NULL, buf = NULL, m = NULL, v = NULL, bad = NULL;
+  ct_optim_options sgd, adam;
+  memset(&sgd, 0, sizeof sgd);
+  sgd.kind = CT_OPTIM_SGD;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  CHECK(ok(ct_tensor_from_data(&p, pv, sizeof pv, CT_FLOAT32, shape, 1)));
+  CHECK(ok(ct_tensor_from_data(&g, gv, sizeof gv, CT_FLOAT32, shape, 1)));
+  CHECK(ok(ct_tensor_new(&buf, CT_FILL_ZEROS, 0, shape, 1, o)));
+  CHECK(ok(ct_tensor_new(&bad, CT_FILL_ZEROS, 0, shape3, 1, o)));
+  /* step 1: buf = g, p -= 0.1 g; step 2: buf = 0.9 g + g, p -= 0.1 * 1.9 g */
+  CHECK(ok(ct_optim_step(p, g, buf, NULL, NULL, 1, &sgd)));
+  CHECK(ok(ct_optim_step(p, g, buf, NULL, NULL, 2, &sgd)));
+  CHECK(ok(ct_tensor_copy_to(out, sizeof out, p, CT_FLOAT32)));
+  CHECK(out[0] > 0.855f - 1e-6f && out[0] < 0.855f + 1e-6f && out[1] > -2.29f - 1e-6f && out[1] < -2.29f + 1e-6f);
+  /* errors: nothing moves */
+  CHECK(fails_with(ct_optim_step(p, g, NULL, NULL, NULL, 1, &sgd), "momentum_buffer"));
+  CHECK(fails_with(ct_optim_step(p, g, bad, NULL, NULL, 1, &sgd), "shaped"));
+  CHECK(fails_with(ct_optim_step(p, bad, buf, NULL, NULL, 1, &sgd), "gradient"));
+  CHECK(fails_with(ct_optim_step(p, g, buf, NULL, NULL, 0, &sgd), "step"));
+  CHECK(fails_with(ct_optim_step(p, g, buf, NULL, NULL, 1, NULL), "NULL"));
+  sgd.kind = 99;
+  CHECK(fails_with(ct_optim_step(p, g, buf, NULL, NULL, 1, &sgd), "unknown optimizer"));
+  CHECK(ok(ct_tensor_copy_to(out, sizeof out, p, CT_FLOAT32)) && out[0] > 0.855f - 1e-6f && out[0] < 0.855f + 1e-6f);
+  /* Adam's first step moves every coordinate by about lr against the gradient's sign */
+  memset(&adam, 0, sizeof adam);
+  adam.kind = CT_OPTIM_ADAM;
+  adam.lr = 0.01;
+  adam.beta1 = 0.9;
+  adam.beta2 = 0.999;
+  adam.eps = 1e-8;
+  CHECK(ok(ct_tensor_new(&m, CT_FILL_ZEROS, 0, shape, 1, o)));
+  CHECK(ok(ct_tensor_new(&v, CT_FILL_ZEROS, 0, shape, 1, o)));
+  CHECK(fails_with(ct_optim_step(p, g, m, NULL, NULL, 1, &adam), "exp_avg_sq"));
+  CHECK(ok(ct_optim_step(p, g, m, v, NULL, 1, &adam)));
+  CHECK(ok(ct_tensor_copy_to(out, sizeof out, p, CT_FLOAT32)));
+  CHECK(out[0] > 0.845f - 1e-5f && out[0] < 0.845f + 1e-5f && out[1] > -2.30f - 1e-5f && out[1] < -2.30f + 1e-5f);
+  ct_tensor_free(p);
+  ct_tensor_free(g);
+  ct_tensor_free(buf);
+  ct_tensor_free(m);
+  ct_tensor_free(v);
+  ct_tensor_free(bad);
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -209,6 +259,7 @@ int main(void) {
   test_scopes();
   test_counters();
   test_ops();
+  test_optim_step();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -1,0 +1,48 @@
+package cgotorch
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+// OptimizerStep: Adagrad with weight decay and lr decay by hand over two steps (nn's optimizer
+// tests compare every rule with torch.optim), and bad calls panic with a recoverable *Error
+// without touching the parameter.
+func TestOptimizerStep(t *testing.T) {
+	p := MustFromSlice([]float64{1, -2})
+	g := MustFromSlice([]float64{0.5, 1})
+	sum := MustFromSlice([]float64{0.1, 0.1})
+	o := OptimizerOptions{Kind: OptimAdagrad, LR: 0.1, WeightDecay: 0.2, LRDecay: 0.5, Eps: 1e-10}
+	want := []float64{1, -2}
+	acc := []float64{0.1, 0.1}
+	for step := int64(1); step <= 2; step++ {
+		OptimizerStep(o, step, p, g, sum)
+		clr := o.LR / (1 + float64(step-1)*o.LRDecay)
+		for i, gi := range []float64{0.5, 1} {
+			d := gi + o.WeightDecay*want[i]
+			acc[i] += d * d
+			want[i] -= clr * d / (math.Sqrt(acc[i]) + o.Eps)
+		}
+	}
+	got, _ := ToSlice[float64](p)
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("after two Adagrad steps p = %v, want %v", got, want)
+		}
+	}
+	for name, call := range map[string]func(){
+		"missing state": func() { OptimizerStep(o, 3, p, g) },
+		"step 0":        func() { OptimizerStep(o, 0, p, g, sum) },
+		"grad shape":    func() { OptimizerStep(o, 3, p, MustFromSlice([]float64{1}), sum) },
+		"unknown kind":  func() { OptimizerStep(OptimizerOptions{Kind: 42}, 3, p, g, sum) },
+		"four states":   func() { OptimizerStep(o, 3, p, g, sum, sum, sum, sum) },
+	} {
+		if err := Try(call); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if after, _ := ToSlice[float64](p); after[0] != got[0] || after[1] != got[1] {
+		t.Errorf("failed steps moved the parameter: %v -> %v", got, after)
+	}
+}
