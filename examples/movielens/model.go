@@ -17,7 +17,7 @@ import (
 type Model struct {
 	nn.Container
 	mu                 float64
-	l2                 float64
+	l2, l2Bias         float64
 	userBias, itemBias *nn.Embedding
 	user, item         *nn.Embedding // nil in the biases-only model
 	tables             []*embedding.Table
@@ -25,11 +25,10 @@ type Model struct {
 
 var tableSeq atomic.Int64
 
-// NewModel creates the tables (names unique in the process) with the given optimizer. l2 is
-// the weight of the squared norm of the rows a batch uses (biases and factors), added to the
-// mean squared error.
-func NewModel(mu float64, dim int, opt embedding.Optimizer, l2 float64, seed uint64) (*Model, error) {
-	m := &Model{mu: mu, l2: l2}
+// NewModel creates the tables (names unique in the process) with the given optimizer. l2 and
+// l2Bias weigh the squared norms of the factor rows and of the biases a rating uses in the loss.
+func NewModel(mu float64, dim int, opt embedding.Optimizer, l2, l2Bias float64, seed uint64) (*Model, error) {
+	m := &Model{mu: mu, l2: l2, l2Bias: l2Bias}
 	prefix := fmt.Sprintf("movielens-%d-", tableSeq.Add(1))
 	add := func(name string, d int, init embedding.Initializer) (*nn.Embedding, error) {
 		t, err := embedding.New(prefix+name, embedding.Config{Dim: d, Initializer: init, Optimizer: opt, Seed: seed})
@@ -72,21 +71,21 @@ func (m *Model) forward(pairs *nn.Tensor) (pred, penalty *nn.Tensor) {
 	i := pairs.Narrow(1, 1, 1).Reshape(-1)
 	bu, bi := m.userBias.Forward(u), m.itemBias.Forward(i) // [B, 1]
 	pred = bu.Add(bi).Reshape(-1).AddScalar(m.mu)
-	penalty = bu.Square().Sum().Add(bi.Square().Sum())
+	penalty = bu.Square().Sum().Add(bi.Square().Sum()).MulScalar(m.l2Bias)
 	if m.user != nil {
 		p, q := m.user.Forward(u), m.item.Forward(i) // [B, dim]
 		pred = pred.Add(p.Mul(q).SumDim([]int64{1}, false))
-		penalty = penalty.Add(p.Square().Sum()).Add(q.Square().Sum())
+		penalty = penalty.Add(p.Square().Sum().Add(q.Square().Sum()).MulScalar(m.l2))
 	}
 	return pred, penalty
 }
 
-// Loss returns the training loss of a batch, its mean squared error plus l2 times the penalty
-// per rating, and the mean squared error alone.
+// Loss returns the training loss of a batch, its mean squared error plus the L2 penalty per
+// rating, and the mean squared error alone.
 func (m *Model) Loss(pairs, ratings *nn.Tensor) (loss, mse *nn.Tensor) {
 	pred, penalty := m.forward(pairs)
 	mse = cgotorch.MSELoss(pred, ratings, cgotorch.ReduceMean)
-	return mse.Add(penalty.MulScalar(m.l2 / float64(ratings.Numel()))), mse
+	return mse.Add(penalty.DivScalar(float64(ratings.Numel()))), mse
 }
 
 // Step applies one step of the tables' optimizer from the pending gradients.

@@ -20,7 +20,8 @@ type Config struct {
 	Epochs    int     // epochs of each trained model
 	BatchSize int     // ratings per step
 	LR        float64 // the tables' learning rate
-	L2        float64 // weight of the squared norm of the rows a rating uses
+	L2        float64 // weight of the squared norm of the factor rows a rating uses
+	L2Bias    float64 // weight of the squares of the biases a rating uses
 	Optimizer string  // sgd, adagrad, sparseadam, adamw or ftrl
 	Seed      uint64
 	TestFrac  float64 // the last TestFrac of each user's ratings by time are the test set
@@ -32,7 +33,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Data: filepath.Join("data", "movielens", "ratings.csv"), OutDir: filepath.Join("data", "movielens"),
-		Dim: 32, Epochs: 10, BatchSize: 256, LR: 0.01, L2: 0.05, Optimizer: "sparseadam",
+		Dim: 128, Epochs: 15, BatchSize: 512, LR: 0.003, L2: 0.1, L2Bias: 0.01, Optimizer: "sparseadam",
 		Seed: 1, TestFrac: 0.2,
 	}
 }
@@ -69,7 +70,7 @@ func optimizer(name string, lr float64) (embedding.Optimizer, error) {
 }
 
 func (c Config) validate() error {
-	if c.Dim <= 0 || c.Epochs <= 0 || c.BatchSize <= 0 || !(c.LR > 0) || !(c.L2 >= 0) ||
+	if c.Dim <= 0 || c.Epochs <= 0 || c.BatchSize <= 0 || !(c.LR > 0) || !(c.L2 >= 0) || !(c.L2Bias >= 0) ||
 		!(c.TestFrac > 0 && c.TestFrac < 1) || c.MaxUsers < 0 {
 		return fmt.Errorf("bad configuration %+v", c)
 	}
@@ -108,15 +109,15 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	res.GlobalMean = constantRMSE(test, mu)
 	fmt.Fprintf(out, "\nglobal mean %.3f                       test RMSE %.4f\n", mu, res.GlobalMean)
 
-	fmt.Fprintf(out, "\nbiases only: mu + b_u + b_i (%s lr %g, l2 %g, batch %d)\n", cfg.Optimizer, cfg.LR, cfg.L2, cfg.BatchSize)
+	fmt.Fprintf(out, "\nbiases only: mu + b_u + b_i (%s lr %g, bias l2 %g, batch %d)\n", cfg.Optimizer, cfg.LR, cfg.L2Bias, cfg.BatchSize)
 	if res.Biases, err = trainBiases(cfg, opt, mu, train, test, out); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(out, "biases only                              test RMSE %.4f\n", res.Biases)
 
-	fmt.Fprintf(out, "\nmatrix factorisation: mu + b_u + b_i + <p_u, q_i>, dim %d (%s lr %g, l2 %g, batch %d)\n",
-		cfg.Dim, cfg.Optimizer, cfg.LR, cfg.L2, cfg.BatchSize)
-	m, err := NewModel(mu, cfg.Dim, opt, cfg.L2, cfg.Seed)
+	fmt.Fprintf(out, "\nmatrix factorisation: mu + b_u + b_i + <p_u, q_i>, dim %d (%s lr %g, l2 %g, bias l2 %g, batch %d)\n",
+		cfg.Dim, cfg.Optimizer, cfg.LR, cfg.L2, cfg.L2Bias, cfg.BatchSize)
+	m, err := NewModel(mu, cfg.Dim, opt, cfg.L2, cfg.L2Bias, cfg.Seed)
 	if err != nil {
 		return res, err
 	}
@@ -144,7 +145,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 // trainBiases trains the biases-only model as the factorisation model is trained and returns
 // its test RMSE after the last epoch.
 func trainBiases(cfg Config, opt embedding.Optimizer, mu float64, train, test []Rating, out io.Writer) (r float64, err error) {
-	b, err := NewModel(mu, 0, opt, cfg.L2, cfg.Seed)
+	b, err := NewModel(mu, 0, opt, cfg.L2, cfg.L2Bias, cfg.Seed)
 	if err != nil {
 		return 0, err
 	}

@@ -35,7 +35,7 @@ func (b *Bar) Add(n int) {
 	b.done += n
 	if b.live && time.Since(b.last) >= redraw {
 		b.last = time.Now()
-		fmt.Fprintf(b.out, "\r%s", b.line())
+		fmt.Fprintf(b.out, "\r%s", b.Line())
 	}
 }
 
@@ -57,12 +57,13 @@ func (b *Bar) Done(suffix string) {
 	if b.live {
 		prefix = "\r"
 	}
-	fmt.Fprintf(b.out, "%s%s %s\n", prefix, b.line(), suffix)
+	fmt.Fprintf(b.out, "%s%s %s\n", prefix, b.Line(), suffix)
 }
 
 const width = 24
 
-func (b *Bar) line() string {
+// Line is the bar as text: label, bar, percentage, rows done, rows per second, ETA, elapsed.
+func (b *Bar) Line() string {
 	frac := 1.0
 	if b.total > 0 {
 		frac = min(float64(b.done)/float64(b.total), 1)
