@@ -34,8 +34,8 @@ func writeCurve(dir string, res Result, out io.Writer) error {
 	script := fmt.Sprintf(`set terminal pngcairo size 800,500
 set output %q
 set datafile separator ","
-set key autotitle columnhead top right
-set title "MovieLens (dslabs), last 20%% of each user's ratings by time held out"
+set key top right
+set title "MovieLens (dslabs): test = each user's latest ratings"
 set xlabel "epoch"
 set ylabel "RMSE"
 set grid
