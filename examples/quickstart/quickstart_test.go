@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,5 +27,20 @@ func TestQuickstart(t *testing.T) {
 	}
 	if !(loss[1] < loss[0]) {
 		t.Errorf("loss went from %v to %v", loss[0], loss[1])
+	}
+}
+
+// TestREADMEHasTheProgram keeps the README's quickstart identical to this program.
+func TestREADMEHasTheProgram(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, src) {
+		t.Error("README.md's quickstart differs from examples/quickstart/main.go: copy the program into it")
 	}
 }
