@@ -26,8 +26,9 @@ func TestAUC(t *testing.T) {
 	}
 }
 
-// TestGeneratorDrifts checks that new ids keep appearing and that the log is reproducible.
-func TestGeneratorDrifts(t *testing.T) {
+// TestGeneratorBringsNewIDs checks that new ids keep appearing and that the log is
+// reproducible.
+func TestGeneratorBringsNewIDs(t *testing.T) {
 	cfg := DefaultConfig().Gen
 	a, b := NewGenerator(cfg), NewGenerator(cfg)
 	seen := map[int64]bool{}
@@ -47,8 +48,8 @@ func TestGeneratorDrifts(t *testing.T) {
 	}
 }
 
-// TestSmallConfig trains on a short stream: the model must learn (AUC well above 0.5, log-loss
-// below the constant click rate's) without beating the hidden model.
+// TestSmallConfig trains on a short stream: the model must learn (AUC above 0.7, log-loss below
+// the constant click rate's) without beating the hidden model.
 func TestSmallConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Train, cfg.Test, cfg.ReportEvery = 150_000, 30_000, 50_000
@@ -58,8 +59,8 @@ func TestSmallConfig(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Logf("\n%s", out.String())
-	if !(res.AUC > 0.6 && res.AUC < res.OracleAUC) {
-		t.Errorf("AUC %.4f, want above 0.6 and below the oracle's %.4f", res.AUC, res.OracleAUC)
+	if !(res.AUC > 0.7 && res.AUC < res.OracleAUC) {
+		t.Errorf("AUC %.4f, want above 0.7 and below the oracle's %.4f", res.AUC, res.OracleAUC)
 	}
 	if !(res.LogLoss < res.BaseLogLoss && res.LogLoss > res.OracleLogLoss) {
 		t.Errorf("log-loss %.4f, want between the oracle's %.4f and the click rate's %.4f", res.LogLoss, res.OracleLogLoss, res.BaseLogLoss)

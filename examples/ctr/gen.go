@@ -28,17 +28,20 @@ type Sample struct {
 
 // GenConfig shapes the synthetic log.
 type GenConfig struct {
-	Seed  uint64
-	Users int     // users active at any time (Zipf ranks)
-	Items int     // items active at any time (Zipf ranks)
-	Zipf  float64 // exponent (> 1) of the id frequencies
-	// Every UserDrift (ItemDrift) samples the active window of user (item) ids moves up by
-	// one: the head of the distribution keeps turning into ids never seen before.
-	UserDrift, ItemDrift int
+	Seed         uint64
+	Users, Items int     // sizes of the established populations, drawn with Zipf frequencies
+	Zipf         float64 // exponent (> 1): P(rank k) is proportional to (k+1)^-Zipf
+	// Every Launch samples a new item is launched; a FreshShare of the impressions go to one of
+	// the Fresh most recently launched items, uniformly.
+	Launch, Fresh int
+	FreshShare    float64
 }
 
-// Generator draws samples in time order. The labels come from a hidden logistic model whose
-// per-id weights are pure functions of (seed, field, id), so the id space is unbounded:
+// Generator draws samples in time order. Each user and established item has a fixed Zipf
+// rank, and its raw id is a 62-bit hash of the rank (as raw feature ids look: large and
+// sparse). New ids keep appearing: users and items from the long tail (Heaps' law) and freshly
+// launched items. The labels come from a hidden logistic model whose per-id weights are pure
+// functions of (seed, field, id), so the id space is unbounded:
 //
 //	logit = -1.6 + b_user + b_item + b_category + b_hour + b_device + mean(b_tag)
 //	        + <u_user, v_item> + <c_category, d_device>
@@ -63,19 +66,28 @@ func NewGenerator(cfg GenConfig) *Generator {
 // Next draws the next sample.
 func (g *Generator) Next() Sample {
 	var s Sample
-	// Zipf rank 0 is the most frequent; the window's newest ids are its head.
-	s.IDs[fUser] = g.t/int64(g.cfg.UserDrift) + int64(g.cfg.Users) - int64(g.user.Uint64())
-	s.IDs[fItem] = g.t/int64(g.cfg.ItemDrift) + int64(g.cfg.Items) - int64(g.item.Uint64())
-	s.IDs[fCategory] = int64(mix(g.cfg.Seed, 1, s.IDs[fItem], 0) % 200)
+	seed := g.cfg.Seed
+	s.IDs[fUser] = rawID(seed, 4, int64(g.user.Uint64()))
+	if launched := g.t / int64(g.cfg.Launch); launched > 0 && g.rng.Float64() < g.cfg.FreshShare {
+		s.IDs[fItem] = rawID(seed, 5, -1-max(0, launched-1-g.rng.Int64N(int64(g.cfg.Fresh))))
+	} else {
+		s.IDs[fItem] = rawID(seed, 5, int64(g.item.Uint64()))
+	}
+	s.IDs[fCategory] = int64(mix(seed, 1, s.IDs[fItem], 0) % 200)
 	s.IDs[fHour] = (g.t / 2000) % 24
 	s.IDs[fDevice] = int64(g.rng.IntN(6))
-	for j := range 1 + mix(g.cfg.Seed, 2, s.IDs[fItem], 0)%3 {
-		s.Tags = append(s.Tags, int64(mix(g.cfg.Seed, 3, s.IDs[fItem], int64(j))%1000))
+	for j := range 1 + mix(seed, 2, s.IDs[fItem], 0)%3 {
+		s.Tags = append(s.Tags, int64(mix(seed, 3, s.IDs[fItem], int64(j))%1000))
 	}
 	s.Truth = g.probability(&s)
 	s.Click = g.rng.Float64() < s.Truth
 	g.t++
 	return s
+}
+
+// rawID is the raw id of rank k (established, k >= 0) or of launched item -1-k.
+func rawID(seed, stream uint64, k int64) int64 {
+	return int64(mix(seed, stream, k, 0) >> 2)
 }
 
 // The hidden model's scales: the standard deviations of the biases per field and of the

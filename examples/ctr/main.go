@@ -20,6 +20,12 @@ func main() {
 	flag.Float64Var(&cfg.DenseLR, "dense-lr", cfg.DenseLR, "Adam learning rate of the MLP")
 	flag.IntVar(&cfg.ReportEvery, "report", cfg.ReportEvery, "samples between progress lines")
 	flag.Uint64Var(&cfg.Gen.Seed, "seed", cfg.Gen.Seed, "seed of the log, the hidden model and the tables")
+	flag.IntVar(&cfg.Gen.Users, "users", cfg.Gen.Users, "users (Zipf ranks)")
+	flag.IntVar(&cfg.Gen.Items, "items", cfg.Gen.Items, "established items (Zipf ranks)")
+	flag.Float64Var(&cfg.Gen.Zipf, "zipf", cfg.Gen.Zipf, "Zipf exponent of the id frequencies (> 1)")
+	flag.IntVar(&cfg.Gen.Launch, "launch", cfg.Gen.Launch, "samples between two item launches")
+	flag.IntVar(&cfg.Gen.Fresh, "fresh", cfg.Gen.Fresh, "how many of the newest items share the fresh impressions")
+	flag.Float64Var(&cfg.Gen.FreshShare, "fresh-share", cfg.Gen.FreshShare, "share of impressions on fresh items")
 	flag.Parse()
 	if _, err := run(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ctr:", err)

@@ -27,7 +27,7 @@ type Config struct {
 // DefaultConfig is the configuration of `go run ./examples/ctr`.
 func DefaultConfig() Config {
 	return Config{
-		Gen:   GenConfig{Seed: 1, Users: 200_000, Items: 50_000, Zipf: 1.1, UserDrift: 20, ItemDrift: 50},
+		Gen:   GenConfig{Seed: 1, Users: 1_000_000, Items: 200_000, Zipf: 1.1, Launch: 20, Fresh: 1000, FreshShare: 0.1},
 		Train: 1_000_000, Test: 100_000, BatchSize: 1024, Dim: 16, Hidden: []int{64, 32},
 		LR: 0.01, DenseLR: 0.001, ReportEvery: 200_000,
 	}
@@ -49,7 +49,8 @@ var runSeq atomic.Int64
 // on the samples that follow.
 func run(cfg Config, out io.Writer) (res Result, err error) {
 	if cfg.Train <= 0 || cfg.Test <= 0 || cfg.BatchSize <= 0 || cfg.Dim <= 0 || cfg.ReportEvery <= 0 ||
-		!(cfg.Gen.Zipf > 1) || cfg.Gen.Users < 2 || cfg.Gen.Items < 2 || cfg.Gen.UserDrift <= 0 || cfg.Gen.ItemDrift <= 0 {
+		!(cfg.Gen.Zipf > 1) || cfg.Gen.Users < 2 || cfg.Gen.Items < 2 || cfg.Gen.Launch <= 0 || cfg.Gen.Fresh <= 0 ||
+		!(cfg.Gen.FreshShare >= 0 && cfg.Gen.FreshShare <= 1) {
 		return res, fmt.Errorf("bad configuration %+v", cfg)
 	}
 	m, err := NewDeepFM(fmt.Sprintf("ctr-%d-", runSeq.Add(1)), cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed)
@@ -65,8 +66,8 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	}
 	opt.AddSteppers(m.Steppers()...)
 
-	fmt.Fprintf(out, "synthetic click log: %d users and %d items active (Zipf %.2f), the windows moving to new ids every %d and %d samples\n",
-		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.UserDrift, cfg.Gen.ItemDrift)
+	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
+		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.Launch, 100*cfg.Gen.FreshShare, cfg.Gen.Fresh)
 	fmt.Fprintf(out, "DeepFM: %d fields (tags an EmbeddingBag), dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
 		numTables, cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
 	fmt.Fprintf(out, "training: one pass over %d samples in time order, batch %d; held out: the next %d samples\n\n",
