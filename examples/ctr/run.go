@@ -9,6 +9,7 @@ import (
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
 	"github.com/gorec/gorec/examples/internal/progress"
+	"github.com/gorec/gorec/examples/internal/scope"
 	"github.com/gorec/gorec/nn"
 )
 
@@ -106,17 +107,15 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writ
 			samples = append(samples, s)
 		}
 		var loss float64
-		cgotorch.WithScope(func(*cgotorch.Scope) {
-			err = cgotorch.Try(func() {
-				b := NewBatch(samples)
-				opt.ZeroGrad()
-				l := cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceMean)
-				l.Backward()
-				loss, err = l.Item()
-			})
-			if err == nil {
-				err = opt.Step()
+		err := scope.Run(func() (err error) {
+			b := NewBatch(samples)
+			opt.ZeroGrad()
+			l := cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceMean)
+			l.Backward()
+			if loss, err = l.Item(); err != nil {
+				return err
 			}
+			return opt.Step()
 		})
 		if err != nil {
 			return 0, fmt.Errorf("step at sample %d: %w", done, err)
@@ -172,20 +171,18 @@ func evaluate(m *DeepFM, gen *Generator, n int, clickRate float64, res *Result) 
 			labels = append(labels, samples[i].Click)
 			base = append(base, clickRate)
 		}
-		var logits []float32
-		var err error
-		cgotorch.WithScope(func(*cgotorch.Scope) {
-			err = cgotorch.Try(func() {
-				cgotorch.NoGrad(func() {
-					logits, err = cgotorch.ToSlice[float32](m.Logits(NewBatch(samples)).Sigmoid())
-				})
+		var probs []float32
+		err := scope.Run(func() (err error) {
+			cgotorch.NoGrad(func() {
+				probs, err = cgotorch.ToSlice[float32](m.Logits(NewBatch(samples)).Sigmoid())
 			})
+			return err
 		})
 		if err != nil {
 			return err
 		}
-		for _, l := range logits {
-			p = append(p, float64(l))
+		for _, q := range probs {
+			p = append(p, float64(q))
 		}
 	}
 	res.AUC, res.LogLoss = auc(p, labels), logLoss(p, labels)

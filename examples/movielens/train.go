@@ -8,13 +8,14 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/examples/internal/progress"
+	"github.com/gorec/gorec/examples/internal/scope"
 )
 
 // fit trains m for epochs over train, printing a progress bar per epoch, and calls after with
 // the epoch number and the training RMSE (before the penalty, averaged over the epoch) after
 // each epoch.
 func fit(m *Model, train []Rating, cfg Config, label string, out io.Writer, after func(epoch int, trainRMSE float64) error) error {
-	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(len(label))))
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0)) // the same order for every model
 	order := make([]int, len(train))
 	for i := range order {
 		order[i] = i
@@ -50,18 +51,16 @@ func fit(m *Model, train []Rating, cfg Config, label string, out io.Writer, afte
 // step runs one training step on a batch, freeing its tensors at the end, and returns the
 // batch's mean squared error.
 func step(m *Model, pairs []int64, values []float32) (mse float64, err error) {
-	cgotorch.WithScope(func(*cgotorch.Scope) {
-		err = cgotorch.Try(func() {
-			x := cgotorch.MustFromSlice(pairs, int64(len(values)), 2)
-			y := cgotorch.MustFromSlice(values, int64(len(values)))
-			m.ZeroGrad()
-			loss, sq := m.Loss(x, y)
-			loss.Backward()
-			mse, err = sq.Item()
-		})
-		if err == nil {
-			err = m.Step()
+	err = scope.Run(func() error {
+		x := cgotorch.MustFromSlice(pairs, int64(len(values)), 2)
+		y := cgotorch.MustFromSlice(values, int64(len(values)))
+		m.ZeroGrad()
+		loss, sq := m.Loss(x, y)
+		loss.Backward()
+		if mse, err = sq.Item(); err != nil {
+			return err
 		}
+		return m.Step()
 	})
 	return mse, err
 }
@@ -83,12 +82,11 @@ func rmse(m *Model, data []Rating) (float64, error) {
 			pairs = append(pairs, r.User, r.Item)
 		}
 		var pred []float32
-		cgotorch.WithScope(func(*cgotorch.Scope) {
-			err = cgotorch.Try(func() {
-				cgotorch.NoGrad(func() {
-					pred, err = cgotorch.ToSlice[float32](m.Forward(cgotorch.MustFromSlice(pairs, int64(len(batch)), 2)))
-				})
+		err = scope.Run(func() (err error) {
+			cgotorch.NoGrad(func() {
+				pred, err = cgotorch.ToSlice[float32](m.Forward(cgotorch.MustFromSlice(pairs, int64(len(batch)), 2)))
 			})
+			return err
 		})
 		for k, p := range pred {
 			d := float64(min(max(p, 0.5), 5) - batch[k].Value)
