@@ -58,8 +58,8 @@ func TestSmallConfig(t *testing.T) {
 	if res.Biases > res.GlobalMean-0.1 {
 		t.Errorf("biases only %.4f does not beat the global mean %.4f by 0.1", res.Biases, res.GlobalMean)
 	}
-	if res.Final() > res.Biases-0.005 {
-		t.Errorf("MF %.4f does not beat biases only %.4f by 0.005", res.Final(), res.Biases)
+	if res.Final() > res.Biases-0.005 || res.MSEGain < 3*res.GainSE {
+		t.Errorf("MF %.4f does not clearly beat biases only %.4f (MSE gain %.4f ± %.4f)", res.Final(), res.Biases, res.MSEGain, res.GainSE)
 	}
 	if res.Users != 671 || res.Items < 7000 {
 		t.Errorf("tables hold %d users and %d movies, want 671 and the ~7,700 rated in training", res.Users, res.Items)

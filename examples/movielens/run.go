@@ -40,14 +40,17 @@ func DefaultConfig() Config {
 
 // Result holds the test RMSEs of a run.
 type Result struct {
-	Train, Test    int       // ratings in each set
-	GlobalMean     float64   // test RMSE of predicting the training mean
-	Biases         float64   // test RMSE of the biases-only model after its last epoch
-	MF             []float64 // test RMSE of the factorisation model after each epoch
-	MFTrain        []float64 // its training RMSE over each epoch
-	Users, Items   int       // ids in the factorisation model's tables at the end
-	Elapsed        time.Duration
-	CurveCSV, Plot string // the files written ("" when not written)
+	Train, Test int       // ratings in each set
+	GlobalMean  float64   // test RMSE of predicting the training mean
+	Biases      float64   // test RMSE of the biases-only model after its last epoch
+	MF          []float64 // test RMSE of the factorisation model after each epoch
+	MFTrain     []float64 // its training RMSE over each epoch
+	// MSEGain is how much lower the factorisation model's final test MSE is than the biases-only
+	// model's, and GainSE its standard error over the test ratings (paired).
+	MSEGain, GainSE float64
+	Users, Items    int // ids in the factorisation model's tables at the end
+	Elapsed         time.Duration
+	CurveCSV, Plot  string // the files written ("" when not written)
 }
 
 // Final is the factorisation model's test RMSE after its last epoch.
@@ -110,9 +113,11 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	fmt.Fprintf(out, "\nglobal mean %.3f                       test RMSE %.4f\n", mu, res.GlobalMean)
 
 	fmt.Fprintf(out, "\nbiases only: mu + b_u + b_i (%s lr %g, bias l2 %g, batch %d)\n", cfg.Optimizer, cfg.LR, cfg.L2Bias, cfg.BatchSize)
-	if res.Biases, err = trainBiases(cfg, opt, mu, train, test, out); err != nil {
+	biasErrs, err := trainBiases(cfg, opt, mu, train, test, out)
+	if err != nil {
 		return res, err
 	}
+	res.Biases = rootMean(biasErrs)
 	fmt.Fprintf(out, "biases only                              test RMSE %.4f\n", res.Biases)
 
 	fmt.Fprintf(out, "\nmatrix factorisation: mu + b_u + b_i + <p_u, q_i>, dim %d (%s lr %g, l2 %g, bias l2 %g, batch %d)\n",
@@ -122,15 +127,20 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
-	err = fit(m, train, cfg, "MF", out, func(epoch int, trainRMSE float64) error {
-		r, err := rmse(m, test)
-		res.MF, res.MFTrain = append(res.MF, r), append(res.MFTrain, trainRMSE)
-		fmt.Fprintf(out, "  epoch %2d: test RMSE %.4f\n", epoch, r)
-		return err
+	var mfErrs []float64
+	err = fit(m, train, cfg, "MF", out, func(epoch int, trainRMSE float64) (err error) {
+		if mfErrs, err = squaredErrors(m, test); err != nil {
+			return err
+		}
+		res.MF, res.MFTrain = append(res.MF, rootMean(mfErrs)), append(res.MFTrain, trainRMSE)
+		fmt.Fprintf(out, "  epoch %2d: test RMSE %.4f\n", epoch, res.Final())
+		return nil
 	})
 	if err != nil {
 		return res, err
 	}
+	diff, se := pairedDiff(biasErrs, mfErrs)
+	res.MSEGain, res.GainSE = diff, se
 	if res.Users, res.Items, err = m.Sizes(); err != nil {
 		return res, err
 	}
@@ -143,17 +153,17 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 }
 
 // trainBiases trains the biases-only model as the factorisation model is trained and returns
-// its test RMSE after the last epoch.
-func trainBiases(cfg Config, opt embedding.Optimizer, mu float64, train, test []Rating, out io.Writer) (r float64, err error) {
+// its squared errors on the test ratings after the last epoch.
+func trainBiases(cfg Config, opt embedding.Optimizer, mu float64, train, test []Rating, out io.Writer) (sq []float64, err error) {
 	b, err := NewModel(mu, 0, opt, cfg.L2, cfg.L2Bias, cfg.Seed)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
 	if err := fit(b, train, cfg, "biases", out, func(int, float64) error { return nil }); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return rmse(b, test)
+	return squaredErrors(b, test)
 }
 
 func summary(res Result, out io.Writer) {
@@ -168,6 +178,8 @@ func summary(res Result, out io.Writer) {
 	fmt.Fprintf(out, "  biases only            %.4f\n", res.Biases)
 	fmt.Fprintf(out, "  matrix factorisation   %.4f after %d epochs (best %.4f at epoch %d), %.1f%% below biases only\n",
 		res.Final(), len(res.MF), best, bestEpoch, 100*(1-res.Final()/res.Biases))
+	fmt.Fprintf(out, "  test MSE, biases only minus factorisation: %.4f ± %.4f (paired standard error over the test ratings)\n",
+		res.MSEGain, res.GainSE)
 	fmt.Fprintf(out, "  tables: %d users, %d movies\n", res.Users, res.Items)
 }
 

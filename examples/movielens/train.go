@@ -68,32 +68,56 @@ func step(m *Model, pairs []int64, values []float32) (mse float64, err error) {
 // evalBatch is the batch size of evaluation.
 const evalBatch = 8192
 
-// rmse is the root mean squared error of m's predictions on data, in evaluation mode (ids not
+// squaredErrors are the squared errors of m's predictions on data, in evaluation mode (ids not
 // seen in training get zero rows), with predictions clipped to the rating scale [0.5, 5].
-func rmse(m *Model, data []Rating) (float64, error) {
+func squaredErrors(m *Model, data []Rating) ([]float64, error) {
 	m.Train(false)
 	defer m.Train(true)
-	var sse float64
-	var err error
-	for start := 0; start < len(data) && err == nil; start += evalBatch {
+	sq := make([]float64, 0, len(data))
+	for start := 0; start < len(data); start += evalBatch {
 		batch := data[start:min(start+evalBatch, len(data))]
 		pairs := make([]int64, 0, 2*len(batch))
 		for _, r := range batch {
 			pairs = append(pairs, r.User, r.Item)
 		}
 		var pred []float32
-		err = scope.Run(func() (err error) {
+		err := scope.Run(func() (err error) {
 			cgotorch.NoGrad(func() {
 				pred, err = cgotorch.ToSlice[float32](m.Forward(cgotorch.MustFromSlice(pairs, int64(len(batch)), 2)))
 			})
 			return err
 		})
+		if err != nil {
+			return nil, err
+		}
 		for k, p := range pred {
 			d := float64(min(max(p, 0.5), 5) - batch[k].Value)
-			sse += d * d
+			sq = append(sq, d*d)
 		}
 	}
-	return math.Sqrt(sse / float64(len(data))), err
+	return sq, nil
+}
+
+// rootMean is the root of the mean of sq.
+func rootMean(sq []float64) float64 {
+	var s float64
+	for _, v := range sq {
+		s += v
+	}
+	return math.Sqrt(s / float64(len(sq)))
+}
+
+// pairedDiff is the mean of a[i]-b[i] and its standard error.
+func pairedDiff(a, b []float64) (mean, se float64) {
+	n := float64(len(a))
+	var s, s2 float64
+	for i := range a {
+		d := a[i] - b[i]
+		s += d
+		s2 += d * d
+	}
+	mean = s / n
+	return mean, math.Sqrt((s2/n - mean*mean) / (n - 1))
 }
 
 // meanRating is the mean of the ratings' values.
