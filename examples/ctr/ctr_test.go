@@ -68,6 +68,9 @@ func TestSmallConfig(t *testing.T) {
 	if res.TableLen["user"] < 10_000 || res.TableLen["item"] < 5_000 || res.TableLen["category"] != 200 {
 		t.Errorf("table sizes %v", res.TableLen)
 	}
+	if res.UnseenItems < 0.05 || res.UnseenItems > 0.5 {
+		t.Errorf("%.1f%% of held-out samples have an item unseen in training, want new items to keep coming", 100*res.UnseenItems)
+	}
 	if strings.Count(out.String(), "  ids:") != 3 {
 		t.Errorf("want 3 progress reports:\n%s", out.String())
 	}

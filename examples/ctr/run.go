@@ -42,6 +42,9 @@ type Result struct {
 	SamplesPerSec            float64 // training throughput, generation included
 	TableLen                 map[string]int
 	TableBytes               int64
+	// UnseenUsers and UnseenItems are the shares of held-out samples whose user (item) id is
+	// not in the table: never seen in training.
+	UnseenUsers, UnseenItems float64
 }
 
 var runSeq atomic.Int64
@@ -54,6 +57,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 		!(cfg.Gen.FreshShare >= 0 && cfg.Gen.FreshShare <= 1) {
 		return res, fmt.Errorf("bad configuration %+v", cfg)
 	}
+	cgotorch.ManualSeed(cfg.Gen.Seed) // the MLP's initial weights
 	m, err := NewDeepFM(fmt.Sprintf("ctr-%d-", runSeq.Add(1)), cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed)
 	if err != nil {
 		return res, err
@@ -82,7 +86,8 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	if err := evaluate(m, gen, cfg.Test, float64(clicks)/float64(cfg.Train), &res); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(out, "\nheld-out (%d samples after the training stream):\n", cfg.Test)
+	fmt.Fprintf(out, "\nheld-out (%d samples after the training stream; %.1f%% with a user and %.1f%% with an item unseen in training):\n",
+		cfg.Test, 100*res.UnseenUsers, 100*res.UnseenItems)
 	fmt.Fprintf(out, "  model      AUC %.4f   log-loss %.4f\n", res.AUC, res.LogLoss)
 	fmt.Fprintf(out, "  oracle     AUC %.4f   log-loss %.4f   (the hidden model's true probabilities)\n", res.OracleAUC, res.OracleLogLoss)
 	fmt.Fprintf(out, "  click rate AUC 0.5000   log-loss %.4f   (the training click rate for everyone)\n", res.BaseLogLoss)
@@ -162,6 +167,7 @@ func evaluate(m *DeepFM, gen *Generator, n int, clickRate float64, res *Result) 
 	defer m.Train(true)
 	var p, truth, base []float64
 	var labels []bool
+	var unseen [numFields]int
 	const batch = 4096
 	for len(p) < n {
 		samples := make([]Sample, min(batch, n-len(p)))
@@ -184,9 +190,35 @@ func evaluate(m *DeepFM, gen *Generator, n int, clickRate float64, res *Result) 
 		for _, q := range probs {
 			p = append(p, float64(q))
 		}
+		if err := countUnseen(m, samples, &unseen); err != nil {
+			return err
+		}
 	}
+	res.UnseenUsers, res.UnseenItems = float64(unseen[fUser])/float64(n), float64(unseen[fItem])/float64(n)
 	res.AUC, res.LogLoss = auc(p, labels), logLoss(p, labels)
 	res.OracleAUC, res.OracleLogLoss = auc(truth, labels), logLoss(truth, labels)
 	res.BaseLogLoss = logLoss(base, labels)
+	return nil
+}
+
+// countUnseen adds to unseen[f] the number of samples whose user or item id (f) is not in its
+// table.
+func countUnseen(m *DeepFM, samples []Sample, unseen *[numFields]int) error {
+	ids := make([]int64, len(samples))
+	for _, f := range []int{fUser, fItem} {
+		for i, s := range samples {
+			ids[i] = s.IDs[f]
+		}
+		rows, found, err := m.fields[f].Table.ReadIDs(ids)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		for _, ok := range found {
+			if !ok {
+				unseen[f]++
+			}
+		}
+	}
 	return nil
 }
