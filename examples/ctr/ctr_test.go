@@ -53,6 +53,7 @@ func TestGeneratorBringsNewIDs(t *testing.T) {
 func TestSmallConfig(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Train, cfg.Test, cfg.ReportEvery = 150_000, 30_000, 50_000
+	cfg.LR, cfg.DenseLR = 0.01, 0.001 // a short stream learns faster with larger steps
 	var out bytes.Buffer
 	res, err := run(cfg, &out)
 	if err != nil {

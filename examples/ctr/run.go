@@ -30,7 +30,7 @@ func DefaultConfig() Config {
 	return Config{
 		Gen:   GenConfig{Seed: 1, Users: 1_000_000, Items: 200_000, Zipf: 1.1, Launch: 20, Fresh: 1000, FreshShare: 0.1},
 		Train: 1_000_000, Test: 100_000, BatchSize: 1024, Dim: 16, Hidden: []int{64, 32},
-		LR: 0.01, DenseLR: 0.001, ReportEvery: 200_000,
+		LR: 0.002, DenseLR: 0.0003, ReportEvery: 200_000,
 	}
 }
 
