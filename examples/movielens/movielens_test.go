@@ -77,3 +77,12 @@ func TestSmallConfig(t *testing.T) {
 		t.Errorf("curve.csv has %d lines, want a header and one per epoch", n)
 	}
 }
+
+// Without Rscript, a missing CSV is ErrNoData (what TestSmallConfig skips on), with the fix.
+func TestEnsureDataWithoutR(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := EnsureData(filepath.Join(t.TempDir(), "ratings.csv"))
+	if !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), "r-cran-dslabs") {
+		t.Fatalf("got %v, want ErrNoData naming r-cran-dslabs", err)
+	}
+}

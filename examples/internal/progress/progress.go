@@ -73,7 +73,7 @@ func (b *Bar) Line() string {
 	rate := b.Rate()
 	eta := "-"
 	if rate > 0 && b.done < b.total {
-		eta = (time.Duration(float64(b.total-b.done)/rate) * time.Second).Round(time.Second).String()
+		eta = time.Duration(float64(b.total-b.done) / rate * float64(time.Second)).Round(time.Second).String()
 	}
 	return fmt.Sprintf("%s [%s] %3.0f%% %d/%d  %.0f rows/s  ETA %s  %s",
 		b.label, bar, 100*frac, b.done, b.total, rate, eta, b.Elapsed().Round(100*time.Millisecond))
