@@ -50,7 +50,6 @@ type Result struct {
 	MSEGain, GainSE float64
 	Users, Items    int // ids in the factorisation model's tables at the end
 	Elapsed         time.Duration
-	CurveCSV, Plot  string // the files written ("" when not written)
 }
 
 // Final is the factorisation model's test RMSE after its last epoch.
