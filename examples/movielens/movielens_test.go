@@ -86,3 +86,27 @@ func TestEnsureDataWithoutR(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoData naming r-cran-dslabs", err)
 	}
 }
+
+// Without gnuplot the curve's CSV is still written, and the output says the PNG was skipped.
+func TestCurveWithoutGnuplot(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	dir := t.TempDir()
+	var out bytes.Buffer
+	res := Result{GlobalMean: 1.07, Biases: 0.91, MF: []float64{0.95, 0.90}, MFTrain: []float64{0.9, 0.8}}
+	if err := writeCurve(dir, res, &out); err != nil {
+		t.Fatal(err)
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "curve.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "2,0.80000,0.90000,0.91000,1.07000\n"; !strings.HasSuffix(string(csv), want) {
+		t.Errorf("curve.csv:\n%s\nwant it to end with %q", csv, want)
+	}
+	if !strings.Contains(out.String(), "skipped the PNG") {
+		t.Errorf("output %q does not say the PNG was skipped", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "curve.png")); !os.IsNotExist(err) {
+		t.Errorf("curve.png: %v", err)
+	}
+}
