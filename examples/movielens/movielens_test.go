@@ -61,6 +61,9 @@ func TestSmallConfig(t *testing.T) {
 	if res.Final() > res.Biases-0.005 || res.MSEGain < 3*res.GainSE {
 		t.Errorf("MF %.4f does not clearly beat biases only %.4f (MSE gain %.4f ± %.4f)", res.Final(), res.Biases, res.MSEGain, res.GainSE)
 	}
+	if res.WarmTest >= res.Test || res.WarmMF >= res.WarmBiases {
+		t.Errorf("on %d of %d test ratings with known movies: MF %.4f, biases only %.4f", res.WarmTest, res.Test, res.WarmMF, res.WarmBiases)
+	}
 	if res.Users != 671 || res.Items < 7000 {
 		t.Errorf("tables hold %d users and %d movies, want 671 and the ~7,700 rated in training", res.Users, res.Items)
 	}

@@ -48,8 +48,12 @@ type Result struct {
 	// MSEGain is how much lower the factorisation model's final test MSE is than the biases-only
 	// model's, and GainSE its standard error over the test ratings (paired).
 	MSEGain, GainSE float64
-	Users, Items    int // ids in the factorisation model's tables at the end
-	Elapsed         time.Duration
+	// WarmTest counts the test ratings of movies rated in training; WarmBiases and WarmMF are the
+	// final test RMSEs on them (the other test movies are unknown to both models).
+	WarmTest           int
+	WarmBiases, WarmMF float64
+	Users, Items       int // ids in the factorisation model's tables at the end
+	Elapsed            time.Duration
 }
 
 // Final is the factorisation model's test RMSE after its last epoch.
@@ -138,8 +142,10 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	diff, se := pairedDiff(biasErrs, mfErrs)
-	res.MSEGain, res.GainSE = diff, se
+	res.MSEGain, res.GainSE = pairedDiff(biasErrs, mfErrs)
+	warm := warmRatings(train, test)
+	res.WarmTest = len(warm)
+	res.WarmBiases, res.WarmMF = rootMean(subset(biasErrs, warm)), rootMean(subset(mfErrs, warm))
 	if res.Users, res.Items, err = m.Sizes(); err != nil {
 		return res, err
 	}
@@ -179,7 +185,32 @@ func summary(res Result, out io.Writer) {
 		res.Final(), len(res.MF), best, bestEpoch, 100*(1-res.Final()/res.Biases))
 	fmt.Fprintf(out, "  test MSE, biases only minus factorisation: %.4f ± %.4f (paired standard error over the test ratings)\n",
 		res.MSEGain, res.GainSE)
+	fmt.Fprintf(out, "  on the %d test ratings of movies rated in training: biases only %.4f, factorisation %.4f\n",
+		res.WarmTest, res.WarmBiases, res.WarmMF)
 	fmt.Fprintf(out, "  tables: %d users, %d movies\n", res.Users, res.Items)
+}
+
+// warmRatings returns the indices of the test ratings whose movie has a training rating.
+func warmRatings(train, test []Rating) []int {
+	seen := map[int64]bool{}
+	for _, r := range train {
+		seen[r.Item] = true
+	}
+	var idx []int
+	for i, r := range test {
+		if seen[r.Item] {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+func subset(v []float64, idx []int) []float64 {
+	out := make([]float64, len(idx))
+	for k, i := range idx {
+		out[k] = v[i]
+	}
+	return out
 }
 
 // firstUsers keeps the ratings of the n users with the smallest ids.
