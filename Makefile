@@ -1,4 +1,4 @@
-# gorec — build, test and benchmark. `make test` is what CI runs; `make example` runs the demo.
+# gorec — build, test and benchmark. `make test` is what CI runs; `make example` runs the MovieLens example.
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 export PATH := $(PATH):/usr/local/go/bin
@@ -11,6 +11,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # BLAS unless an optimised one is installed (10x slower matmuls); the OpenMP build matches
 # libtorch's own OpenMP runtime.
 APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp
+# The examples': MovieLens ratings (r-cran-dslabs, read with its Rscript) and the training curve's
+# picture; installed without their recommends (R's would pull a compiler toolchain).
+APT_EXAMPLE_PACKAGES := r-cran-dslabs gnuplot-nox
 
 # Another libtorch: `make test LIBTORCH=/path/to/libtorch` (a directory with include/ and lib/).
 ifdef LIBTORCH
@@ -28,12 +31,18 @@ endif
 .PHONY: all deps build vet test gotest sanitize bench example clean test-libtorch2 gotest-core
 all: build
 
+# $(call apt-install,packages,apt-get options) installs those of the packages that are missing.
+define apt-install
+missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+if [ -n "$$missing" ]; then \
+  echo "installing: $$missing"; \
+  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(2) $$missing >/dev/null; \
+fi
+endef
+
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing: $$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@$(call apt-install,$(APT_PACKAGES),)
+	@$(call apt-install,$(APT_EXAMPLE_PACKAGES),--no-install-recommends)
 	@command -v $(GO) >/dev/null || { echo "Go 1.24 or newer is needed: https://go.dev/dl"; exit 1; }
 
 build: deps
@@ -78,8 +87,9 @@ sanitize: deps $(BUILD)/san/abi_test
 bench: deps
 	@scripts/bench.sh
 
+# MovieLens matrix factorisation; the data is extracted to data/movielens/ (ignored) on first use.
 example: deps
-	$(GO) run ./examples/tensordemo
+	$(GO) run ./examples/movielens
 
 # ---- the same tensor tests against libtorch 2.x from PyPI's torch wheel (CPU part only) -------
 # PyPI's Linux wheel is the CUDA build: its libtorch_cpu.so also needs libcudart and libcupti

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/nn"
+)
+
+// Batch holds a batch of samples as tensors: IDs[f] int64 [B] for each single-valued field,
+// the tags as a flat int64 [N] with offsets [B], the same ids tagged with their field for the
+// shared first-order table (tagged), and the labels float32 [B, 1].
+type Batch struct {
+	IDs, Tagged      [numFields]*nn.Tensor
+	Tags, TaggedTags *nn.Tensor
+	Offs             *nn.Tensor
+	Labels           *nn.Tensor
+}
+
+// NewBatch converts samples to tensors.
+func NewBatch(samples []Sample) *Batch {
+	n := len(samples)
+	var ids [numFields][]int64
+	for f := range ids {
+		ids[f] = make([]int64, n)
+	}
+	var tags, offs []int64
+	labels := make([]float32, n)
+	for i, s := range samples {
+		for f := range ids {
+			ids[f][i] = s.IDs[f]
+		}
+		offs = append(offs, int64(len(tags)))
+		tags = append(tags, s.Tags...)
+		if s.Click {
+			labels[i] = 1
+		}
+	}
+	b := &Batch{
+		Tags:       cgotorch.MustFromSlice(tags),
+		TaggedTags: cgotorch.MustFromSlice(tagged(tags, numFields)),
+		Offs:       cgotorch.MustFromSlice(offs),
+		Labels:     cgotorch.MustFromSlice(labels, int64(n), 1),
+	}
+	for f := range ids {
+		b.IDs[f] = cgotorch.MustFromSlice(ids[f])
+		b.Tagged[f] = cgotorch.MustFromSlice(tagged(ids[f], f))
+	}
+	return b
+}
+
+// tagged returns ids with field's number in the high bits, which keeps the fields apart in the
+// shared first-order table.
+func tagged(ids []int64, field int) []int64 {
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		out[i] = int64(field+1)<<48 ^ id
+	}
+	return out
+}
+
+// DeepFM (Guo et al., 2017) over hash embedding tables: a first-order term (one weight per
+// field value, from a shared dim-1 table keyed by field-tagged ids), FM's pairwise interactions
+// of the fields' Dim-wide embeddings, and an MLP over their concatenation; the logit is the
+// sum of the three. Each field has its own table; the tags field is an EmbeddingBag (mean).
+type DeepFM struct {
+	nn.Container
+	fields    [numFields]*nn.Embedding
+	tags      *nn.EmbeddingBag
+	linear    *nn.Embedding    // first-order weights of the single-valued fields
+	linearBag *nn.EmbeddingBag // first-order weights of the tags, in the same table
+	mlp       *nn.Sequential
+	tables    []*embedding.Table
+}
+
+// numTables is the number of field tables (the single-valued fields and the tags).
+const numTables = numFields + 1
+
+// NewDeepFM creates the model's tables (names prefixed by prefix) with the sparse optimizer opt.
+func NewDeepFM(prefix string, dim int, hidden []int, opt embedding.Optimizer, seed uint64) (*DeepFM, error) {
+	m := &DeepFM{}
+	table := func(name string, d int) (*embedding.Table, error) {
+		t, err := embedding.New(prefix+name, embedding.Config{
+			Dim: d, Optimizer: opt, Seed: seed, Initializer: embedding.Normal{Std: 0.01},
+		})
+		if err == nil {
+			m.tables = append(m.tables, t)
+		}
+		return t, err
+	}
+	for f := range m.fields {
+		t, err := table(fieldNames[f], dim)
+		if err != nil {
+			return nil, errors.Join(err, m.Close())
+		}
+		m.fields[f] = nn.NewEmbedding(t, nn.EmbeddingOptions{})
+		m.Add(fieldNames[f], m.fields[f])
+	}
+	t, err := table("tags", dim)
+	if err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	m.tags = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
+	if t, err = table("linear", 1); err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
+	m.linear = nn.NewEmbedding(t, nn.EmbeddingOptions{})
+	m.linearBag = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
+	m.Add("linear", m.linear)
+
+	m.mlp = nn.NewSequential()
+	in := numTables * dim
+	for _, h := range hidden {
+		m.mlp.Append(nn.NewLinear(in, h, true)).Append(&nn.ReLU{})
+		in = h
+	}
+	m.mlp.Append(nn.NewLinear(in, 1, true))
+	m.Add("mlp", m.mlp)
+	return m, nil
+}
+
+// Logits returns the model's logits, float32 [B, 1].
+func (m *DeepFM) Logits(b *Batch) *nn.Tensor {
+	embs := make([]*nn.Tensor, 0, numTables)
+	first := make([]*nn.Tensor, 0, numTables)
+	for f, e := range m.fields {
+		embs = append(embs, e.Forward(b.IDs[f]))             // [B, dim]
+		first = append(first, m.linear.Forward(b.Tagged[f])) // [B, 1]
+	}
+	embs = append(embs, m.tags.Forward(b.Tags, b.Offs))
+	first = append(first, m.linearBag.Forward(b.TaggedTags, b.Offs))
+
+	e := cgotorch.Stack(embs, 1) // [B, F, dim]
+	sum := e.SumDim([]int64{1}, false)
+	fm := sum.Square().Sub(e.Square().SumDim([]int64{1}, false)).SumDim([]int64{1}, true).MulScalar(0.5)
+	deep := m.mlp.Forward(e.Flatten(1, 2))
+	return cgotorch.Cat(first, 1).SumDim([]int64{1}, true).Add(fm).Add(deep)
+}
+
+// Steppers returns the tables' steppers, the bags included (EmbeddingBag is not a Module, so
+// the Container does not hold them).
+func (m *DeepFM) Steppers() []nn.Stepper {
+	return append(m.Container.Steppers(), m.tags, m.linearBag)
+}
+
+// Train sets the mode of every child, the bags included.
+func (m *DeepFM) Train(on bool) {
+	m.Container.Train(on)
+	m.tags.Train(on)
+	m.linearBag.Train(on)
+}
+
+// TableStats returns the stats of each field table and of the first-order table, named.
+func (m *DeepFM) TableStats() ([]string, []embedding.Stats, error) {
+	names := append(fieldNames[:numTables:numTables], "linear")
+	stats := make([]embedding.Stats, len(m.tables))
+	for i, t := range m.tables {
+		st, err := t.Stats()
+		if err != nil {
+			return nil, nil, fmt.Errorf("stats of %s: %w", names[i], err)
+		}
+		stats[i] = st
+	}
+	return names, stats, nil
+}
+
+// Close closes the model's tables.
+func (m *DeepFM) Close() error {
+	var errs []error
+	for _, t := range m.tables {
+		errs = append(errs, t.Close())
+	}
+	return errors.Join(errs...)
+}
