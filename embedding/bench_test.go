@@ -186,3 +186,77 @@ func BenchmarkLayout(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTableLookupGo is the Go half of the Go-versus-C comparison of `make bench`: a lookup
+// of a batch of 4,096 random present ids on a table of 2^20 ids at dim 64, single thread,
+// through embedding.Table.Lookup and through the raw cgotorch handle, with the result closed.
+// cgotorch/ctest/table_bench.c times the same call from C on the same kind of table
+// (table_lookup_c_d64); scripts/bench.sh prints the ratios. Besides ns/op (the mean), each
+// reports ns/batch: the best mean over groups of 32 batches, the statistic the C program uses.
+func BenchmarkTableLookupGo(b *testing.B) {
+	const n, dim, groups = 1 << 20, 64, 32
+	if err := cgotorch.SetNumThreads(1); err != nil {
+		b.Fatal(err)
+	}
+	tbl, err := embedding.New(b.Name(), embedding.Config{Dim: dim, Capacity: n, Seed: 1,
+		Initializer: embedding.Uniform{Low: -0.05, High: 0.05}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tbl.Close()
+	key := func(k int64) int64 { return int64(uint64(k) * 0x9E3779B97F4A7C15) }
+	v := make([]int64, 0, 65536)
+	for s := int64(0); s < n; s += int64(cap(v)) {
+		v = v[:0]
+		for i := s; i < n && len(v) < cap(v); i++ {
+			v = append(v, key(i))
+		}
+		k := cgotorch.MustFromSlice(v)
+		if _, err := tbl.Indices(k, true); err != nil {
+			b.Fatal(err)
+		}
+		k.Close()
+	}
+	raw, err := cgotorch.OpenTable(b.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// (raw is released by its cleanup; closing it would close the table for tbl too.)
+	rng := rand.New(rand.NewSource(7))
+	var keys []*cgotorch.Tensor
+	for j := 0; j < groups; j++ {
+		v = v[:0]
+		for i := 0; i < benchBatch; i++ {
+			v = append(v, key(rng.Int63n(n)))
+		}
+		keys = append(keys, cgotorch.MustFromSlice(v))
+	}
+	defer func() {
+		for _, k := range keys {
+			k.Close()
+		}
+	}()
+	for _, c := range []struct {
+		name   string
+		lookup func(*cgotorch.Tensor) (*cgotorch.Tensor, error)
+	}{{"embedding", tbl.Lookup}, {"cgotorch", raw.Lookup}} {
+		b.Run(c.name, func(b *testing.B) {
+			best := time.Duration(1 << 62)
+			start, done := time.Now(), 0
+			for i := 0; i < b.N; i++ {
+				r, err := c.lookup(keys[i%groups])
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+				if done++; done == groups {
+					best = min(best, time.Since(start))
+					start, done = time.Now(), 0
+				}
+			}
+			if best < time.Duration(1<<62) {
+				b.ReportMetric(float64(best.Nanoseconds())/groups, "ns/batch")
+			}
+		})
+	}
+}

@@ -12,3 +12,26 @@ table-sanitize: deps $(BUILD)/san/table_test
 	$(BUILD)/san/table_test
 
 sanitize: table-sanitize
+
+# ---- table benchmark: `make table-bench` ------------------------------------------------------
+# cgotorch's sources built as cgo builds them (C++ -O2, C -O3; see cgotorch/flags.go), without
+# sanitizers, in build/opt/, linked with the C benchmark program cgotorch/ctest/table_bench.c.
+# It prints `BENCH` lines (scripts/bench.sh collects every *-bench target). TABLE_BENCH_ARGS
+# passes options to the program (e.g. "-n 262144 -reps 3" for a quick run).
+.PHONY: table-bench
+OPT_OBJS := $(CT_CC_SRCS:cgotorch/%.cc=$(BUILD)/opt/%.o) $(CT_C_SRCS:cgotorch/%.c=$(BUILD)/opt/%.o)
+TABLE_BENCH_ARGS ?=
+
+$(BUILD)/opt:
+	mkdir -p $@
+$(BUILD)/opt/%.o: cgotorch/%.cc $(wildcard cgotorch/*.h) | $(BUILD)/opt
+	$(CXX) -std=c++17 -O2 $(TORCH_INC) -Wall -Wno-unused-parameter -c $< -o $@
+$(BUILD)/opt/%.o: cgotorch/%.c $(wildcard cgotorch/*.h) | $(BUILD)/opt
+	$(CC) -O3 -std=gnu11 -Wall -c $< -o $@
+$(BUILD)/opt/table_bench.o: cgotorch/ctest/table_bench.c cgotorch/cgotorch.h | $(BUILD)/opt
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -Icgotorch -c $< -o $@
+$(BUILD)/opt/table_bench: $(BUILD)/opt/table_bench.o $(OPT_OBJS)
+	$(CXX) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10 -lm
+
+table-bench: deps $(BUILD)/opt/table_bench
+	$(BUILD)/opt/table_bench $(TABLE_BENCH_ARGS)

@@ -1,0 +1,392 @@
+/* table_bench.c: single-thread benchmark of the embedding table's kernels through the C ABI,
+ * each next to a plain C loop doing the same memory work on the same kind of rows (the
+ * bandwidth reference). Built against cgotorch's objects compiled as cgo compiles them:
+ * `make table-bench`.
+ *
+ * Setup, per dim D (16, 64, 128) and per operation: a table pre-sized for and holding N ids,
+ * N = 2^26 / D (256 MiB per slot: 4M ids at D = 16, 1M at 64, 512K at 128; -n sets one N for
+ * every D), the ids being k * 0x9E3779B97F4A7C15 (k < N, a bijection of int64, so the id map
+ * sees spread-out keys). The reference is a flat float array [N, D] per slot (embedding,
+ * optimizer states), every page touched before timing. Both are far beyond the 32 MiB L3.
+ * Batches of 4,096 ids drawn uniformly from the N (duplicates possible, as in training); the
+ * reference works on the rows the table gave those ids (ct_table_indices).
+ *
+ *   lookup:  ct_table_lookup (id map find + gather into a new [4096, D] tensor, freed) vs
+ *            memcpy of row r to out[i] (out allocated once). table_find_dD: the id map part
+ *            alone (ct_table_indices without insert: the rows' indices as an int64 tensor).
+ *   update:  ct_table_update with grads [4096, D] (validation, summing duplicates, id map,
+ *            optimizer step) vs the rule applied to row r in place, batch order:
+ *              SGD (lr 0.01):     w -= lr * g
+ *              Adagrad:           s += g * g; w -= lr * g / (sqrt(s) + eps)
+ *              SparseAdam:        m += (1-b1)(g-m); v += (1-b2)(g*g-v); w -= ss * m / (sqrt(v) + eps)
+ *
+ * Each repetition (-reps, default 5) times B batches (-batches, default 32) of the table and B
+ * of the reference, alternating which goes first. Every pass gets batches of its own (never
+ * reused): 32 batches touch ~130K rows, so a pass that repeated earlier rows would find them
+ * in the L3 cache. A figure is the best repetition (thread CPU time; the machine is shared),
+ * in ns per row (ns per batch for the Go comparison). Output: `BENCH <name> <value> <unit>`
+ * lines; ratio = table / reference (target: at most 1.3).
+ *
+ * The reference loops are plain: no software prefetch (the table's kernels prefetch rows 16
+ * ahead, which is why they can beat them on updates).
+ *
+ * Also: table_lookup_c_d64 (ns per batch of 4,096 through the C ABI at D = 64: 32 batches
+ * cycled, wall-clock, best 32-batch mean, exactly as the Go benchmark BenchmarkTableLookupGo
+ * times the same call from Go on the same kind of table) and the table's bytes per
+ * stored id beyond the rows themselves (ct_table_stats: id map, blocks' slack, per-row
+ * bookkeeping), pre-sized and grown from empty. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "cgotorch.h"
+
+#define BATCH 4096
+
+static int64_t n_ids = 0; /* 0: 2^26 / D */
+static int n_batches = 32;
+static int n_reps = 5;
+
+static void die(ct_error e, const char *what) {
+  if (e == NULL) return;
+  fprintf(stderr, "%s: %s\n", what, e);
+  exit(1);
+}
+
+/* This thread's CPU time (user + system, page faults included): the machine is shared, and CPU
+ * time is what other processes' load changes least (-wall: wall-clock time instead). */
+static clockid_t clock_id = CLOCK_THREAD_CPUTIME_ID;
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(clock_id, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static uint64_t rng_state = 42;
+static uint64_t rng_next(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+static int64_t key_of(int64_t k) { return (int64_t)((uint64_t)k * 0x9E3779B97F4A7C15ULL); }
+
+static ct_tensor ids_tensor(const int64_t *ids, int64_t n) {
+  ct_tensor t = NULL;
+  die(ct_tensor_from_data(&t, ids, (size_t)n * sizeof(int64_t), CT_INT64, &n, 1), "ids tensor");
+  return t;
+}
+
+static ct_tensor rows_tensor(const float *v, int64_t n, int64_t d) {
+  ct_tensor t = NULL;
+  int64_t shape[2] = {n, d};
+  die(ct_tensor_from_data(&t, v, (size_t)(n * d) * sizeof(float), CT_FLOAT32, shape, 2), "rows tensor");
+  return t;
+}
+
+static ct_table_config config(int64_t dim, int32_t opt, int64_t capacity) {
+  ct_table_config c;
+  memset(&c, 0, sizeof c);
+  c.dim = dim;
+  c.capacity = capacity;
+  c.initializer = CT_INIT_UNIFORM;
+  c.init_params[0] = -0.05;
+  c.init_params[1] = 0.05;
+  c.optimizer = opt;
+  c.device.type = CT_CPU;
+  c.device.index = -1;
+  c.seed = 1;
+  switch (opt) {
+    case CT_OPT_SGD: c.opt_params[0] = 0.01; break;
+    case CT_OPT_ADAGRAD: c.opt_params[0] = 0.01; c.opt_params[3] = 1e-10; break;
+    case CT_OPT_SPARSE_ADAM:
+      c.opt_params[0] = 1e-3; c.opt_params[1] = 0.9; c.opt_params[2] = 0.999; c.opt_params[3] = 1e-8;
+      break;
+    default: break;
+  }
+  return c;
+}
+
+/* A table holding ids key_of(0 .. n-1); rows[k] gets the row of key_of(k). */
+static ct_table make_table(const char *name, int64_t n, int64_t dim, int32_t opt, int64_t capacity, int64_t *rows) {
+  ct_table t = NULL;
+  ct_table_config cfg = config(dim, opt, capacity);
+  die(ct_table_new(&t, name, &cfg), "table new");
+  const int64_t chunk = 65536;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)chunk);
+  for (int64_t s = 0; s < n; s += chunk) {
+    int64_t m = n - s < chunk ? n - s : chunk;
+    for (int64_t i = 0; i < m; i++) ids[i] = key_of(s + i);
+    ct_tensor k = ids_tensor(ids, m), r = NULL;
+    die(ct_table_indices(&r, t, k, 1), "indices");
+    if (rows != NULL) die(ct_tensor_copy_to(rows + s, (size_t)m * sizeof(int64_t), r, CT_INT64), "copy rows");
+    ct_tensor_free(k);
+    ct_tensor_free(r);
+  }
+  free(ids);
+  return t;
+}
+
+static void close_table(ct_table t) {
+  die(ct_table_close(t), "close");
+  ct_table_free(t);
+}
+
+/* The batches of every pass: keys tensors and the rows of their ids. */
+typedef struct {
+  int count;
+  ct_tensor *keys;
+  int64_t *rows; /* [count][BATCH] */
+} Batches;
+
+static Batches make_batches(const int64_t *row_of, int64_t n, int count) {
+  Batches b;
+  int64_t ids[BATCH];
+  b.count = count;
+  b.keys = malloc(sizeof(ct_tensor) * (size_t)count);
+  b.rows = malloc(sizeof(int64_t) * (size_t)count * BATCH);
+  rng_state = 7;
+  for (int j = 0; j < count; j++) {
+    for (int i = 0; i < BATCH; i++) {
+      int64_t k = (int64_t)(rng_next() % (uint64_t)n);
+      ids[i] = key_of(k);
+      b.rows[(size_t)j * BATCH + (size_t)i] = row_of[k];
+    }
+    b.keys[j] = ids_tensor(ids, BATCH);
+  }
+  return b;
+}
+
+static void free_batches(Batches *b) {
+  for (int j = 0; j < b->count; j++) ct_tensor_free(b->keys[j]);
+  free(b->keys);
+  free(b->rows);
+}
+
+/* The reference's arrays get what the table's storage gets (see "huge-page backed row storage"
+ * in table.cc): 2 MiB alignment and MADV_HUGEPAGE. With 4 KiB pages a random row costs a page
+ * walk, which on this virtual machine made the plain loops slower than the table. */
+static float *flat(int64_t n, float v) {
+  const size_t bytes = sizeof(float) * (size_t)n, huge = (size_t)2 << 20;
+  float *p = NULL;
+  if (posix_memalign((void **)&p, huge, (bytes + huge - 1) / huge * huge) != 0) p = NULL;
+#ifdef MADV_HUGEPAGE
+  if (p != NULL && bytes >= huge) madvise(p, (bytes + huge - 1) / huge * huge, MADV_HUGEPAGE);
+#endif
+  if (p == NULL) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  for (int64_t i = 0; i < n; i++) p[i] = v;
+  return p;
+}
+
+/* ---- the reference loops ------------------------------------------------------------------ */
+
+static void ref_gather(const float *w, const int64_t *rows, int64_t d, float *out) {
+  for (int i = 0; i < BATCH; i++) memcpy(out + (size_t)i * (size_t)d, w + rows[i] * d, sizeof(float) * (size_t)d);
+}
+
+static void ref_sgd(float *w, const int64_t *rows, int64_t d, const float *g, float lr) {
+  for (int i = 0; i < BATCH; i++) {
+    float *wr = w + rows[i] * d;
+    const float *gi = g + (size_t)i * (size_t)d;
+    for (int64_t j = 0; j < d; j++) wr[j] -= lr * gi[j];
+  }
+}
+
+static void ref_adagrad(float *w, float *s, const int64_t *rows, int64_t d, const float *g, float lr, float eps) {
+  for (int i = 0; i < BATCH; i++) {
+    float *wr = w + rows[i] * d, *sr = s + rows[i] * d;
+    const float *gi = g + (size_t)i * (size_t)d;
+    for (int64_t j = 0; j < d; j++) {
+      sr[j] += gi[j] * gi[j];
+      wr[j] -= lr * gi[j] / (sqrtf(sr[j]) + eps);
+    }
+  }
+}
+
+static void ref_adam(float *w, float *m, float *v, const int64_t *rows, int64_t d, const float *g, float a1,
+                     float a2, float ss, float eps) {
+  for (int i = 0; i < BATCH; i++) {
+    float *wr = w + rows[i] * d, *mr = m + rows[i] * d, *vr = v + rows[i] * d;
+    const float *gi = g + (size_t)i * (size_t)d;
+    for (int64_t j = 0; j < d; j++) {
+      mr[j] += a1 * (gi[j] - mr[j]);
+      vr[j] += a2 * (gi[j] * gi[j] - vr[j]);
+      wr[j] -= ss * mr[j] / (sqrtf(vr[j]) + eps);
+    }
+  }
+}
+
+/* ---- timing ------------------------------------------------------------------------------- */
+
+static void report(const char *what, int64_t d, double table_ns, double ref_ns) {
+  printf("BENCH table_%s_d%ld %.2f ns/row\n", what, (long)d, table_ns);
+  printf("BENCH table_%s_d%ld_ref %.2f ns/row\n", what, (long)d, ref_ns);
+  printf("BENCH table_%s_d%ld_ratio %.2f x\n", what, (long)d, table_ns / ref_ns);
+  fflush(stdout);
+}
+
+static const char *opt_name(int32_t opt) {
+  switch (opt) {
+    case CT_OPT_SGD: return "sgd";
+    case CT_OPT_ADAGRAD: return "adagrad";
+    case CT_OPT_SPARSE_ADAM: return "adam";
+    default: return "lookup";
+  }
+}
+
+/* One table (optimizer opt, or lookups when CT_OPT_NONE) at dim d, against its reference. */
+static void bench(int64_t d, int32_t opt) {
+  const int64_t n = n_ids > 0 ? n_ids : ((int64_t)1 << 26) / d;
+  int64_t *row_of = malloc(sizeof(int64_t) * (size_t)n);
+  ct_table t = make_table("bench", n, d, opt, n, row_of);
+  const int passes = opt == CT_OPT_NONE ? 3 : 2; /* lookups: also the id map alone */
+  Batches b = make_batches(row_of, n, passes * n_reps * n_batches);
+  free(row_of);
+  const int64_t cells = n * d;
+  float *w = flat(cells, 0.01f);
+  float *s0 = opt == CT_OPT_ADAGRAD || opt == CT_OPT_SPARSE_ADAM ? flat(cells, 0.f) : NULL;
+  float *s1 = opt == CT_OPT_SPARSE_ADAM ? flat(cells, 0.f) : NULL;
+  float *out = flat((int64_t)BATCH * d, 0.f);
+  float *g = flat((int64_t)BATCH * d, 0.f);
+  for (int64_t i = 0; i < (int64_t)BATCH * d; i++) g[i] = (float)((double)(rng_next() >> 11) * 0x1.0p-53 - 0.5);
+  ct_tensor grads = rows_tensor(g, BATCH, d);
+  double best_t = 1e300, best_r = 1e300, best_f = 1e300;
+  int64_t step = 0;
+  for (int rep = 0; rep < n_reps; rep++) {
+    for (int which = 0; which < passes; which++) {
+      const int table_turn = which < 2 && (which + rep) % 2 == 0, find_turn = which == 2;
+      double t0 = now_ns();
+      const int first = (passes * rep + which) * n_batches; /* this pass's batches */
+      for (int j = first; j < first + n_batches; j++) {
+        const int64_t *rows = b.rows + (size_t)j * BATCH;
+        if (find_turn) {
+          ct_tensor r = NULL;
+          die(ct_table_indices(&r, t, b.keys[j], 0), "indices");
+          ct_tensor_free(r);
+          continue;
+        }
+        if (table_turn) {
+          if (opt == CT_OPT_NONE) {
+            ct_tensor r = NULL;
+            if (getenv("TWICE")) { die(ct_table_lookup(&r, t, b.keys[0]), "lookup"); }
+            else die(ct_table_lookup(&r, t, b.keys[j]), "lookup");
+            ct_tensor_free(r);
+          } else {
+            die(ct_table_update(t, b.keys[j], grads), "update");
+          }
+          continue;
+        }
+        switch (opt) {
+          case CT_OPT_NONE: ref_gather(w, rows, d, out); break;
+          case CT_OPT_SGD: ref_sgd(w, rows, d, g, 0.01f); break;
+          case CT_OPT_ADAGRAD: ref_adagrad(w, s0, rows, d, g, 0.01f, 1e-10f); break;
+          case CT_OPT_SPARSE_ADAM: {
+            step++;
+            const double ss = 1e-3 * sqrt(1 - pow(0.999, (double)step)) / (1 - pow(0.9, (double)step));
+            ref_adam(w, s0, s1, rows, d, g, 0.1f, 0.001f, (float)ss, 1e-8f);
+            break;
+          }
+        }
+      }
+      double dt = (now_ns() - t0) / ((double)n_batches * BATCH);
+      if (find_turn) {
+        if (dt < best_f) best_f = dt;
+      } else if (table_turn) {
+        if (dt < best_t) best_t = dt;
+      } else if (dt < best_r) {
+        best_r = dt;
+      }
+    }
+  }
+  /* Keep the reference's results alive. */
+  volatile float sink = w[(size_t)b.rows[0] * (size_t)d] + out[0];
+  (void)sink;
+  report(opt_name(opt), d, best_t, best_r);
+  if (opt == CT_OPT_NONE) printf("BENCH table_find_d%ld %.2f ns/row\n", (long)d, best_f);
+  if (opt == CT_OPT_NONE && d == 64) {
+    /* The Go comparison, timed as BenchmarkTableLookupGo times it: the same 32 batches cycled,
+     * wall-clock time, the best mean over a group of 32 lookups (of -reps * 8 groups). */
+    double best = 1e300;
+    for (int grp = 0; grp < n_reps * 8; grp++) {
+      struct timespec a, z;
+      clock_gettime(CLOCK_MONOTONIC, &a);
+      for (int j = 0; j < 32; j++) {
+        ct_tensor r = NULL;
+        die(ct_table_lookup(&r, t, b.keys[j % b.count]), "lookup");
+        ct_tensor_free(r);
+      }
+      clock_gettime(CLOCK_MONOTONIC, &z);
+      const double dt = ((double)(z.tv_sec - a.tv_sec) * 1e9 + (double)(z.tv_nsec - a.tv_nsec)) / 32;
+      if (dt < best) best = dt;
+    }
+    printf("BENCH table_lookup_c_d64 %.0f ns/batch\n", best);
+  }
+  ct_tensor_free(grads);
+  free_batches(&b);
+  free(w);
+  free(s0);
+  free(s1);
+  free(out);
+  free(g);
+  close_table(t);
+}
+
+/* Bytes per stored id beyond the rows: (stats.bytes - size * dim * 4) / size. */
+static void overhead(int64_t n, int64_t capacity, const char *what) {
+  ct_table t = make_table("bench-overhead", n, 16, CT_OPT_SGD, capacity, NULL);
+  ct_table_stats st;
+  die(ct_table_stats_get(&st, t), "stats");
+  const double rows = (double)st.size * (double)st.dim * sizeof(float);
+  printf("BENCH table_overhead_%s %.1f B/id\n", what, ((double)st.bytes - rows) / (double)st.size);
+  fflush(stdout);
+  close_table(t);
+}
+
+int main(int argc, char **argv) {
+  int only = 0;            /* -only D: one dim */
+  const char *op = NULL;   /* -op lookup|sgd|adagrad|adam: one operation */
+  for (int i = 1; i < argc; i += 2) {
+    if (strcmp(argv[i], "-wall") == 0) {
+      clock_id = CLOCK_MONOTONIC;
+      i--;
+    } else if (i + 1 >= argc) {
+      fprintf(stderr, "missing value for %s\n", argv[i]);
+      return 2;
+    } else if (strcmp(argv[i], "-n") == 0) n_ids = atoll(argv[i + 1]);
+    else if (strcmp(argv[i], "-batches") == 0) n_batches = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "-reps") == 0) n_reps = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "-only") == 0) only = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "-op") == 0) op = argv[i + 1];
+    else {
+      fprintf(stderr, "usage: table_bench [-wall] [-n ids] [-batches B] [-reps R] [-only D] [-op lookup|sgd|adagrad|adam|overhead]\n");
+      return 2;
+    }
+  }
+  if (n_batches < 1 || n_ids < 0 || n_reps < 1) return 2;
+  die(ct_set_num_threads(1), "threads");
+  const int64_t dims[3] = {16, 64, 128};
+  const int32_t ops[4] = {CT_OPT_NONE, CT_OPT_SGD, CT_OPT_ADAGRAD, CT_OPT_SPARSE_ADAM};
+  printf("# table_bench: %ld ids (0: 2^26 / D), %d batches of %d per pass, best of %d\n", (long)n_ids, n_batches,
+         BATCH, n_reps);
+  for (int di = 0; di < 3; di++) {
+    if (only != 0 && dims[di] != only) continue;
+    for (int oi = 0; oi < 4; oi++) {
+      if (op == NULL || strcmp(op, opt_name(ops[oi])) == 0) bench(dims[di], ops[oi]);
+    }
+  }
+  if (op == NULL || strcmp(op, "overhead") == 0) {
+    const int64_t n = n_ids > 0 ? n_ids : (int64_t)1 << 22;
+    overhead(n, n, "presized");
+    overhead(n, 0, "grown");
+  }
+  return 0;
+}
