@@ -371,7 +371,9 @@ func TestCheckpointConsistentUnderTraining(t *testing.T) {
 	wg.Wait()
 }
 
-func checkUniformSum(t *testing.T, dir string) {
+// checkUniformSum loads dir's checkpoint next to the open tables, checks that every Adagrad
+// sum equals the step and returns the step.
+func checkUniformSum(t *testing.T, dir string) int64 {
 	t.Helper()
 	tbls, err := embedding.LoadRenamed(dir, func(name string) string { return name + "/copy" })
 	if err != nil {
@@ -384,4 +386,5 @@ func checkUniformSum(t *testing.T, dir string) {
 			t.Fatalf("a row's sum is %v at step %d: torn snapshot", math.Float32frombits(v), d.Step)
 		}
 	}
+	return d.Step
 }
