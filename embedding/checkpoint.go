@@ -328,7 +328,8 @@ func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error)
 }
 
 // LoadInto restores tables (each must be in the checkpoint, with the same dim, optimizer, layout
-// and block rows: ErrIncompatible otherwise) and reads the extra files with files' functions.
+// and block rows: ErrIncompatible otherwise) and reads the extra files with files' functions
+// (each must be in the checkpoint; a function's error is returned wrapped in ErrBadInput).
 // Everything is read and checked into new tables first, then the extra files are read, then
 // the contents are swapped in: on error no table has changed. A table takes over the saved
 // initializer and optimizer parameters, step counter, metadata and admission state; its delta
@@ -367,10 +368,14 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 		}
 		fresh = append(fresh, f)
 	}
+	byFile := map[string]fileEntry{}
 	for _, f := range m.Files {
-		read, ok := files[f.Name]
+		byFile[f.Name] = f
+	}
+	for name, read := range files {
+		f, ok := byFile[name]
 		if !ok {
-			continue
+			return &Error{Op: op, Kind: ErrIncompatible, Err: fmt.Errorf("the checkpoint has no file %q", name)}
 		}
 		if err := readExtraFile(filepath.Join(dir, f.File), f, read); err != nil {
 			return err
