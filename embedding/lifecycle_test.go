@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"testing"
@@ -323,6 +325,40 @@ func TestDeltasReproduceTheTable(t *testing.T) {
 		}
 		if d, _ := src.Delta(false); len(d.IDs) != 0 || len(d.Deleted) != 0 {
 			t.Errorf("delta without changes: %d rows, %d deleted", len(d.IDs), len(d.Deleted))
+		}
+	}
+}
+
+func TestDeltaFile(t *testing.T) {
+	src := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "src")
+	dst := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "dst")
+	r := rand.New(rand.NewPCG(1, 5))
+	dir := t.TempDir()
+	for i := 0; i < 3; i++ {
+		train(t, src, r, 4, 10, 60)
+		ids, _, _, _ := src.Metadata()
+		src.DeleteIDs(ids[:3])
+		d, err := src.Delta(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("delta-%d", i))
+		if err := embedding.WriteDelta(path, d, 3); err != nil {
+			t.Fatal(err)
+		}
+		back, dim, err := embedding.ReadDelta(path)
+		if err != nil || dim != 3 || !reflect.DeepEqual(back, d) {
+			t.Fatalf("ReadDelta: %v (dim %d)", err, dim)
+		}
+		if err := dst.ApplyDelta(back); err != nil {
+			t.Fatal(err)
+		}
+		sameDump(t, "delta files", dump(t, dst), dump(t, src))
+		b, _ := os.ReadFile(path)
+		b[len(b)-1] ^= 0x10
+		os.WriteFile(path, b, 0o644)
+		if _, _, err := embedding.ReadDelta(path); !errors.Is(err, embedding.ErrCorrupt) {
+			t.Errorf("a flipped bit: %v", err)
 		}
 	}
 }
