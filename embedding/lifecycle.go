@@ -67,9 +67,9 @@ func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 	return &Evicted{N: int(n), IDs: ids, Rows: r}, nil
 }
 
-// EvictIf evaluates keep over every row's metadata (exported in one consistent pass) and
-// removes, in one batch, the rows it returns false for. A row refreshed between the export and
-// the removal is removed all the same.
+// EvictIf calls evict with every row's metadata (exported in one consistent pass) and removes,
+// in one batch, the rows it returns true for, returning their ids and rows as they were when
+// removed. A row refreshed between the export and the removal is removed all the same.
 func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
 	const op = "evict"
 	ids, last, freq, err := t.Metadata()
