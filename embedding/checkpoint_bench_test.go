@@ -1,10 +1,13 @@
 package embedding_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/embedding"
 )
@@ -43,11 +46,17 @@ func BenchmarkCheckpoint(b *testing.B) {
 	dir := b.TempDir()
 	var size int64
 	b.Run(suffix("Save", rows), func(b *testing.B) {
+		var extra int64
 		for i := 0; i < b.N; i++ {
-			if err := embedding.Save(dir, tbl); err != nil {
-				b.Fatal(err)
-			}
+			start := rss()
+			peak := peakRSS(func() {
+				if err := embedding.Save(dir, tbl); err != nil {
+					b.Fatal(err)
+				}
+			})
+			extra = max(extra, peak-start)
 		}
+		b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
 		m, _ := filepath.Glob(filepath.Join(dir, "g*.t0.safetensors"))
 		fi, err := os.Stat(m[0])
 		if err != nil {
@@ -82,16 +91,22 @@ func BenchmarkCheckpoint(b *testing.B) {
 	tbl.Close() // one table of this size in memory at a time
 	b.Run(suffix("Load", rows), func(b *testing.B) {
 		b.SetBytes(size)
+		var extra int64
 		for i := 0; i < b.N; i++ {
-			ts, err := embedding.Load(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
+			var ts []*embedding.Table
+			peak := peakRSS(func() {
+				var err error
+				if ts, err = embedding.Load(dir); err != nil {
+					b.Fatal(err)
+				}
+			})
+			extra = max(extra, peak-rss()) // above the loaded table's own memory
 			if ts[0].Len() != rows {
 				b.Fatalf("loaded %d rows", ts[0].Len())
 			}
 			ts[0].Close()
 		}
+		b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
 	})
 }
 
@@ -100,4 +115,43 @@ func suffix(s string, rows int) string {
 		return s + strconv.Itoa(rows/1_000_000) + "M"
 	}
 	return s + strconv.Itoa(rows)
+}
+
+// rss is the process's resident set size in bytes (Linux).
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, res int64
+	fmt.Sscan(string(b), &size, &res)
+	return res * int64(os.Getpagesize())
+}
+
+// peakRSS runs f while sampling the resident size and returns its peak: what a save or load
+// costs on top of the table (MBrss/op: the peak above the resident size with the table alone).
+func peakRSS(f func()) int64 {
+	var peak atomic.Int64
+	peak.Store(rss())
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if r := rss(); r > peak.Load() {
+					peak.Store(r)
+				}
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-stopped
+	return peak.Load()
 }
