@@ -449,7 +449,8 @@ ct_error ct_table_prefetch_discard(ct_table t, int64_t id);
 /* Removes keys; *deleted (may be NULL) gets how many were present. Their rows and optimizer
  * states are reset before their indices are reused. */
 ct_error ct_table_delete(int64_t *deleted, ct_table t, ct_tensor keys);
-/* Removes every id (the blocks stay allocated; the step counter is kept). */
+/* Removes every id and the admission counts (the blocks stay allocated; the step counter is
+ * kept). */
 ct_error ct_table_clear(ct_table t);
 ct_error ct_table_stats_get(ct_table_stats *out, ct_table t);
 /* A consistent snapshot, ids sorted ascending: ids int64 [M], rows float32 [M, dim], and the
