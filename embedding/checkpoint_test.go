@@ -388,3 +388,40 @@ func checkUniformSum(t *testing.T, dir string) int64 {
 	}
 	return d.Step
 }
+
+// TestLoadIntoAllOrNothing: when the second table of a checkpoint cannot be loaded (another dim,
+// or a corrupt file), the first one is not changed either.
+func TestLoadIntoAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	a := newTable(t, embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{}}, "a")
+	b := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}}, "b")
+	r := rand.New(rand.NewPCG(6, 1))
+	train(t, a, r, 3, 10, 40)
+	train(t, b, r, 3, 10, 40)
+	if err := embedding.Save(dir, a, b); err != nil {
+		t.Fatal(err)
+	}
+	train(t, a, r, 2, 10, 40)
+	before := dump(t, a)
+	b.Close()
+	b3 := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}}, "b")
+	if err := embedding.LoadInto(dir, []*embedding.Table{a, b3}, nil); !errors.Is(err, embedding.ErrIncompatible) {
+		t.Errorf("LoadInto with an incompatible second table: %v", err)
+	}
+	sameDump(t, "first table after a failed load", dump(t, a), before)
+	b3.Close()
+	b2 := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}}, "b")
+	m, _ := filepath.Glob(filepath.Join(dir, "g*.t1.safetensors"))
+	data, _ := os.ReadFile(m[0])
+	data[len(data)-3] ^= 0x40
+	os.WriteFile(m[0], data, 0o644)
+	if err := embedding.LoadInto(dir, []*embedding.Table{a, b2}, nil); !errors.Is(err, embedding.ErrCorrupt) {
+		t.Errorf("LoadInto with a corrupt second table: %v", err)
+	}
+	sameDump(t, "first table after a corrupt load", dump(t, a), before)
+	for _, name := range embedding.Names() {
+		if strings.HasPrefix(name, "gorec-load-") {
+			t.Errorf("a failed load left table %q open", name)
+		}
+	}
+}
