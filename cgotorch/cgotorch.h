@@ -473,7 +473,8 @@ ct_error ct_table_prefetch_discard(ct_table t, int64_t id);
 /* Removes keys; *deleted (may be NULL) gets how many were present. Their rows and optimizer
  * states are reset before their indices are reused. */
 ct_error ct_table_delete(int64_t *deleted, ct_table t, ct_tensor keys);
-/* Removes every id (the blocks stay allocated; the step counter is kept). */
+/* Removes every id and the admission counts (the blocks stay allocated; the step counter is
+ * kept). */
 ct_error ct_table_clear(ct_table t);
 ct_error ct_table_stats_get(ct_table_stats *out, ct_table t);
 /* A consistent snapshot, ids sorted ascending: ids int64 [M], rows float32 [M, dim], and the
@@ -538,6 +539,104 @@ ct_error ct_table_zero_grad(ct_table t);
 /* The pending gradients coalesced: ids int64 [M] ascending and their summed float32 [M, dim]
  * (on the table's device). */
 ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle.cc) */
+/*
+ * Every row carries metadata: the step counter at its last training lookup or update
+ * (last_step), how many training lookups and updates touched it (frequency; concurrent lookups
+ * of one row may lose increments) and, for SGD with momentum, the step its momentum buffer is
+ * up to date with (stamp). Rows and states handed to a sink or taken by ct_table_import are the
+ * stored values: with SGD momentum they are as of their stamp (the lazy catch-up not applied),
+ * so a save and an import reproduce the table bit for bit.
+ */
+
+/* The configuration the table was created with (or took over with ct_table_swap). */
+ct_error ct_table_config_get(ct_table_config *out, ct_table t);
+
+typedef enum { CT_CHUNK_ROWS = 0, CT_CHUNK_COUNTS = 1 } ct_table_chunk_kind;
+
+/* One chunk of a ct_table_save stream; the pointers are valid during the sink call only. */
+typedef struct {
+  int32_t kind;
+  int32_t num_states;
+  int64_t total_rows;   /* rows in the whole save */
+  int64_t total_counts; /* admission counts in the whole save */
+  int64_t step;         /* the step counter */
+  int64_t offset;       /* position of this chunk's first entry within its kind */
+  int64_t count;        /* entries in this chunk (may be 0) */
+  const int64_t *ids;
+  const float *rows;       /* CT_CHUNK_ROWS: [count, dim] */
+  const float *states[2];  /* [count, width of state i] */
+  const int64_t *last_step, *frequency, *stamp; /* [count] each */
+  const int64_t *counts;   /* CT_CHUNK_COUNTS: how often ids[i] was seen */
+} ct_table_chunk;
+
+/* Receives the chunks of a save; a non-zero return aborts the save. */
+typedef int32_t (*ct_table_sink)(uintptr_t ctx, const ct_table_chunk *chunk);
+
+/* A consistent snapshot streamed to sink: the rows in chunks of at most chunk_rows rows (at
+ * least one call, in row order), then the admission counts (at least one call). The table is
+ * locked shared for the whole call: lookups of present ids go on, writers wait. An aborted save
+ * is an error starting "aborted: ". */
+ct_error ct_table_save(ct_table t, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
+/* Inserts or overwrites n ids with their rows [n, dim], states (state0/state1: [n, width],
+ * NULL when the optimizer has fewer states) and metadata (last_step, frequency, stamp: [n]
+ * each; NULL: the current step, 0 and the current step). Everything is copied and checked
+ * (rows finite, ids distinct, stamps and last steps in [0, step]) before the table changes. */
+ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float *rows,
+                         const float *state0, const float *state1, const int64_t *last_step,
+                         const int64_t *frequency, const int64_t *stamp);
+/* Sets the step counter (>= 0; a checkpoint load sets it before importing rows, whose last
+ * steps and stamps must not exceed it). */
+ct_error ct_table_set_step(ct_table t, int64_t step);
+/* Exchanges the contents of two tables (ids, rows, states, metadata, step, configuration,
+ * admission state, delta tracking) under both locks; they must agree in dim, block_rows, layout,
+ * device, kernels and optimizer kind. */
+ct_error ct_table_swap(ct_table a, ct_table b);
+
+/* Admission: with k > 1 an absent id gets a row at its k-th training lookup (occurrences
+ * counted exactly, across batches); before that lookups give zero rows and updates drop its
+ * gradient. k <= 1: every id is admitted at once (the default); the counts are then dropped. */
+ct_error ct_table_set_admission(ct_table t, int64_t k);
+/* *k: the threshold; *counted (may be NULL): ids being counted. */
+ct_error ct_table_admission(int64_t *k, int64_t *counted, ct_table t);
+/* Sets the counts of n ids (absent ids only; counts >= 1). */
+ct_error ct_table_import_counts(ct_table t, int64_t n, const int64_t *ids, const int64_t *counts);
+
+/* The metadata of every row: ids int64 [M] ascending, last_step and frequency int64 [M]. */
+ct_error ct_table_metadata(ct_tensor *ids, ct_tensor *last_step, ct_tensor *frequency,
+                           ct_table t);
+
+typedef enum {
+  CT_EVICT_TTL = 0,   /* param: rows whose last step is more than param steps ago */
+  CT_EVICT_LRU = 1,   /* param: keep that many rows, the most recently seen */
+  CT_EVICT_LFU = 2,   /* param: keep that many rows, the most frequently seen */
+  CT_EVICT_BYTES = 3  /* param: a budget in bytes: LRU keeping budget / (bytes per row) rows */
+} ct_table_evict_policy;
+
+/* Evicts rows by policy (ties: the more recently, then more frequently seen, then the smaller
+ * id is kept): rows and all their state go. ids and rows (each may be NULL) get the evicted ids
+ * ascending and their current rows; *n (may be NULL) how many. */
+ct_error ct_table_evict(ct_tensor *ids, ct_tensor *rows, int64_t *n, ct_table t, int32_t policy,
+                        int64_t param);
+/* Removes keys like ct_table_delete and returns the rows of those present (rows in the order
+ * of ids, which gets the present keys). */
+ct_error ct_table_remove(ct_tensor *ids, ct_tensor *rows, ct_table t, ct_tensor keys);
+/* Moves the live rows into the lowest indices and frees the blocks above them (row indices
+ * change; ids, rows, states and metadata do not). */
+ct_error ct_table_compact(ct_table t);
+
+/* Deltas: the rows changed (inserted, written, updated) since the last mark and the ids deleted
+ * since then and not present now (before the first mark: every row, no deletions). ids
+ * ascending, rows, states (cap >= num_states), meta int64 [M, 3] (last step, frequency,
+ * stamp), deleted int64 [D] ascending, step; all on the CPU. With mark != 0 a new mark is set in the same
+ * critical section (nothing falls between two deltas). Applying the deletions and then
+ * importing the rows (and setting the step) turns a copy at the previous mark into this table. */
+ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
+                        ct_tensor *meta, ct_tensor *deleted, int64_t *step, ct_table t,
+                        int32_t mark);
 
 #ifdef __cplusplus
 }

@@ -121,6 +121,16 @@ std::shared_ptr<Mapping> map_slab(size_t bytes) {
   }
 }
 
+// Gives the memory of a block that lives in a slab back to the system (its pages read as zeros
+// again) when compaction drops the block: the slab itself stays mapped while other blocks use it.
+// Blocks of ordinary tensors (small or CUDA tables) are freed with the tensor instead.
+void release_slab_block(const at::Tensor &b) {
+  if (!b.defined() || b.storage().allocator() != nullptr) return;  // from_blob: a slab block
+  const uintptr_t page = 4096, lo = reinterpret_cast<uintptr_t>(b.data_ptr());
+  const uintptr_t hi = lo + b.nbytes(), alo = (lo + page - 1) & ~(page - 1), ahi = hi & ~(page - 1);
+  if (ahi > alo) madvise(reinterpret_cast<void *>(alo), ahi - alo, MADV_DONTNEED);
+}
+
 // Keys checked and copied to the host (if needed) for the id map.
 struct Keys {
   at::Tensor host;  // int64 [N], CPU, contiguous
@@ -308,6 +318,26 @@ class Table : public std::enable_shared_from_this<Table> {
   bool wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found);
   void discard(int64_t id);
 
+  // ---- lifecycle (table_lifecycle_impl.h): checkpoints, metadata, eviction, admission, deltas
+  ct_table_config config();
+  void save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
+  void import(int64_t n, const int64_t *ids, const float *rows, const float *s0, const float *s1,
+              const int64_t *last, const int64_t *freq, const int64_t *stamp);
+  void set_step(int64_t step);
+  void swap_contents(Table &o);
+  void set_admission(int64_t k);
+  std::pair<int64_t, int64_t> admission();
+  void import_counts(int64_t n, const int64_t *ids, const int64_t *counts);
+  void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq);
+  std::pair<at::Tensor, at::Tensor> evict(int32_t policy, int64_t param);
+  std::pair<at::Tensor, at::Tensor> remove(const Keys &k);
+  void compact();
+  struct Delta {
+    Snapshot snap;
+    at::Tensor meta, deleted;
+  };
+  Delta delta(bool mark);
+
  private:
   // ---- storage
   int nslots() const { return 1 + nstates_; }
@@ -374,6 +404,7 @@ class Table : public std::enable_shared_from_this<Table> {
     } else {
       init_rows_tensor(ids, rows, is_new, n, skip_embedding);
     }
+    init_meta(rows, is_new, n);
   }
   void init_rows_raw(const int64_t *ids, const int64_t *rows, const uint8_t *is_new, int64_t n,
                      bool skip_embedding);
@@ -425,6 +456,32 @@ class Table : public std::enable_shared_from_this<Table> {
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
 
+  // ---- lifecycle state (table_lifecycle_impl.h)
+  ct_table_config cfg_{};
+  std::vector<int64_t> last_, freq_;  // per row: last step seen, training accesses
+  std::vector<uint32_t> mod_;         // per row: the epoch of its last change
+  uint32_t epoch_ = 0;                // deltas: changes since the last mark have mod_ == epoch_
+  bool track_deletes_ = false;        // set by the first mark
+  std::vector<int64_t> deleted_;      // ids deleted since the last mark
+  int64_t admit_after_ = 0;
+  std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
+  // New rows: last step now, frequency 0, changed in this epoch.
+  void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
+  // Training accesses of rows (shared lock: relaxed atomic stores, increments may be lost).
+  void touch(const int64_t *rows, int64_t n, int64_t step);
+  void modified(const int64_t *rows, int64_t n);
+  // Removes ids (present or not) from the map, logging them for deltas; returns how many.
+  int64_t erase_ids(const int64_t *ids, int64_t n);
+  // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not
+  // admitted, whose rows in the result are zeros.
+  at::Tensor lookup_admitting(const Keys &k, std::vector<int64_t> &rows);
+  // Admission on: keeps the ids (and their gradient rows) present in the table.
+  void drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr);
+  void read_raw(const std::vector<int64_t> &rows, int s, float *out) const;
+  void write_raw(const std::vector<int64_t> &rows, int s, const float *src);
+  // The ids and current rows of rows[] (ids on the table's device), which are then erased.
+  std::pair<at::Tensor, at::Tensor> take(const std::vector<int64_t> &ids, const std::vector<int64_t> &rows);
+
   // Pending gradients of the autograd path (accept_grad .. step_pending): chunks of distinct
   // ids (int64, CPU) and their gradients (on the storage device). has_pending_ also covers an
   // empty batch (a step with no rows still counts, as with update). grad_mu_ is taken before
@@ -455,7 +512,8 @@ Table::Table(std::string name, const ct_table_config &cfg)
       dim_(cfg.dim),
       block_rows_(cfg.block_rows == 0 ? kDefaultBlockRows : cfg.block_rows),
       device_(table_device(cfg)),
-      raw_(device_.is_cpu() && (cfg.flags & CT_TABLE_TENSOR_KERNELS) == 0) {
+      raw_(device_.is_cpu() && (cfg.flags & CT_TABLE_TENSOR_KERNELS) == 0),
+      cfg_(cfg) {
   if (dim_ <= 0 || dim_ > kMaxDim) throw arg_error("dim must be in [1, 2^20], got " + std::to_string(dim_));
   if (block_rows_ <= 0 || block_rows_ > kMaxBlockRows) {
     throw arg_error("block_rows must be in [1, 2^24], got " + std::to_string(cfg.block_rows));
@@ -554,6 +612,9 @@ void Table::ensure_rows(int64_t need) {
   blocks_.reserve(total);
   ptr_.reserve(total);
   if (opt_.has_momentum()) stamp_.resize(static_cast<size_t>(want * block_rows_), 0);
+  last_.resize(static_cast<size_t>(want * block_rows_), 0);
+  freq_.resize(static_cast<size_t>(want * block_rows_), 0);
+  mod_.resize(static_cast<size_t>(want * block_rows_), 0);
   // nothing below throws
   for (int a = 0; a < narr_; a++) {
     slab_[a] = std::move(slab_next[a]);
@@ -573,6 +634,11 @@ void Table::free_storage() {
   std::vector<float *>().swap(ptr_);
   std::vector<int64_t>().swap(stamp_);
   for (auto &sl : slab_) sl.reset();
+  std::vector<int64_t>().swap(last_);
+  std::vector<int64_t>().swap(freq_);
+  std::vector<uint32_t>().swap(mod_);
+  std::vector<int64_t>().swap(deleted_);
+  std::unordered_map<int64_t, int64_t>().swap(seen_);
   nblocks_ = 0;
   ct_idmap_free(map_);
   map_ = nullptr;
@@ -801,6 +867,7 @@ at::Tensor Table::lookup(const Keys &k) {
     check_open();
     if (ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data()) == static_cast<size_t>(n)) {
       gather(rows.data(), n, 0, out);
+      touch(rows.data(), n, step_);
       lock.unlock();
       return to_caller(out, k);
     }
@@ -808,11 +875,17 @@ at::Tensor Table::lookup(const Keys &k) {
   std::vector<uint8_t> is_new(static_cast<size_t>(n));
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (admit_after_ > 1) {
+    out = lookup_admitting(k, rows);
+    lock.unlock();
+    return to_caller(out, k);
+  }
   insert_ids(k.ptr(), n, rows.data(), is_new.data());
   guarded(k.ptr(), is_new.data(), n, [&] {
     init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
     gather(rows.data(), n, 0, out);
   });
+  touch(rows.data(), n, step_);
   lock.unlock();
   return to_caller(out, k);
 }
@@ -872,6 +945,7 @@ void Table::write(const Keys &k, const at::Tensor &values_in) {
     init_rows(uids.data(), rows.data(), is_new.data(), u, /*skip_embedding=*/true);
     assign(rows, values, src.data());
   });
+  modified(rows.data(), u);
 }
 
 void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, const int64_t *src) {
@@ -919,7 +993,7 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   grads = raw_ ? grads.to(at::kCPU) : grads.to(device_);
   // Sum the gradients of repeated ids, index_add style (never a sparse add_): in batch order.
   Dedupe dd(k.ptr(), n);
-  const int64_t u = dd.size();
+  int64_t u = dd.size();
   // Raw kernels: the gradient of a distinct id is read where it is (no copy of the batch): the
   // batch's own row for an id that occurs once, else a row of sums (first occurrence, plus the
   // others in batch order) in a small buffer. Before: a zero-filled [u, dim] copy of the whole
@@ -961,11 +1035,14 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
     check_finite(grads, "gradients");
     if (n > 0) g.index_add_(0, index_tensor(dd.inverse, device_), grads);
   }
-  std::vector<int64_t> rows(static_cast<size_t>(u));
-  std::vector<uint8_t> is_new(static_cast<size_t>(u));
-
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (admit_after_ > 1) {
+    drop_unadmitted(dd.uids, g, gptr);
+    u = dd.size();
+  }
+  std::vector<int64_t> rows(static_cast<size_t>(u));
+  std::vector<uint8_t> is_new(static_cast<size_t>(u));
   const int64_t t = step_ + 1;
   const StepConsts c = opt_.begin(t);
   const int64_t *ids = dd.uids.data();
@@ -978,6 +1055,8 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
       step_tensor(c, g, rows);
     }
   });
+  touch(rows.data(), u, t);
+  modified(rows.data(), u);
   step_ = t;
 }
 
@@ -1042,15 +1121,20 @@ void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vec
 int64_t Table::erase(const Keys &k) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  int64_t r = ct_idmap_erase(map_, k.ptr(), static_cast<size_t>(k.n), nullptr);
-  if (r < 0) throw std::bad_alloc();
-  return r;
+  return erase_ids(k.ptr(), k.n);
 }
 
 void Table::clear() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (track_deletes_) {
+    const size_t m = ct_idmap_size(map_);
+    std::vector<int64_t> ids(m), idx(m);
+    ct_idmap_export(map_, ids.data(), idx.data(), m);
+    deleted_.insert(deleted_.end(), ids.begin(), ids.end());
+  }
   ct_idmap_clear(map_);
+  seen_.clear();
 }
 
 ct_table_stats Table::stats() {
@@ -1062,6 +1146,8 @@ ct_table_stats Table::stats() {
   int64_t bytes = static_cast<int64_t>(ct_idmap_bytes(map_));
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
+  bytes += static_cast<int64_t>((last_.capacity() + freq_.capacity() + deleted_.capacity()) * sizeof(int64_t) +
+                                mod_.capacity() * sizeof(uint32_t) + seen_.size() * 32);
   s.bytes = bytes;
   s.dim = dim_;
   s.step = step_;
@@ -1151,16 +1237,25 @@ at::Tensor Table::lookup_renorm(const Keys &k, double max_norm) {
   auto out = at::empty({n, dim_}, float_opts());
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  insert_ids(k.ptr(), n, rows.data(), is_new.data());
-  guarded(k.ptr(), is_new.data(), n, [&] {
-    init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
-    gather(rows.data(), n, 0, out);
+  const bool admitting = admit_after_ > 1;
+  if (admitting) {
+    out = lookup_admitting(k, rows);  // rows not admitted are zeros: never over max_norm
+  } else {
+    insert_ids(k.ptr(), n, rows.data(), is_new.data());
+  }
+  guarded(k.ptr(), is_new.data(), admitting ? 0 : n, [&] {
+    if (!admitting) {
+      init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
+      gather(rows.data(), n, 0, out);
+      touch(rows.data(), n, step_);
+    }
     std::vector<int64_t> pos = renorm_rows(out, max_norm);
     if (pos.empty()) return;
     std::vector<int64_t> sel;
     sel.reserve(pos.size());
     for (int64_t p : pos) sel.push_back(rows[static_cast<size_t>(p)]);
     assign(sel, out, pos.data());
+    modified(sel.data(), static_cast<int64_t>(sel.size()));
   });
   lock.unlock();
   return to_caller(out, k);
@@ -1656,3 +1751,6 @@ ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int
 }
 
 }  // extern "C"
+
+// The lifecycle members and entry points need the class definition above.
+#include "table_lifecycle_impl.h"

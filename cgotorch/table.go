@@ -487,7 +487,8 @@ func (t *Table) Delete(keys *Tensor) (int64, error) {
 	return int64(n), err
 }
 
-// Clear removes every id (allocated blocks and the step counter are kept).
+// Clear removes every id and the admission counts (allocated blocks and the step counter are
+// kept).
 func (t *Table) Clear() error {
 	const op = "table clear"
 	p, err := t.acquire(op)

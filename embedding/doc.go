@@ -57,14 +57,25 @@
 // PyTorch optimizer applied to an nn.Embedding(sparse=True) holding the same rows; the tests
 // check this against fixtures produced by PyTorch.
 //
+// # Lifecycle
+//
+// Save, SaveWith, Load, LoadRenamed and LoadInto write and read checkpoints: directories of
+// safetensors files and a JSON manifest (docs/checkpoint.md), exact to the bit, consistent per
+// table, streamed in chunks, and crash-safe (the previous checkpoint stays loadable until the
+// new one is durable). Every row keeps its last training step and frequency (Metadata); Evict
+// removes rows by TTL, KeepRecent (LRU), KeepFrequent (LFU) or MemoryBudget, EvictIf by a
+// predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only at its
+// k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since a
+// mark, for serving or incremental checkpoints.
+//
 // # Errors
 //
 // Every method returns its failures as errors (the modules of package nn panic instead, as
 // model math does); the backward pass through a lookup is tensor math and panics with a
 // *cgotorch.Error if the table was closed meanwhile or (Fused) a gradient is NaN or Inf.
 // Every error wraps one of ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound,
-// ErrUnknownPrefetch, ErrDevice or ErrInternal (use errors.Is), and the *cgotorch.Error it came
-// from when there is one. A failed call changes nothing: inputs are checked (dtype, rank,
+// ErrUnknownPrefetch, ErrDevice, ErrCorrupt, ErrIncompatible or ErrInternal (use errors.Is),
+// and the *cgotorch.Error it came from when there is one. A failed call changes nothing: inputs are checked (dtype, rank,
 // contiguity, sizes, NaN and Inf) and every allocation is made before the table changes.
 //
 // # Concurrency

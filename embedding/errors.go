@@ -25,6 +25,12 @@ var (
 	ErrDevice = errors.New("embedding: device not available")
 	// ErrInternal: libtorch or the C layer failed for another reason (out of memory, ...).
 	ErrInternal = errors.New("embedding: internal error")
+	// ErrCorrupt: a checkpoint or delta is malformed (bad magic or version, truncated, lengths
+	// that do not add up, checksum mismatch). Nothing was loaded.
+	ErrCorrupt = errors.New("embedding: corrupt checkpoint")
+	// ErrIncompatible: a checkpoint's table does not fit the table it is loaded into (dim,
+	// optimizer, layout, block rows). Nothing was loaded.
+	ErrIncompatible = errors.New("embedding: incompatible checkpoint")
 )
 
 // Error is a failed table operation: the operation, the table, the sentinel it belongs to

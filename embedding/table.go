@@ -174,7 +174,8 @@ func (t *Table) Delete(ids *cgotorch.Tensor) (int, error) {
 	return int(n), wrap("delete", t.name, err)
 }
 
-// Clear removes every id. The allocated blocks and the step counter are kept.
+// Clear removes every id and the admission counts. The allocated blocks and the step counter
+// are kept.
 func (t *Table) Clear() error { return wrap("clear", t.name, t.t.Clear()) }
 
 // State is one optimizer state of an Export.

@@ -592,6 +592,222 @@ static void test_autograd(void) {
   test_autograd_one(CT_TABLE_TENSOR_KERNELS, 0.9);
 }
 
+/* ---- lifecycle: save stream, import, swap, admission, eviction, compaction, deltas -------- */
+
+/* Everything a save streams, collected by collect_sink. */
+typedef struct {
+  int64_t rows, counts, step, dim, seen_rows, seen_counts, calls;
+  int64_t *ids, *last, *freq, *stamp, *cids, *cnt;
+  float *emb, *s0;
+  int abort_at; /* a call number at which the sink fails (0: never) */
+} collected;
+
+static int32_t collect_sink(uintptr_t ctx, const ct_table_chunk *c) {
+  collected *k = (collected *)ctx;
+  k->calls++;
+  if (k->abort_at != 0 && k->calls == k->abort_at) return 1;
+  if (k->ids == NULL) {
+    k->rows = c->total_rows;
+    k->counts = c->total_counts;
+    k->step = c->step;
+    k->ids = calloc((size_t)k->rows + 1, sizeof(int64_t));
+    k->last = calloc((size_t)k->rows + 1, sizeof(int64_t));
+    k->freq = calloc((size_t)k->rows + 1, sizeof(int64_t));
+    k->stamp = calloc((size_t)k->rows + 1, sizeof(int64_t));
+    k->emb = calloc((size_t)(k->rows * k->dim) + 1, sizeof(float));
+    k->s0 = calloc((size_t)(k->rows * k->dim) + 1, sizeof(float));
+    k->cids = calloc((size_t)k->counts + 1, sizeof(int64_t));
+    k->cnt = calloc((size_t)k->counts + 1, sizeof(int64_t));
+  }
+  if (c->kind == CT_CHUNK_ROWS) {
+    if (c->offset != k->seen_rows || c->offset + c->count > k->rows) return 1;
+    memcpy(k->ids + c->offset, c->ids, (size_t)c->count * sizeof(int64_t));
+    memcpy(k->last + c->offset, c->last_step, (size_t)c->count * sizeof(int64_t));
+    memcpy(k->freq + c->offset, c->frequency, (size_t)c->count * sizeof(int64_t));
+    memcpy(k->stamp + c->offset, c->stamp, (size_t)c->count * sizeof(int64_t));
+    memcpy(k->emb + c->offset * k->dim, c->rows, (size_t)(c->count * k->dim) * sizeof(float));
+    memcpy(k->s0 + c->offset * k->dim, c->states[0], (size_t)(c->count * k->dim) * sizeof(float));
+    k->seen_rows += c->count;
+  } else {
+    if (c->offset != k->seen_counts || c->offset + c->count > k->counts) return 1;
+    memcpy(k->cids + c->offset, c->ids, (size_t)c->count * sizeof(int64_t));
+    memcpy(k->cnt + c->offset, c->counts, (size_t)c->count * sizeof(int64_t));
+    k->seen_counts += c->count;
+  }
+  return 0;
+}
+
+static void collected_free(collected *k) {
+  free(k->ids);
+  free(k->last);
+  free(k->freq);
+  free(k->stamp);
+  free(k->emb);
+  free(k->s0);
+  free(k->cids);
+  free(k->cnt);
+}
+
+/* The two tables export the same ids, rows and first state, bit for bit. */
+static int same_tables(ct_table a, ct_table b) {
+  int64_t *ia, *ib, ma, mb;
+  float *ra, *rb, *sa, *sb;
+  ct_table_stats st;
+  int same;
+  snapshot(a, &ia, &ra, &sa, &ma);
+  snapshot(b, &ib, &rb, &sb, &mb);
+  same = ok(ct_table_stats_get(&st, a)) && ma == mb && ma > 0 &&
+         memcmp(ia, ib, (size_t)ma * sizeof(int64_t)) == 0 &&
+         memcmp(ra, rb, (size_t)(ma * st.dim) * sizeof(float)) == 0 &&
+         (sa == NULL || memcmp(sa, sb, (size_t)(ma * st.dim) * sizeof(float)) == 0);
+  free(ia);
+  free(ib);
+  free(ra);
+  free(rb);
+  free(sa);
+  free(sb);
+  return same;
+}
+
+static void update_ids(ct_table t, const int64_t *ids, int64_t n, int64_t dim, float g) {
+  float *v = malloc((size_t)(n * dim) * sizeof(float));
+  ct_tensor k = ids_tensor(ids, n), r;
+  int64_t i;
+  for (i = 0; i < n * dim; i++) v[i] = g * (float)(i % 5 + 1);
+  r = rows_tensor(v, n, dim);
+  CHECK(ok(ct_table_update(t, k, r)));
+  ct_tensor_free(k);
+  ct_tensor_free(r);
+  free(v);
+}
+
+static void test_save_import_one(int32_t flags) {
+  ct_table a = NULL, b = NULL, c = NULL;
+  ct_table_config cfg = config(3, CT_OPT_SGD), got;
+  collected k;
+  int64_t all[8] = {1, 2, 3, 4, 5, 6, 7, 8}, some[3] = {2, 5, 8}, gone[2] = {3, 4}, fresh = 99;
+  int64_t n = 0, kk = 0, counted = 0;
+  ct_tensor ki, t1 = NULL, t2 = NULL;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[1] = 0.9;
+  cfg.flags = flags;
+  CHECK(ok(ct_table_new(&a, "save-a", &cfg)));
+  CHECK(ok(ct_table_new(&b, "save-b", &cfg)));
+  update_ids(a, all, 8, 3, 1.0f);
+  update_ids(a, some, 3, 3, -0.5f); /* the others lag behind: lazy momentum, stamps differ */
+  update_ids(a, some, 2, 3, 0.25f);
+  ki = ids_tensor(gone, 2);
+  CHECK(ok(ct_table_delete(&n, a, ki)) && n == 2);
+  ct_tensor_free(ki);
+  CHECK(ok(ct_table_set_admission(a, 3)));
+  ki = ids_tensor(&fresh, 1);
+  CHECK(ok(ct_table_lookup(&t1, a, ki)));
+  ct_tensor_free(t1);
+  ct_tensor_free(ki);
+  CHECK(ok(ct_table_config_get(&got, a)) && got.dim == 3 && got.opt_params[1] == 0.9 && got.flags == flags);
+
+  memset(&k, 0, sizeof k);
+  k.dim = 3;
+  CHECK(ok(ct_table_save(a, 4, collect_sink, (uintptr_t)&k)));
+  CHECK(k.rows == 6 && k.seen_rows == 6 && k.counts == 1 && k.seen_counts == 1 && k.step == 3 && k.calls == 3);
+  CHECK(k.cids[0] == 99 && k.cnt[0] == 1);
+  /* Import into b: the step first, then the rows, then the counts. */
+  CHECK(ok(ct_table_set_step(b, k.step)));
+  CHECK(ok(ct_table_set_admission(b, 3)));
+  CHECK(ok(ct_table_import(b, k.rows, k.ids, k.emb, k.s0, NULL, k.last, k.freq, k.stamp)));
+  CHECK(ok(ct_table_import_counts(b, k.counts, k.cids, k.cnt)));
+  CHECK(same_tables(a, b));
+  CHECK(ok(ct_table_admission(&kk, &counted, b)) && kk == 3 && counted == 1);
+  /* Training on from both gives the same numbers (the momentum stamps came along). */
+  update_ids(a, all, 8, 3, 0.5f);
+  update_ids(b, all, 8, 3, 0.5f);
+  CHECK(same_tables(a, b));
+
+  /* Bad imports change nothing. */
+  {
+    float nan_row[3] = {0, NAN, 0}, st[3] = {0, 0, 0};
+    int64_t dup[2] = {50, 50}, id = 51, late = 1000;
+    float two[6] = {0, 0, 0, 0, 0, 0};
+    ct_table_stats s1, s2;
+    CHECK(ok(ct_table_stats_get(&s1, b)));
+    CHECK(fails_with(ct_table_import(b, 1, &id, nan_row, st, NULL, NULL, NULL, NULL), "NaN"));
+    CHECK(fails_with(ct_table_import(b, 2, dup, two, two, NULL, NULL, NULL, NULL), "not distinct"));
+    CHECK(fails_with(ct_table_import(b, 1, &id, st, NULL, NULL, NULL, NULL, NULL), "state0 is NULL"));
+    CHECK(fails_with(ct_table_import(b, 1, &id, st, st, NULL, &late, NULL, NULL), "beyond the step"));
+    CHECK(fails_with(ct_table_import_counts(b, 1, &all[0], &late), "have rows"));
+    CHECK(ok(ct_table_stats_get(&s2, b)) && s1.size == s2.size);
+  }
+  /* An aborted save is an error. */
+  collected_free(&k);
+  memset(&k, 0, sizeof k);
+  k.dim = 3;
+  k.abort_at = 2;
+  CHECK(fails_with(ct_table_save(a, 4, collect_sink, (uintptr_t)&k), "aborted: "));
+  CHECK(fails_with(ct_table_save(a, 0, collect_sink, (uintptr_t)&k), "chunk_rows"));
+  collected_free(&k);
+
+  /* Swap: only between compatible tables. */
+  cfg.dim = 4;
+  CHECK(ok(ct_table_new(&c, "save-c", &cfg)));
+  CHECK(fails_with(ct_table_swap(a, c), "invalid argument: "));
+  CHECK(ok(ct_table_swap(a, b)));
+  CHECK(same_tables(a, b));
+
+  /* Eviction, removal and compaction keep the rest intact. */
+  CHECK(ok(ct_table_evict(&t1, &t2, &n, a, CT_EVICT_LRU, 4)) && n == 2);
+  ct_tensor_free(t1);
+  ct_tensor_free(t2);
+  CHECK(ok(ct_table_evict(NULL, NULL, &n, b, CT_EVICT_LRU, 4)) && n == 2);
+  CHECK(same_tables(a, b));
+  ki = ids_tensor(some, 1);
+  CHECK(ok(ct_table_remove(&t1, &t2, a, ki)));
+  ct_tensor_free(t1);
+  ct_tensor_free(t2);
+  CHECK(ok(ct_table_delete(NULL, b, ki)));
+  ct_tensor_free(ki);
+  CHECK(ok(ct_table_compact(a)));
+  CHECK(same_tables(a, b));
+  CHECK(fails_with(ct_table_evict(NULL, NULL, NULL, a, 9, 1), "unknown eviction policy"));
+
+  /* Deltas: after a mark, one update gives its rows; a deletion its id. */
+  {
+    ct_tensor di, dr, ds[2] = {NULL, NULL}, dm, dd;
+    int64_t step = 0, m = 0, d = 0, two[2] = {8, 9};
+    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, a, 1)));
+    ct_tensor_free(di);
+    ct_tensor_free(dr);
+    ct_tensor_free(ds[0]);
+    ct_tensor_free(dm);
+    ct_tensor_free(dd);
+    CHECK(ok(ct_table_set_admission(a, 0))); /* (with admission on, 9 would not get a row) */
+    update_ids(a, two, 2, 3, 1.0f);
+    ki = ids_tensor(two, 1);
+    CHECK(ok(ct_table_delete(NULL, a, ki)));
+    ct_tensor_free(ki);
+    CHECK(fails_with(ct_table_delta(&di, &dr, ds, 0, &dm, &dd, &step, a, 1), "room"));
+    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, a, 0)));
+    CHECK(ok(ct_tensor_numel(&m, di)) && m == 1 && ok(ct_tensor_numel(&d, dd)) && d == 1);
+    ct_tensor_free(di);
+    ct_tensor_free(dr);
+    ct_tensor_free(ds[0]);
+    ct_tensor_free(dm);
+    ct_tensor_free(dd);
+  }
+  CHECK(ok(ct_table_close(a)));
+  CHECK(fails_with(ct_table_save(a, 4, collect_sink, 0), "closed: "));
+  CHECK(fails_with(ct_table_compact(a), "closed: "));
+  CHECK(ok(ct_table_close(b)));
+  CHECK(ok(ct_table_close(c)));
+  ct_table_free(a);
+  ct_table_free(b);
+  ct_table_free(c);
+}
+
+static void test_save_import(void) {
+  test_save_import_one(0);
+  test_save_import_one(CT_TABLE_TENSOR_KERNELS);
+}
+
 int main(void) {
   test_lifecycle();
   test_lookup_read_write();
@@ -599,6 +815,7 @@ int main(void) {
   test_kernels_agree();
   test_prefetch();
   test_autograd();
+  test_save_import();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -1,0 +1,329 @@
+package cgotorch
+
+// #include <stdlib.h>
+// #include "cgotorch.h"
+// extern int32_t ctTableSink(uintptr_t, ct_table_chunk *);
+// static ct_table_sink ct_go_table_sink(void) { return (ct_table_sink)ctTableSink; }
+import "C"
+
+import (
+	"runtime"
+	"runtime/cgo"
+	"unsafe"
+)
+
+// TableChunkKind says what a TableChunk holds.
+type TableChunkKind int32
+
+// The chunk kinds of a Save stream: rows (with states and metadata), then admission counts.
+const (
+	ChunkRows   TableChunkKind = C.CT_CHUNK_ROWS
+	ChunkCounts TableChunkKind = C.CT_CHUNK_COUNTS
+)
+
+// TableChunk is one chunk of a Save stream. Its slices view C memory that is valid only during
+// the call of the sink: copy what must outlive it.
+type TableChunk struct {
+	Kind        TableChunkKind
+	TotalRows   int64 // rows in the whole save
+	TotalCounts int64 // admission counts in the whole save
+	Step        int64 // the step counter
+	Offset      int64 // position of this chunk's first entry within its kind
+	IDs         []int64
+	Rows        []float32   // ChunkRows: [len(IDs), dim]
+	States      [][]float32 // ChunkRows: one per optimizer state, [len(IDs), width]
+	LastStep    []int64     // ChunkRows
+	Frequency   []int64     // ChunkRows
+	Stamp       []int64     // ChunkRows: the step SGD momentum is up to date with
+	Counts      []int64     // ChunkCounts: how often IDs[i] was seen (admission)
+}
+
+// EvictPolicy selects the rows Evict removes.
+type EvictPolicy int32
+
+// The eviction policies and the meaning of their parameter.
+const (
+	EvictTTL   EvictPolicy = C.CT_EVICT_TTL   // rows last seen more than param steps ago
+	EvictLRU   EvictPolicy = C.CT_EVICT_LRU   // keep the param most recently seen rows
+	EvictLFU   EvictPolicy = C.CT_EVICT_LFU   // keep the param most frequently seen rows
+	EvictBytes EvictPolicy = C.CT_EVICT_BYTES // LRU keeping what fits in param bytes
+)
+
+// TableDelta is the change of a table since its last mark (see Delta): the changed rows with
+// their states and metadata, and the ids deleted since then; CPU tensors.
+type TableDelta struct {
+	IDs     *Tensor   // int64 [M] ascending
+	Rows    *Tensor   // float32 [M, dim]
+	States  []*Tensor // [M, width] each
+	Meta    *Tensor   // int64 [M, 3]: last step, frequency, stamp
+	Deleted *Tensor   // int64 [D] ascending
+	Step    int64
+}
+
+// Close releases the delta's tensors.
+func (d *TableDelta) Close() {
+	if d == nil {
+		return
+	}
+	for _, t := range append([]*Tensor{d.IDs, d.Rows, d.Meta, d.Deleted}, d.States...) {
+		t.Close()
+	}
+}
+
+// call runs f with the table's handle (held shared) and converts its error.
+func (t *Table) call(op string, f func(p C.ct_table) C.ct_error) error {
+	p, err := t.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer t.mu.RUnlock()
+	err = tableError(op, f(p))
+	runtime.KeepAlive(t)
+	return err
+}
+
+// StateWidths gives the width of each optimizer state of a table with that optimizer and dim.
+func StateWidths(opt TableOptimizer, dim int64) []int64 {
+	var w []int64
+	for i := 0; TableStateName(opt, i) != ""; i++ {
+		if opt == OptRowWiseAdagrad {
+			w = append(w, 1)
+		} else {
+			w = append(w, dim)
+		}
+	}
+	return w
+}
+
+// Config returns the configuration the table was created with (or took over with Swap).
+func (t *Table) Config() (TableConfig, error) {
+	var c C.ct_table_config
+	err := t.call("table config", func(p C.ct_table) C.ct_error { return C.ct_table_config_get(&c, p) })
+	if err != nil {
+		return TableConfig{}, err
+	}
+	cfg := TableConfig{
+		Dim: int64(c.dim), Capacity: int64(c.capacity), BlockRows: int64(c.block_rows),
+		Init: TableInit(c.initializer), Optimizer: TableOptimizer(c.optimizer),
+		Device: deviceFromC(c.device), Seed: uint64(c.seed), Layout: TableLayout(c.layout),
+		TensorKernels: c.flags&C.CT_TABLE_TENSOR_KERNELS != 0,
+	}
+	for i := range cfg.InitParams {
+		cfg.InitParams[i] = float64(c.init_params[i])
+	}
+	for i := range cfg.OptParams {
+		cfg.OptParams[i] = float64(c.opt_params[i])
+	}
+	return cfg, nil
+}
+
+// Save streams a consistent snapshot of the table to sink, chunkRows rows at a time, in row
+// order, then its admission counts (each kind at least once, possibly empty). The table is
+// locked shared during the whole call: writers wait. sink must not call the table.
+func (t *Table) Save(chunkRows int64, sink func(*TableChunk) error) error {
+	const op = "table save"
+	st, err := t.Stats()
+	if err != nil {
+		return err
+	}
+	s := &sinkState{f: sink, dim: int(st.Dim)}
+	for _, w := range StateWidths(st.Optimizer, st.Dim) {
+		s.w = append(s.w, int(w))
+	}
+	h := cgo.NewHandle(s)
+	defer h.Delete()
+	err = t.call(op, func(p C.ct_table) C.ct_error {
+		return C.ct_table_save(p, C.int64_t(chunkRows), C.ct_go_table_sink(), C.uintptr_t(h))
+	})
+	if s.err != nil {
+		return s.err
+	}
+	return err
+}
+
+// TableRows are rows to Import: ids with their rows [n*dim], optimizer states (one slice of
+// n*width per state) and metadata (nil: the current step, 0 and the current step).
+type TableRows struct {
+	IDs       []int64
+	Rows      []float32
+	States    [][]float32
+	LastStep  []int64
+	Frequency []int64
+	Stamp     []int64
+}
+
+// Import inserts or overwrites rows with their optimizer states and metadata, all or nothing.
+// The lengths are checked against the table's dim and states (ErrInvalidArgument).
+func (t *Table) Import(r TableRows) error {
+	const op = "table import"
+	st, err := t.Stats()
+	if err != nil {
+		return err
+	}
+	n := len(r.IDs)
+	bad := func(msg string) error {
+		return &Error{Op: op, Msg: "invalid argument: " + msg, Kind: ErrInvalidArgument}
+	}
+	if len(r.Rows) != n*int(st.Dim) {
+		return bad("rows has the wrong length")
+	}
+	widths := StateWidths(st.Optimizer, st.Dim)
+	if len(r.States) != len(widths) {
+		return bad("wrong number of optimizer states")
+	}
+	for i, w := range widths {
+		if len(r.States[i]) != n*int(w) {
+			return bad("an optimizer state has the wrong length")
+		}
+	}
+	for _, m := range [][]int64{r.LastStep, r.Frequency, r.Stamp} {
+		if m != nil && len(m) != n {
+			return bad("metadata has the wrong length")
+		}
+	}
+	var s [2]*C.float
+	for i := range r.States {
+		s[i] = cFloats(r.States[i])
+	}
+	err = t.call(op, func(p C.ct_table) C.ct_error {
+		return C.ct_table_import(p, C.int64_t(n), cInt64s(r.IDs), cFloats(r.Rows), s[0], s[1],
+			cInt64s(r.LastStep), cInt64s(r.Frequency), cInt64s(r.Stamp))
+	})
+	runtime.KeepAlive(r)
+	return err
+}
+
+func cInt64s(v []int64) *C.int64_t {
+	if len(v) == 0 {
+		return nil
+	}
+	return (*C.int64_t)(unsafe.Pointer(&v[0]))
+}
+
+func cFloats(v []float32) *C.float {
+	if len(v) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(&v[0]))
+}
+
+// SetStep sets the step counter (>= 0).
+func (t *Table) SetStep(step int64) error {
+	return t.call("table set step", func(p C.ct_table) C.ct_error { return C.ct_table_set_step(p, C.int64_t(step)) })
+}
+
+// Swap exchanges the contents of two tables (ids, rows, states, metadata, step, configuration,
+// admission and delta state); they must agree in dim, block rows, layout, device, kernels and
+// optimizer kind (ErrInvalidArgument).
+func (t *Table) Swap(o *Table) error {
+	const op = "table swap"
+	q, err := o.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer o.mu.RUnlock()
+	err = t.call(op, func(p C.ct_table) C.ct_error { return C.ct_table_swap(p, q) })
+	runtime.KeepAlive(o)
+	return err
+}
+
+// SetAdmission makes absent ids wait for their k-th training lookup before they get a row
+// (k <= 1: admit at once, the default).
+func (t *Table) SetAdmission(k int64) error {
+	return t.call("table set admission", func(p C.ct_table) C.ct_error { return C.ct_table_set_admission(p, C.int64_t(k)) })
+}
+
+// Admission returns the admission threshold and how many absent ids are being counted.
+func (t *Table) Admission() (k, counted int64, err error) {
+	var ck, cc C.int64_t
+	err = t.call("table admission", func(p C.ct_table) C.ct_error { return C.ct_table_admission(&ck, &cc, p) })
+	return int64(ck), int64(cc), err
+}
+
+// ImportCounts sets the admission counts of ids (absent from the table; counts >= 1).
+func (t *Table) ImportCounts(ids, counts []int64) error {
+	const op = "table import counts"
+	if len(ids) != len(counts) {
+		return &Error{Op: op, Msg: "invalid argument: ids and counts differ in length", Kind: ErrInvalidArgument}
+	}
+	err := t.call(op, func(p C.ct_table) C.ct_error {
+		return C.ct_table_import_counts(p, C.int64_t(len(ids)), cInt64s(ids), cInt64s(counts))
+	})
+	runtime.KeepAlive(ids)
+	runtime.KeepAlive(counts)
+	return err
+}
+
+// Metadata returns every id (ascending) with its last step and frequency.
+func (t *Table) Metadata() (ids, last, freq *Tensor, err error) {
+	var a, b, c C.ct_tensor
+	err = t.call("table metadata", func(p C.ct_table) C.ct_error { return C.ct_table_metadata(&a, &b, &c, p) })
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return newTensor(a), newTensor(b), newTensor(c), nil
+}
+
+// Evict removes the rows the policy selects (with all their state) and returns their ids
+// (ascending) and current rows when wantRows, and how many went.
+func (t *Table) Evict(policy EvictPolicy, param int64, wantRows bool) (ids, rows *Tensor, n int64, err error) {
+	var a, b C.ct_tensor
+	var cn C.int64_t
+	pa, pb := &a, &b
+	if !wantRows {
+		pa, pb = nil, nil
+	}
+	err = t.call("table evict", func(p C.ct_table) C.ct_error {
+		return C.ct_table_evict(pa, pb, &cn, p, C.int32_t(policy), C.int64_t(param))
+	})
+	if err != nil || !wantRows {
+		return nil, nil, int64(cn), err
+	}
+	return newTensor(a), newTensor(b), int64(cn), nil
+}
+
+// Remove deletes keys and returns the present ones with their rows, atomically.
+func (t *Table) Remove(keys *Tensor) (ids, rows *Tensor, err error) {
+	const op = "table remove"
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	var a, b C.ct_tensor
+	err = t.call(op, func(p C.ct_table) C.ct_error { return C.ct_table_remove(&a, &b, p, k) })
+	runtime.KeepAlive(keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newTensor(a), newTensor(b), nil
+}
+
+// Compact moves the live rows into the lowest row indices and frees the blocks above them.
+func (t *Table) Compact() error {
+	return t.call("table compact", func(p C.ct_table) C.ct_error { return C.ct_table_compact(p) })
+}
+
+// Delta returns the rows changed since the last mark and the ids deleted since then (before
+// the first mark: every row); with mark, a new mark is set atomically with the delta.
+func (t *Table) Delta(mark bool) (*TableDelta, error) {
+	var ids, rows, meta, del C.ct_tensor
+	var states [2]C.ct_tensor
+	var step C.int64_t
+	m := C.int32_t(0)
+	if mark {
+		m = 1
+	}
+	err := t.call("table delta", func(p C.ct_table) C.ct_error {
+		return C.ct_table_delta(&ids, &rows, &states[0], 2, &meta, &del, &step, p, m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := &TableDelta{IDs: newTensor(ids), Rows: newTensor(rows), Meta: newTensor(meta), Deleted: newTensor(del), Step: int64(step)}
+	for _, s := range states {
+		if s != nil {
+			d.States = append(d.States, newTensor(s))
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,721 @@
+// table_lifecycle_impl.h: the table lifecycle (checkpoint streams and imports, per-row metadata,
+// eviction, compaction, admission, deltas) and its ct_table_* entry points. Included once, at
+// the end of table.cc, because these members need the definition of class Table (kept out of
+// table.cc to keep that file about the hot paths).
+//
+// Per-row metadata lives in row-aligned vectors grown with the blocks: last_ (the step of the
+// last training lookup or update), freq_ (training lookups + updates) and mod_ (the delta epoch
+// of the last change). Lookups holding the lock shared update last_/freq_ with relaxed atomic
+// stores (no lost row data, possibly lost increments under concurrent lookups of one row).
+#ifndef CGOTORCH_TABLE_LIFECYCLE_IMPL_H
+#define CGOTORCH_TABLE_LIFECYCLE_IMPL_H
+
+#include <numeric>
+
+namespace ct {
+namespace table {
+
+namespace {
+constexpr int64_t kCompactChunk = 65536;
+int64_t relaxed_load(const int64_t &v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); }
+
+// Every (id, row index) of a map, ordered by row index (sequential reads of the blocks).
+std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
+  const size_t m = ct_idmap_size(map);
+  std::vector<int64_t> ids(m), idx(m);
+  ct_idmap_export(map, ids.data(), idx.data(), m);
+  std::vector<std::pair<int64_t, int64_t>> p(m);  // (index, id)
+  for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+void check_finite_floats(const float *p, int64_t n, const char *what) {
+  for (int64_t i = 0; i < n; i++) {
+    if (!std::isfinite(p[i])) throw arg_error(std::string(what) + " contain NaN or Inf");
+  }
+}
+}  // namespace
+
+// ---- metadata -------------------------------------------------------------------------------
+
+void Table::init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (!is_new[i]) continue;
+    const size_t r = static_cast<size_t>(rows[i]);
+    last_[r] = step_;
+    freq_[r] = 0;
+    mod_[r] = epoch_;
+  }
+}
+
+void Table::touch(const int64_t *rows, int64_t n, int64_t step) {
+  for (int64_t i = 0; i < n; i++) {
+    if (rows[i] < 0) continue;
+    const size_t r = static_cast<size_t>(rows[i]);
+    __atomic_store_n(&last_[r], step, __ATOMIC_RELAXED);
+    __atomic_store_n(&freq_[r], relaxed_load(freq_[r]) + 1, __ATOMIC_RELAXED);
+  }
+}
+
+void Table::modified(const int64_t *rows, int64_t n) {
+  for (int64_t i = 0; i < n; i++) mod_[static_cast<size_t>(rows[i])] = epoch_;
+}
+
+int64_t Table::erase_ids(const int64_t *ids, int64_t n) {
+  std::vector<int64_t> freed;
+  if (track_deletes_) {
+    freed.resize(static_cast<size_t>(n));
+    deleted_.reserve(deleted_.size() + static_cast<size_t>(n));
+  }
+  const int64_t r = ct_idmap_erase(map_, ids, static_cast<size_t>(n), track_deletes_ ? freed.data() : nullptr);
+  if (r < 0) throw std::bad_alloc();
+  for (size_t i = 0; i < freed.size(); i++) {
+    if (freed[i] >= 0) deleted_.push_back(ids[i]);
+  }
+  return r;
+}
+
+// ---- raw slot access --------------------------------------------------------------------------
+
+void Table::read_raw(const std::vector<int64_t> &rows, int s, float *out) const {
+  const int64_t w = width_[s];
+  if (raw_) {
+    for (size_t i = 0; i < rows.size(); i++) {
+      std::memcpy(out + static_cast<int64_t>(i) * w, slot_ptr(s, rows[i]), sizeof(float) * static_cast<size_t>(w));
+    }
+    return;
+  }
+  if (rows.empty()) return;
+  at::Tensor t = gather_slot_tensor(rows, s).to(at::kCPU).contiguous();
+  std::memcpy(out, t.data_ptr<float>(), sizeof(float) * static_cast<size_t>(t.numel()));
+}
+
+void Table::write_raw(const std::vector<int64_t> &rows, int s, const float *src) {
+  const int64_t w = width_[s];
+  if (raw_) {
+    for (size_t i = 0; i < rows.size(); i++) {
+      std::memcpy(slot_ptr(s, rows[i]), src + static_cast<int64_t>(i) * w, sizeof(float) * static_cast<size_t>(w));
+    }
+    return;
+  }
+  if (rows.empty()) return;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  at::Tensor t = at::empty({n, w}, at::kFloat);
+  std::memcpy(t.data_ptr<float>(), src, sizeof(float) * static_cast<size_t>(n * w));
+  scatter_slot_tensor(rows, s, t.to(device_));
+}
+
+// ---- checkpoints ------------------------------------------------------------------------------
+
+ct_table_config Table::config() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  return cfg_;
+}
+
+void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
+  if (sink == nullptr) throw arg_error("sink is NULL");
+  if (chunk_rows <= 0) throw arg_error("chunk_rows must be > 0, got " + std::to_string(chunk_rows));
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  const auto order = rows_by_index(map_);
+  const int64_t m = static_cast<int64_t>(order.size());
+  const int64_t cr = std::max<int64_t>(1, std::min<int64_t>(chunk_rows, m));
+  const size_t ucr = static_cast<size_t>(cr);
+  std::vector<int64_t> ids(ucr), last(ucr), freq(ucr), stamp(ucr), rows(ucr);
+  std::vector<float> emb(ucr * static_cast<size_t>(dim_));
+  std::vector<float> st[2];
+  for (int s = 0; s < nstates_; s++) st[s].resize(ucr * static_cast<size_t>(width_[s + 1]));
+  ct_table_chunk c{};
+  c.kind = CT_CHUNK_ROWS;
+  c.num_states = nstates_;
+  c.total_rows = m;
+  c.total_counts = static_cast<int64_t>(seen_.size());
+  c.step = step_;
+  auto emit = [&] {
+    if (sink(ctx, &c) != 0) throw std::runtime_error("aborted: the sink stopped the save");
+  };
+  for (int64_t off = 0;; off += cr) {
+    const int64_t cnt = std::min(cr, m - off);
+    rows.resize(static_cast<size_t>(cnt));
+    for (int64_t i = 0; i < cnt; i++) {
+      const auto &p = order[static_cast<size_t>(off + i)];
+      const size_t r = static_cast<size_t>(p.first);
+      rows[static_cast<size_t>(i)] = p.first;
+      ids[static_cast<size_t>(i)] = p.second;
+      last[static_cast<size_t>(i)] = relaxed_load(last_[r]);
+      freq[static_cast<size_t>(i)] = relaxed_load(freq_[r]);
+      stamp[static_cast<size_t>(i)] = stamp_.empty() ? step_ : stamp_[r];
+    }
+    read_raw(rows, 0, emb.data());
+    for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
+    c.offset = off;
+    c.count = cnt;
+    c.ids = ids.data();
+    c.rows = emb.data();
+    for (int s = 0; s < 2; s++) c.states[s] = s < nstates_ ? st[s].data() : nullptr;
+    c.last_step = last.data();
+    c.frequency = freq.data();
+    c.stamp = stamp.data();
+    emit();
+    if (off + cnt >= m) break;
+  }
+  // The admission counts, in chunks of the same size.
+  c = ct_table_chunk{};
+  c.kind = CT_CHUNK_COUNTS;
+  c.num_states = nstates_;
+  c.total_rows = m;
+  c.total_counts = static_cast<int64_t>(seen_.size());
+  c.step = step_;
+  std::vector<int64_t> counts(ucr);
+  c.ids = ids.data();
+  c.counts = counts.data();
+  auto it = seen_.begin();
+  for (int64_t off = 0;; off += cr) {
+    int64_t cnt = 0;
+    for (; it != seen_.end() && cnt < cr; ++it, ++cnt) {
+      ids[static_cast<size_t>(cnt)] = it->first;
+      counts[static_cast<size_t>(cnt)] = it->second;
+    }
+    c.offset = off;
+    c.count = cnt;
+    emit();
+    if (it == seen_.end()) break;
+  }
+}
+
+void Table::import(int64_t n, const int64_t *ids, const float *rows, const float *s0,
+                   const float *s1, const int64_t *last, const int64_t *freq, const int64_t *stamp) {
+  if (n < 0) throw arg_error("n must be >= 0");
+  if (n > 0 && (ids == nullptr || rows == nullptr)) throw arg_error("ids or rows is NULL");
+  const float *st[2] = {s0, s1};
+  for (int s = 0; s < 2; s++) {
+    if (n > 0 && (st[s] != nullptr) != (s < nstates_)) {
+      throw arg_error("state" + std::to_string(s) + (st[s] == nullptr ? " is NULL" : " is not NULL") +
+                      ": the optimizer has " + std::to_string(nstates_) + " states");
+    }
+  }
+  check_finite_floats(rows, n * dim_, "rows");
+  for (int s = 0; s < nstates_ && n > 0; s++) check_finite_floats(st[s], n * width_[s + 1], "states");
+  for (int64_t i = 0; i < n; i++) {
+    if ((last != nullptr && last[i] < 0) || (stamp != nullptr && stamp[i] < 0) || (freq != nullptr && freq[i] < 0)) {
+      throw arg_error("negative last step, frequency or stamp");
+    }
+  }
+  Dedupe dd(ids, n);
+  if (dd.size() != n) throw arg_error("ids are not distinct");
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  for (int64_t i = 0; i < n; i++) {
+    if ((last != nullptr && last[i] > step_) || (stamp != nullptr && stamp[i] > step_)) {
+      throw arg_error("a last step or stamp is beyond the step counter " + std::to_string(step_));
+    }
+  }
+  if (n == 0) return;
+  std::vector<int64_t> r(static_cast<size_t>(n));
+  std::vector<uint8_t> is_new(static_cast<size_t>(n));
+  insert_ids(ids, n, r.data(), is_new.data());
+  guarded(ids, is_new.data(), n, [&] {
+    write_raw(r, 0, rows);
+    for (int s = 0; s < nstates_; s++) write_raw(r, s + 1, st[s]);
+  });
+  for (int64_t i = 0; i < n; i++) {
+    const size_t x = static_cast<size_t>(r[static_cast<size_t>(i)]);
+    last_[x] = last != nullptr ? last[i] : step_;
+    freq_[x] = freq != nullptr ? freq[i] : 0;
+    mod_[x] = epoch_;
+    if (!stamp_.empty()) stamp_[x] = stamp != nullptr ? stamp[i] : step_;
+    if (!seen_.empty()) seen_.erase(ids[i]);
+  }
+}
+
+void Table::set_step(int64_t step) {
+  if (step < 0) throw arg_error("step must be >= 0, got " + std::to_string(step));
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  step_ = step;
+}
+
+void Table::swap_contents(Table &o) {
+  if (&o == this) return;
+  std::unique_lock<std::shared_mutex> la(mu_, std::defer_lock), lb(o.mu_, std::defer_lock);
+  std::lock(la, lb);
+  check_open();
+  o.check_open();
+  if (dim_ != o.dim_ || block_rows_ != o.block_rows_ || device_ != o.device_ || raw_ != o.raw_ ||
+      opt_.kind != o.opt_.kind || cfg_.layout != o.cfg_.layout) {
+    throw arg_error("tables \"" + name_ + "\" and \"" + o.name_ +
+                    "\" differ in dim, block_rows, layout, device, kernels or optimizer");
+  }
+  using std::swap;
+  swap(init_, o.init_);
+  swap(opt_, o.opt_);
+  swap(map_, o.map_);
+  swap(blocks_, o.blocks_);
+  swap(ptr_, o.ptr_);
+  swap(stamp_, o.stamp_);
+  swap(nblocks_, o.nblocks_);
+  for (int a = 0; a < 3; a++) {
+    swap(slab_[a], o.slab_[a]);
+    swap(slab_used_[a], o.slab_used_[a]);
+  }
+  swap(step_, o.step_);
+  swap(cfg_, o.cfg_);
+  swap(last_, o.last_);
+  swap(freq_, o.freq_);
+  swap(mod_, o.mod_);
+  swap(epoch_, o.epoch_);
+  swap(track_deletes_, o.track_deletes_);
+  swap(deleted_, o.deleted_);
+  swap(admit_after_, o.admit_after_);
+  swap(seen_, o.seen_);
+}
+
+// ---- admission --------------------------------------------------------------------------------
+
+void Table::set_admission(int64_t k) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  admit_after_ = k;
+  if (k <= 1) seen_.clear();
+}
+
+std::pair<int64_t, int64_t> Table::admission() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  return {admit_after_, static_cast<int64_t>(seen_.size())};
+}
+
+void Table::import_counts(int64_t n, const int64_t *ids, const int64_t *counts) {
+  if (n < 0) throw arg_error("n must be >= 0");
+  if (n > 0 && (ids == nullptr || counts == nullptr)) throw arg_error("ids or counts is NULL");
+  for (int64_t i = 0; i < n; i++) {
+    if (counts[i] < 1) throw arg_error("admission counts must be >= 1");
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  std::vector<int64_t> r(static_cast<size_t>(n));
+  if (ct_idmap_find(map_, ids, static_cast<size_t>(n), r.data()) != 0) {
+    throw arg_error("admission counts given for ids that have rows");
+  }
+  std::unordered_map<int64_t, int64_t> next = seen_;
+  for (int64_t i = 0; i < n; i++) next[ids[i]] = counts[i];
+  seen_.swap(next);
+}
+
+at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows) {
+  const int64_t n = k.n;
+  const int64_t *ids = k.ptr();
+  Dedupe dd(ids, n);
+  const int64_t u = dd.size();
+  std::vector<int64_t> urows(static_cast<size_t>(u)), occ(static_cast<size_t>(u), 0);
+  ct_idmap_find(map_, dd.uids.data(), static_cast<size_t>(u), urows.data());
+  for (int64_t i = 0; i < n; i++) occ[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])]++;
+  std::vector<int64_t> admit;
+  std::vector<std::pair<int64_t, int64_t>> counted;
+  for (size_t j = 0; j < static_cast<size_t>(u); j++) {
+    if (urows[j] >= 0) continue;
+    auto it = seen_.find(dd.uids[j]);
+    const int64_t c = (it == seen_.end() ? 0 : it->second) + occ[j];
+    if (c >= admit_after_) {
+      admit.push_back(dd.uids[j]);
+    } else {
+      counted.emplace_back(dd.uids[j], c);
+    }
+  }
+  seen_.reserve(seen_.size() + counted.size());
+  const int64_t a = static_cast<int64_t>(admit.size());
+  std::vector<int64_t> arows(static_cast<size_t>(a));
+  std::vector<uint8_t> anew(static_cast<size_t>(a));
+  insert_ids(admit.data(), a, arows.data(), anew.data());
+  at::Tensor out;
+  guarded(admit.data(), anew.data(), a, [&] {
+    init_rows(admit.data(), arows.data(), anew.data(), a, false);
+    ct_idmap_find(map_, ids, static_cast<size_t>(n), rows.data());
+    out = gather_rows(ids, rows.data(), n, CT_READ_ZEROS);
+    for (const auto &p : counted) seen_[p.first] = p.second;
+  });
+  for (int64_t id : admit) seen_.erase(id);
+  touch(rows.data(), n, step_);
+  return out;
+}
+
+void Table::drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr) {
+  const size_t u = uids.size();
+  std::vector<int64_t> r(u);
+  if (ct_idmap_find(map_, uids.data(), u, r.data()) == u) return;
+  std::vector<int64_t> keep_ids, keep_pos;
+  std::vector<const float *> keep_ptr;
+  for (size_t j = 0; j < u; j++) {
+    if (r[j] < 0) continue;
+    keep_ids.push_back(uids[j]);
+    keep_pos.push_back(static_cast<int64_t>(j));
+    if (!gptr.empty()) keep_ptr.push_back(gptr[j]);
+  }
+  // The gradients: a tensor (tensor kernels) or pointers into the batch (raw kernels).
+  if (g.defined()) g = g.index_select(0, index_tensor(keep_pos, g.device())).contiguous();
+  gptr.swap(keep_ptr);
+  uids.swap(keep_ids);
+}
+
+// ---- eviction and compaction --------------------------------------------------------------------
+
+void Table::metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq) {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  auto p = rows_by_index(map_);
+  std::sort(p.begin(), p.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
+  const int64_t m = static_cast<int64_t>(p.size());
+  *ids = at::empty({m}, at::kLong);
+  *last = at::empty({m}, at::kLong);
+  *freq = at::empty({m}, at::kLong);
+  int64_t *pi = ids->data_ptr<int64_t>(), *pl = last->data_ptr<int64_t>(), *pf = freq->data_ptr<int64_t>();
+  for (int64_t i = 0; i < m; i++) {
+    const size_t r = static_cast<size_t>(p[static_cast<size_t>(i)].first);
+    pi[i] = p[static_cast<size_t>(i)].second;
+    pl[i] = relaxed_load(last_[r]);
+    pf[i] = relaxed_load(freq_[r]);
+  }
+}
+
+std::pair<at::Tensor, at::Tensor> Table::take(const std::vector<int64_t> &ids, const std::vector<int64_t> &rows) {
+  const int64_t v = static_cast<int64_t>(ids.size());
+  at::Tensor out = at::empty({v, dim_}, float_opts());
+  gather(rows.data(), v, 0, out);
+  at::Tensor idt = index_tensor(ids, device_);
+  erase_ids(ids.data(), v);
+  return {idt, out};
+}
+
+std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
+  if (policy < CT_EVICT_TTL || policy > CT_EVICT_BYTES) throw arg_error("unknown eviction policy " + std::to_string(policy));
+  if (param < 0) throw arg_error("eviction parameter must be >= 0, got " + std::to_string(param));
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  auto p = rows_by_index(map_);  // (index, id)
+  const size_t m = p.size();
+  std::vector<size_t> victims;
+  if (policy == CT_EVICT_TTL) {
+    for (size_t i = 0; i < m; i++) {
+      if (step_ - last_[static_cast<size_t>(p[i].first)] > param) victims.push_back(i);
+    }
+  } else {
+    int64_t keep = param;
+    if (policy == CT_EVICT_BYTES) {
+      int64_t per_row = 2 * sizeof(int64_t) + sizeof(uint32_t) + 32;  // metadata + id map
+      for (int64_t w : arr_width_) per_row += w * static_cast<int64_t>(sizeof(float));
+      if (!stamp_.empty()) per_row += sizeof(int64_t);
+      keep = param / per_row;
+    }
+    if (static_cast<int64_t>(m) > keep) {
+      const bool lfu = policy == CT_EVICT_LFU;
+      // kept first: the more recent (LRU) or frequent (LFU), then the other, then the smaller id.
+      auto kept_first = [&](size_t a, size_t b) {
+        const size_t ra = static_cast<size_t>(p[a].first), rb = static_cast<size_t>(p[b].first);
+        const int64_t a1 = lfu ? freq_[ra] : last_[ra], b1 = lfu ? freq_[rb] : last_[rb];
+        if (a1 != b1) return a1 > b1;
+        const int64_t a2 = lfu ? last_[ra] : freq_[ra], b2 = lfu ? last_[rb] : freq_[rb];
+        if (a2 != b2) return a2 > b2;
+        return p[a].second < p[b].second;
+      };
+      std::vector<size_t> order(m);
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::nth_element(order.begin(), order.begin() + keep, order.end(), kept_first);
+      victims.assign(order.begin() + keep, order.end());
+    }
+  }
+  std::sort(victims.begin(), victims.end(), [&](size_t a, size_t b) { return p[a].second < p[b].second; });
+  std::vector<int64_t> ids, rows;
+  ids.reserve(victims.size());
+  rows.reserve(victims.size());
+  for (size_t v : victims) {
+    ids.push_back(p[v].second);
+    rows.push_back(p[v].first);
+  }
+  return take(ids, rows);
+}
+
+std::pair<at::Tensor, at::Tensor> Table::remove(const Keys &k) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  std::vector<int64_t> r(static_cast<size_t>(k.n)), ids, rows;
+  ct_idmap_find(map_, k.ptr(), static_cast<size_t>(k.n), r.data());
+  Dedupe dd(k.ptr(), k.n);
+  std::vector<uint8_t> done(dd.uids.size(), 0);
+  for (int64_t i = 0; i < k.n; i++) {
+    const size_t u = static_cast<size_t>(dd.inverse[static_cast<size_t>(i)]);
+    if (r[static_cast<size_t>(i)] < 0 || done[u]) continue;
+    done[u] = 1;
+    ids.push_back(k.ptr()[i]);
+    rows.push_back(r[static_cast<size_t>(i)]);
+  }
+  return take(ids, rows);
+}
+
+void Table::compact() {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  const auto p = rows_by_index(map_);
+  const size_t m = p.size();
+  std::vector<int64_t> ids(m), idx(m);
+  for (size_t i = 0; i < m; i++) ids[i] = p[i].second;
+  ct_idmap *nm = ct_idmap_new(m);
+  if (nm == nullptr) throw std::bad_alloc();
+  // A fresh map numbers the ids 0, 1, 2, ... in batch order: row i moves to index i <= its old
+  // index, so moving in ascending order never overwrites a row not yet moved.
+  if (ct_idmap_find_or_insert(nm, ids.data(), m, idx.data(), nullptr) < 0) {
+    ct_idmap_free(nm);
+    throw std::bad_alloc();
+  }
+  try {
+    for (size_t off = 0; off < m; off += kCompactChunk) {
+      const size_t end = std::min(m, off + static_cast<size_t>(kCompactChunk));
+      std::vector<int64_t> src, dst;
+      for (size_t i = off; i < end; i++) {
+        if (p[i].first == static_cast<int64_t>(i)) continue;
+        src.push_back(p[i].first);
+        dst.push_back(static_cast<int64_t>(i));
+      }
+      for (int s = 0; s < nslots(); s++) {
+        if (raw_) {
+          for (size_t j = 0; j < src.size(); j++) {
+            std::memcpy(slot_ptr(s, dst[j]), slot_ptr(s, src[j]), sizeof(float) * static_cast<size_t>(width_[s]));
+          }
+        } else if (!src.empty()) {
+          scatter_slot_tensor(dst, s, gather_slot_tensor(src, s));
+        }
+      }
+      for (size_t j = 0; j < src.size(); j++) {
+        const size_t a = static_cast<size_t>(dst[j]), b = static_cast<size_t>(src[j]);
+        last_[a] = last_[b];
+        freq_[a] = freq_[b];
+        mod_[a] = mod_[b];
+        if (!stamp_.empty()) stamp_[a] = stamp_[b];
+      }
+    }
+  } catch (...) {
+    ct_idmap_free(nm);
+    throw;
+  }
+  const int64_t nb = (static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_;
+  const size_t arrays = static_cast<size_t>(nb * narr_), slots = static_cast<size_t>(nb * block_rows_);
+  for (size_t i = arrays; i < blocks_.size(); i++) release_slab_block(blocks_[i]);
+  blocks_.resize(arrays);
+  blocks_.shrink_to_fit();
+  ptr_.resize(arrays);
+  ptr_.shrink_to_fit();
+  nblocks_ = nb;
+  for (auto *v : {&last_, &freq_}) {
+    v->resize(slots);
+    v->shrink_to_fit();
+  }
+  mod_.resize(slots);
+  mod_.shrink_to_fit();
+  if (!stamp_.empty()) {
+    stamp_.resize(slots);
+    stamp_.shrink_to_fit();
+  }
+  ct_idmap_free(map_);
+  map_ = nm;
+}
+
+// ---- deltas -----------------------------------------------------------------------------------
+
+Table::Delta Table::delta(bool mark) {
+  std::unique_lock<std::shared_mutex> ex(mu_, std::defer_lock);
+  std::shared_lock<std::shared_mutex> sh(mu_, std::defer_lock);
+  if (mark) {
+    ex.lock();
+  } else {
+    sh.lock();
+  }
+  check_open();
+  auto p = rows_by_index(map_);
+  std::vector<std::pair<int64_t, int64_t>> changed;  // (id, index)
+  for (const auto &x : p) {
+    if (mod_[static_cast<size_t>(x.first)] == epoch_) changed.emplace_back(x.second, x.first);
+  }
+  std::sort(changed.begin(), changed.end());
+  const int64_t m = static_cast<int64_t>(changed.size());
+  std::vector<int64_t> ids, rows;
+  for (const auto &x : changed) {
+    ids.push_back(x.first);
+    rows.push_back(x.second);
+  }
+  Delta d;
+  d.snap.step = step_;
+  d.snap.ids = index_tensor(ids, at::kCPU);
+  d.snap.rows = at::empty({m, dim_}, at::kFloat);
+  read_raw(rows, 0, d.snap.rows.data_ptr<float>());
+  for (int s = 1; s < nslots(); s++) {
+    auto st = at::empty({m, width_[s]}, at::kFloat);
+    read_raw(rows, s, st.data_ptr<float>());
+    d.snap.states.push_back(st);
+  }
+  d.meta = at::empty({m, 3}, at::kLong);
+  int64_t *pm = d.meta.data_ptr<int64_t>();
+  for (int64_t i = 0; i < m; i++) {
+    const size_t r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
+    pm[3 * i] = relaxed_load(last_[r]);
+    pm[3 * i + 1] = relaxed_load(freq_[r]);
+    pm[3 * i + 2] = stamp_.empty() ? step_ : stamp_[r];
+  }
+  std::vector<int64_t> del(deleted_);
+  std::sort(del.begin(), del.end());
+  del.erase(std::unique(del.begin(), del.end()), del.end());
+  std::vector<int64_t> found(del.size()), gone;
+  ct_idmap_find(map_, del.data(), del.size(), found.data());
+  for (size_t i = 0; i < del.size(); i++) {
+    if (found[i] < 0) gone.push_back(del[i]);
+  }
+  d.deleted = index_tensor(gone, at::kCPU);
+  if (mark) {
+    epoch_++;
+    deleted_.clear();
+    track_deletes_ = true;
+  }
+  return d;
+}
+
+}  // namespace table
+}  // namespace ct
+
+// ---- entry points -------------------------------------------------------------------------------
+
+namespace {
+// Wraps every tensor of v into out[i] (out may hold NULLs: skipped) or none of them.
+void wrap_all(const std::vector<ct_tensor *> &out, const std::vector<at::Tensor> &v) {
+  std::vector<ct_tensor> made;
+  try {
+    for (size_t i = 0; i < v.size(); i++) made.push_back(out[i] != nullptr ? ct::wrap(v[i]) : nullptr);
+  } catch (...) {
+    for (auto m : made) ct_tensor_free(m);
+    throw;
+  }
+  for (size_t i = 0; i < v.size(); i++) {
+    if (out[i] != nullptr) *out[i] = made[i];
+  }
+}
+}  // namespace
+
+extern "C" {
+
+ct_error ct_table_config_get(ct_table_config *out, ct_table h) {
+  return guard([&] {
+    need_out(out);
+    *out = tbl(h).config();
+  });
+}
+
+ct_error ct_table_save(ct_table h, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).save(chunk_rows, sink, ctx);
+  });
+}
+
+ct_error ct_table_import(ct_table h, int64_t n, const int64_t *ids, const float *rows,
+                         const float *state0, const float *state1, const int64_t *last_step,
+                         const int64_t *frequency, const int64_t *stamp) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).import(n, ids, rows, state0, state1, last_step, frequency, stamp);
+  });
+}
+
+ct_error ct_table_set_step(ct_table h, int64_t step) {
+  return guard([&] { tbl(h).set_step(step); });
+}
+
+ct_error ct_table_swap(ct_table a, ct_table b) {
+  return guard([&] { tbl(a).swap_contents(tbl(b)); });
+}
+
+ct_error ct_table_set_admission(ct_table h, int64_t k) {
+  return guard([&] { tbl(h).set_admission(k); });
+}
+
+ct_error ct_table_admission(int64_t *k, int64_t *counted, ct_table h) {
+  return guard([&] {
+    need_out(k);
+    auto a = tbl(h).admission();
+    *k = a.first;
+    if (counted != nullptr) *counted = a.second;
+  });
+}
+
+ct_error ct_table_import_counts(ct_table h, int64_t n, const int64_t *ids, const int64_t *counts) {
+  return guard([&] { tbl(h).import_counts(n, ids, counts); });
+}
+
+ct_error ct_table_metadata(ct_tensor *ids, ct_tensor *last_step, ct_tensor *frequency, ct_table h) {
+  return guard([&] {
+    need_out(ids);
+    need_out(last_step);
+    need_out(frequency);
+    at::Tensor a, b, c;
+    tbl(h).metadata(&a, &b, &c);
+    wrap_all({ids, last_step, frequency}, {a, b, c});
+  });
+}
+
+ct_error ct_table_evict(ct_tensor *ids, ct_tensor *rows, int64_t *n, ct_table h, int32_t policy,
+                        int64_t param) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    auto r = tbl(h).evict(policy, param);
+    const int64_t count = r.first.size(0);
+    wrap_all({ids, rows}, {r.first, r.second});
+    if (n != nullptr) *n = count;
+  });
+}
+
+ct_error ct_table_remove(ct_tensor *ids, ct_tensor *rows, ct_table h, ct_tensor keys) {
+  return guard([&] {
+    need_out(ids);
+    need_out(rows);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    auto r = t.remove(k);
+    wrap_all({ids, rows}, {r.first, r.second});
+  });
+}
+
+ct_error ct_table_compact(ct_table h) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).compact();
+  });
+}
+
+ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
+                        ct_tensor *meta, ct_tensor *deleted, int64_t *step, ct_table h,
+                        int32_t mark) {
+  return guard([&] {
+    need_out(ids);
+    need_out(rows);
+    need_out(meta);
+    need_out(deleted);
+    Table &t = tbl(h);
+    // Checked before the delta: a mark must not be set for a delta that is not handed out.
+    const int32_t nst = t.stats().num_states;
+    if (cap < nst) throw ct::arg_error("states has room for " + std::to_string(cap) + " tensors, the table has " + std::to_string(nst));
+    if (nst > 0 && states == nullptr) throw ct::arg_error("states is NULL");
+    c10::NoGradGuard no_grad;
+    auto d = t.delta(mark != 0);
+    std::vector<ct_tensor *> out = {ids, rows, meta, deleted};
+    std::vector<at::Tensor> v = {d.snap.ids, d.snap.rows, d.meta, d.deleted};
+    for (int32_t i = 0; i < nst; i++) {
+      out.push_back(&states[i]);
+      v.push_back(d.snap.states[static_cast<size_t>(i)]);
+    }
+    wrap_all(out, v);
+    if (step != nullptr) *step = d.snap.step;
+  });
+}
+
+}  // extern "C"
+
+#endif

@@ -1,0 +1,465 @@
+package embedding
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// Checkpoints: a directory holding manifest.json and the files it names (docs/checkpoint.md).
+// A save writes new files under a fresh generation prefix, fsyncs them and the directory, then
+// writes the manifest under a temporary name, fsyncs it, renames it over manifest.json (the
+// commit point) and fsyncs the directory; only then are the previous generation's files
+// removed. A process killed at any moment leaves manifest.json naming complete files.
+
+const (
+	manifestName    = "manifest.json"
+	manifestFormat  = "gorec-checkpoint"
+	manifestVersion = 1
+	tableFormat     = "gorec-table"
+	tableVersion    = "1"
+	// chunkBytes is the size of the buffers a save or load streams a table through.
+	chunkBytes = 8 << 20
+)
+
+// ours matches the names a save creates, which a later save may remove.
+var ours = regexp.MustCompile(`^(g[0-9a-f]+\.(t[0-9]+\.safetensors|f\.[A-Za-z0-9_-]+)|manifest\.json\.tmp-g[0-9a-f]+)$`)
+
+// fileNameOK restricts the names of extra files.
+var fileNameOK = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+type manifest struct {
+	Format     string       `json:"format"`
+	Version    int          `json:"version"`
+	Generation string       `json:"generation"`
+	Tables     []tableEntry `json:"tables"`
+	Files      []fileEntry  `json:"files"`
+}
+
+// tableEntry describes one table of a checkpoint: its file and everything needed to rebuild it.
+type tableEntry struct {
+	Name        string            `json:"name"`
+	File        string            `json:"file"`
+	Size        int64             `json:"size"`
+	Rows        int64             `json:"rows"`
+	Counts      int64             `json:"admission_counts"`
+	Step        int64             `json:"step"`
+	Dim         int64             `json:"dim"`
+	BlockRows   int64             `json:"block_rows"`
+	Layout      string            `json:"layout"`
+	Initializer string            `json:"initializer"`
+	InitParams  [4]float64        `json:"init_params"`
+	Optimizer   string            `json:"optimizer"`
+	OptParams   [8]float64        `json:"opt_params"`
+	Seed        uint64            `json:"seed"`
+	ReadDefault string            `json:"read_default"`
+	AdmitAfter  int64             `json:"admit_after"`
+	States      []string          `json:"states"`
+	Checksums   map[string]uint32 `json:"crc32c"`
+}
+
+type fileEntry struct {
+	Name   string `json:"name"`
+	File   string `json:"file"`
+	Size   int64  `json:"size"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+var (
+	initNames   = []string{"zeros", "constant", "uniform", "normal", "truncated_normal", "xavier_uniform", "xavier_normal"}
+	optNames    = []string{"none", "sgd", "adagrad", "rowwise_adagrad", "sparse_adam", "adamw", "ftrl"}
+	layoutNames = []string{"separate", "interleaved"}
+	readNames   = []string{"zeros", "initial"}
+)
+
+func kindOf(names []string, s string) (int, bool) {
+	for i, n := range names {
+		if n == s {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func corrupt(op, table, format string, args ...any) error {
+	return &Error{Op: op, Table: table, Kind: ErrCorrupt, Err: fmt.Errorf(format, args...)}
+}
+
+// Save writes a checkpoint of tables to dir (created if needed), replacing the checkpoint there
+// only once the new one is complete and durable. Each table is a consistent snapshot (see
+// Table.Export): writers of that table wait while it is written, lookups of present ids go on.
+// Tables saved together are not mutually consistent unless the caller pauses training.
+func Save(dir string, tables ...*Table) error { return SaveWith(dir, tables, nil) }
+
+// SaveWith is Save with extra files in the same checkpoint: files maps a name (letters, digits,
+// '_' and '-') to a function writing its content (nn.SaveCheckpoint writes the dense state
+// this way).
+func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) error) (err error) {
+	const op = "save"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	gen := fmt.Sprintf("g%x%08x", time.Now().UnixNano(), rand.Uint32())
+	m := manifest{Format: manifestFormat, Version: manifestVersion, Generation: gen, Tables: []tableEntry{}, Files: []fileEntry{}}
+	var created []string
+	defer func() {
+		if err != nil {
+			for _, p := range created {
+				os.Remove(p)
+			}
+		}
+	}()
+	seen := map[string]bool{}
+	for i, t := range tables {
+		if seen[t.Name()] {
+			return badInput(op, t.Name(), "the table is listed twice")
+		}
+		seen[t.Name()] = true
+		name := fmt.Sprintf("%s.t%d.safetensors", gen, i)
+		path := filepath.Join(dir, name)
+		created = append(created, path)
+		e, err := writeTableFile(path, t)
+		if err != nil {
+			return err
+		}
+		e.File = name
+		m.Tables = append(m.Tables, e)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !fileNameOK.MatchString(n) {
+			return badInput(op, "", "bad file name %q", n)
+		}
+		name := gen + ".f." + n
+		path := filepath.Join(dir, name)
+		created = append(created, path)
+		e, err := writeExtraFile(path, files[n])
+		if err != nil {
+			return &Error{Op: op, Kind: ErrInternal, Err: fmt.Errorf("file %q: %w", n, err)}
+		}
+		e.Name, e.File = n, name
+		m.Files = append(m.Files, e)
+	}
+	if err := syncDir(dir); err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	js, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	tmp := filepath.Join(dir, manifestName+".tmp-"+gen)
+	created = append(created, tmp)
+	if err := writeSynced(tmp, func(w io.Writer) error { _, err := w.Write(append(js, '\n')); return err }); err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	created = nil // committed
+	if err := syncDir(dir); err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	removeStale(dir, m)
+	return nil
+}
+
+// removeStale deletes the files of earlier (or failed) saves; best effort.
+func removeStale(dir string, m manifest) {
+	keep := map[string]bool{}
+	for _, t := range m.Tables {
+		keep[t.File] = true
+	}
+	for _, f := range m.Files {
+		keep[f.File] = true
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if ours.MatchString(e.Name()) && !keep[e.Name()] {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// writeSynced creates path (it must not exist), writes it with f and fsyncs it.
+func writeSynced(path string, f func(io.Writer) error) error {
+	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f(file); err != nil {
+		file.Close()
+		return err
+	}
+	if err := file.Sync(); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+type crcWriter struct {
+	w   io.Writer
+	n   int64
+	crc uint32
+}
+
+func (c *crcWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.crc = crc32.Update(c.crc, castagnoli, b[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+func writeExtraFile(path string, f func(io.Writer) error) (fileEntry, error) {
+	var e fileEntry
+	err := writeSynced(path, func(w io.Writer) error {
+		cw := &crcWriter{w: w}
+		if err := f(cw); err != nil {
+			return err
+		}
+		e.Size, e.CRC32C = cw.n, cw.crc
+		return nil
+	})
+	return e, err
+}
+
+// readManifest reads and checks dir's manifest.
+func readManifest(dir string) (manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		return manifest{}, &Error{Op: "load", Kind: ErrNotFound, Err: err}
+	}
+	return parseManifest(b)
+}
+
+func parseManifest(b []byte) (manifest, error) {
+	const op = "load"
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, corrupt(op, "", "manifest: %v", err)
+	}
+	if m.Format != manifestFormat {
+		return m, corrupt(op, "", "manifest: format %q, want %q", m.Format, manifestFormat)
+	}
+	if m.Version != manifestVersion {
+		return m, corrupt(op, "", "manifest: version %d, this gorec reads version %d", m.Version, manifestVersion)
+	}
+	for _, t := range m.Tables {
+		if !ours.MatchString(t.File) || filepath.Base(t.File) != t.File {
+			return m, corrupt(op, t.Name, "manifest: bad file name %q", t.File)
+		}
+		if _, ok := kindOf(optNames, t.Optimizer); !ok {
+			return m, corrupt(op, t.Name, "manifest: unknown optimizer %q", t.Optimizer)
+		}
+		if _, ok := kindOf(initNames, t.Initializer); !ok {
+			return m, corrupt(op, t.Name, "manifest: unknown initializer %q", t.Initializer)
+		}
+		if _, ok := kindOf(layoutNames, t.Layout); !ok {
+			return m, corrupt(op, t.Name, "manifest: unknown layout %q", t.Layout)
+		}
+		if _, ok := kindOf(readNames, t.ReadDefault); !ok {
+			return m, corrupt(op, t.Name, "manifest: unknown read default %q", t.ReadDefault)
+		}
+		if t.Dim <= 0 || t.Rows < 0 || t.Counts < 0 || t.Step < 0 || t.BlockRows <= 0 || t.Size < 0 {
+			return m, corrupt(op, t.Name, "manifest: negative or zero sizes")
+		}
+	}
+	for _, f := range m.Files {
+		if !ours.MatchString(f.File) || filepath.Base(f.File) != f.File {
+			return m, corrupt(op, f.Name, "manifest: bad file name %q", f.File)
+		}
+	}
+	return m, nil
+}
+
+// Load opens every table of the checkpoint in dir as a new table under its saved name, with
+// its saved configuration, on the CPU. On error nothing stays open.
+func Load(dir string) ([]*Table, error) { return LoadRenamed(dir, nil) }
+
+// LoadRenamed is Load with the tables opened under rename(saved name) (rename nil: the saved
+// names), to load a checkpoint next to the tables it was taken from.
+func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error) {
+	m, err := readManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Table
+	for _, e := range m.Tables {
+		name := e.Name
+		if rename != nil {
+			name = rename(name)
+		}
+		t, err := loadNew(dir, e, name, cgotorch.CPU, false)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// LoadInto restores tables (each must be in the checkpoint, with the same dim, optimizer, layout
+// and block rows: ErrIncompatible otherwise) and reads the extra files with files' functions
+// (each must be in the checkpoint; a function's error is returned wrapped in ErrBadInput).
+// Everything is read and checked into new tables first, then the extra files are read, then
+// the contents are swapped in: on error no table has changed. A table takes over the saved
+// initializer and optimizer parameters, step counter, metadata and admission state; its delta
+// tracking starts over (the next delta is the whole table).
+func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) error) (err error) {
+	const op = "load"
+	m, err := readManifest(dir)
+	if err != nil {
+		return err
+	}
+	byName := map[string]tableEntry{}
+	for _, e := range m.Tables {
+		byName[e.Name] = e
+	}
+	var fresh []*Table
+	defer func() {
+		for _, f := range fresh {
+			f.Close()
+		}
+	}()
+	for _, t := range tables {
+		e, ok := byName[t.Name()]
+		if !ok {
+			return &Error{Op: op, Table: t.Name(), Kind: ErrIncompatible, Err: errors.New("the checkpoint has no such table")}
+		}
+		cc, err := t.t.Config()
+		if err != nil {
+			return wrap(op, t.Name(), err)
+		}
+		if err := compatible(e, cc); err != nil {
+			return err
+		}
+		f, err := loadNew(dir, e, fmt.Sprintf("gorec-load-%s-%x", m.Generation, rand.Uint64()), cc.Device, cc.TensorKernels)
+		if err != nil {
+			return err
+		}
+		fresh = append(fresh, f)
+	}
+	byFile := map[string]fileEntry{}
+	for _, f := range m.Files {
+		byFile[f.Name] = f
+	}
+	for name, read := range files {
+		f, ok := byFile[name]
+		if !ok {
+			return &Error{Op: op, Kind: ErrIncompatible, Err: fmt.Errorf("the checkpoint has no file %q", name)}
+		}
+		if err := readExtraFile(filepath.Join(dir, f.File), f, read); err != nil {
+			return err
+		}
+	}
+	configs.Lock()
+	defer configs.Unlock()
+	for i, t := range tables {
+		if err := t.t.Swap(fresh[i].t); err != nil {
+			return wrap(op, t.Name(), err) // checked compatible above: not expected
+		}
+		t.cfg = fresh[i].cfg
+		configs.m[t.name] = t.cfg
+	}
+	return nil
+}
+
+func readExtraFile(path string, e fileEntry, read func(io.Reader) error) error {
+	const op = "load"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return corrupt(op, "", "file %q: %v", e.Name, err)
+	}
+	if int64(len(b)) != e.Size || crc32.Checksum(b, castagnoli) != e.CRC32C {
+		return corrupt(op, "", "file %q: size or checksum does not match the manifest", e.Name)
+	}
+	if err := read(bytesReader(b)); err != nil {
+		return &Error{Op: op, Kind: ErrBadInput, Err: fmt.Errorf("file %q: %w", e.Name, err)}
+	}
+	return nil
+}
+
+// compatible checks that a saved table fits a table of configuration cc.
+func compatible(e tableEntry, cc cgotorch.TableConfig) error {
+	opt, _ := kindOf(optNames, e.Optimizer)
+	lay, _ := kindOf(layoutNames, e.Layout)
+	switch {
+	case e.Dim != cc.Dim:
+		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with dim %d, the table has dim %d", e.Dim, cc.Dim)}
+	case cgotorch.TableOptimizer(opt) != cc.Optimizer:
+		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with optimizer %s, the table has %s", e.Optimizer, optNames[cc.Optimizer])}
+	case cgotorch.TableLayout(lay) != cc.Layout || e.BlockRows != cc.BlockRows:
+		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: errors.New("saved with another layout or block size")}
+	}
+	return nil
+}
+
+// configOf rebuilds the Config and the C configuration of a saved table.
+func configOf(e tableEntry, dev cgotorch.Device, tensorKernels bool) (Config, cgotorch.TableConfig) {
+	ik, _ := kindOf(initNames, e.Initializer)
+	ok, _ := kindOf(optNames, e.Optimizer)
+	lay, _ := kindOf(layoutNames, e.Layout)
+	rd, _ := kindOf(readNames, e.ReadDefault)
+	cc := cgotorch.TableConfig{
+		Dim: e.Dim, BlockRows: e.BlockRows, Init: cgotorch.TableInit(ik), InitParams: e.InitParams,
+		Optimizer: cgotorch.TableOptimizer(ok), OptParams: e.OptParams, Device: dev, Seed: e.Seed,
+		Layout: cgotorch.TableLayout(lay), TensorKernels: tensorKernels,
+	}
+	cfg := Config{
+		Dim: int(e.Dim), Initializer: initializerOf(cc.Init, cc.InitParams), Optimizer: optimizerOf(cc.Optimizer, cc.OptParams),
+		BlockRows: int(e.BlockRows), Seed: e.Seed, Device: dev, Layout: Separate, ReadDefault: ReadDefault(rd),
+	}
+	if cc.Layout == cgotorch.LayoutInterleaved {
+		cfg.Layout = Interleaved
+	}
+	return cfg, cc
+}
+
+// loadNew creates a table named name from entry e and loads its file; closed again on error.
+func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorKernels bool) (*Table, error) {
+	cfg, cc := configOf(e, dev, tensorKernels)
+	ct, err := cgotorch.NewTable(name, cc)
+	if err != nil {
+		if errors.Is(err, cgotorch.ErrInvalidArgument) {
+			return nil, corrupt("load", e.Name, "manifest: %v", err)
+		}
+		return nil, wrap("load", e.Name, err)
+	}
+	if err := loadTableFile(filepath.Join(dir, e.File), e, ct); err != nil {
+		ct.Close()
+		return nil, err
+	}
+	configs.Lock()
+	configs.m[name] = cfg
+	configs.Unlock()
+	return &Table{t: ct, name: name, cfg: cfg}, nil
+}

@@ -1,0 +1,284 @@
+package embedding
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// checkpoint_table.go: one table as one safetensors file, streamed in chunks of rows.
+//
+// Tensors, in file order: ids I64 [M], rows F32 [M, dim], state.<name> F32 [M, width] per
+// optimizer state, last_step I64 [M], frequency I64 [M], stamp I64 [M], admission.ids I64 [C],
+// admission.counts I64 [C]. Metadata: format "gorec-table", version "1", step.
+
+// tableRegions lists the tensors of a table file with M rows and C admission counts.
+func tableRegions(m, c, dim int64, states []string, widths []int64) []stRegion {
+	r := []stRegion{
+		{Name: "ids", DType: "I64", Shape: []int64{m}},
+		{Name: "rows", DType: "F32", Shape: []int64{m, dim}},
+	}
+	for i, s := range states {
+		r = append(r, stRegion{Name: "state." + s, DType: "F32", Shape: []int64{m, widths[i]}})
+	}
+	return append(r,
+		stRegion{Name: "last_step", DType: "I64", Shape: []int64{m}},
+		stRegion{Name: "frequency", DType: "I64", Shape: []int64{m}},
+		stRegion{Name: "stamp", DType: "I64", Shape: []int64{m}},
+		stRegion{Name: "admission.ids", DType: "I64", Shape: []int64{c}},
+		stRegion{Name: "admission.counts", DType: "I64", Shape: []int64{c}},
+	)
+}
+
+func stateNamesOf(opt cgotorch.TableOptimizer) []string {
+	var s []string
+	for i := 0; cgotorch.TableStateName(opt, i) != ""; i++ {
+		s = append(s, cgotorch.TableStateName(opt, i))
+	}
+	return s
+}
+
+// chunkRows is how many rows of dim floats and the given states fit a streaming buffer.
+func chunkRows(dim int64, widths []int64) int64 {
+	per := 4*dim + 3*8 + 8
+	for _, w := range widths {
+		per += 4 * w
+	}
+	return max(1, chunkBytes/per)
+}
+
+// writeTableFile streams a consistent snapshot of t into a new file at path, fsynced.
+func writeTableFile(path string, t *Table) (tableEntry, error) {
+	const op = "save"
+	cc, err := t.t.Config()
+	if err != nil {
+		return tableEntry{}, wrap(op, t.name, err)
+	}
+	admit, _, err := t.t.Admission()
+	if err != nil {
+		return tableEntry{}, wrap(op, t.name, err)
+	}
+	states := stateNamesOf(cc.Optimizer)
+	widths := cgotorch.StateWidths(cc.Optimizer, cc.Dim)
+	e := tableEntry{
+		Name: t.name, Dim: cc.Dim, BlockRows: cc.BlockRows, Layout: layoutNames[cc.Layout],
+		Initializer: initNames[cc.Init], InitParams: cc.InitParams, Optimizer: optNames[cc.Optimizer],
+		OptParams: cc.OptParams, Seed: cc.Seed, ReadDefault: readNames[t.cfg.ReadDefault],
+		AdmitAfter: admit, States: append([]string{}, states...),
+	}
+	var w *stWriter
+	err = writeSynced(path, func(out io.Writer) error {
+		f := out.(*os.File)
+		return t.t.Save(chunkRows(cc.Dim, widths), func(c *cgotorch.TableChunk) error {
+			if w == nil {
+				e.Rows, e.Counts, e.Step = c.TotalRows, c.TotalCounts, c.Step
+				meta := map[string]string{"format": tableFormat, "version": tableVersion, "step": strconv.FormatInt(c.Step, 10)}
+				l, hdr := newLayout(tableRegions(c.TotalRows, c.TotalCounts, cc.Dim, states, widths), meta)
+				var err error
+				if w, err = newSTWriter(f, l, hdr); err != nil {
+					return err
+				}
+				e.Size = l.size()
+			}
+			if c.Kind == cgotorch.ChunkCounts {
+				return firstErr(w.write(len(w.l.Regions)-2, int64Bytes(c.IDs)), w.write(len(w.l.Regions)-1, int64Bytes(c.Counts)))
+			}
+			errs := []error{w.write(0, int64Bytes(c.IDs)), w.write(1, float32Bytes(c.Rows))}
+			for i := range states {
+				errs = append(errs, w.write(2+i, float32Bytes(c.States[i])))
+			}
+			k := 2 + len(states)
+			errs = append(errs, w.write(k, int64Bytes(c.LastStep)), w.write(k+1, int64Bytes(c.Frequency)), w.write(k+2, int64Bytes(c.Stamp)))
+			return firstErr(errs...)
+		})
+	})
+	if err != nil {
+		var ce *cgotorch.Error
+		if errors.As(err, &ce) {
+			return tableEntry{}, wrap(op, t.name, err)
+		}
+		return tableEntry{}, &Error{Op: op, Table: t.name, Kind: ErrInternal, Err: err}
+	}
+	if e.Checksums, err = w.checksums(); err != nil {
+		return tableEntry{}, &Error{Op: op, Table: t.name, Kind: ErrInternal, Err: err}
+	}
+	return e, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// loadTableFile reads the file of entry e into the empty table dst, chunk by chunk, checking
+// the header against the entry, every chunk (the C side checks rows and metadata too) and the
+// checksums. dst is left partly filled on error: the caller drops it.
+func loadTableFile(path string, e tableEntry, dst *cgotorch.Table) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return corrupt("load", e.Name, "%v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return corrupt("load", e.Name, "%v", err)
+	}
+	if fi.Size() != e.Size {
+		return corrupt("load", e.Name, "file has %d bytes, the manifest says %d", fi.Size(), e.Size)
+	}
+	return readTable(f, fi.Size(), e, dst)
+}
+
+// readTable is loadTableFile on any reader of the given size (the fuzz target calls it).
+func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) error {
+	fail := func(format string, args ...any) error { return corrupt("load", e.Name, format, args...) }
+	l, err := readLayout(f, size)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if l.Meta["format"] != tableFormat || l.Meta["version"] != tableVersion {
+		return fail("format %q version %q, want %q version %q", l.Meta["format"], l.Meta["version"], tableFormat, tableVersion)
+	}
+	if l.Meta["step"] != strconv.FormatInt(e.Step, 10) {
+		return fail("step %q, the manifest says %d", l.Meta["step"], e.Step)
+	}
+	cc, err := dst.Config()
+	if err != nil {
+		return wrap("load", e.Name, err)
+	}
+	states := stateNamesOf(cc.Optimizer)
+	widths := cgotorch.StateWidths(cc.Optimizer, cc.Dim)
+	want := tableRegions(e.Rows, e.Counts, cc.Dim, states, widths)
+	if len(want) != len(l.Regions) {
+		return fail("%d tensors, want %d", len(l.Regions), len(want))
+	}
+	for _, w := range want {
+		g, ok := l.region(w.Name)
+		if !ok || g.DType != w.DType || !equalInts(g.Shape, w.Shape) {
+			return fail("tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
+		}
+	}
+	if err := dst.SetStep(e.Step); err != nil {
+		return wrap("load", e.Name, err)
+	}
+	if err := dst.SetAdmission(e.AdmitAfter); err != nil {
+		return wrap("load", e.Name, err)
+	}
+	rd := newSTReader(f, l)
+	cr := chunkRows(cc.Dim, widths)
+	rows := make([]float32, cr*cc.Dim)
+	st := make([][]float32, len(widths))
+	for i, w := range widths {
+		st[i] = make([]float32, cr*w)
+	}
+	ids, last, freq, stamp := make([]int64, cr), make([]int64, cr), make([]int64, cr), make([]int64, cr)
+	for off := int64(0); off < e.Rows; off += cr {
+		n := min(cr, e.Rows-off)
+		r := cgotorch.TableRows{IDs: ids[:n], Rows: rows[:n*cc.Dim], LastStep: last[:n], Frequency: freq[:n], Stamp: stamp[:n]}
+		errs := []error{rd.next("ids", int64Bytes(r.IDs)), rd.next("rows", float32Bytes(r.Rows))}
+		for i, s := range states {
+			r.States = append(r.States, st[i][:n*widths[i]])
+			errs = append(errs, rd.next("state."+s, float32Bytes(r.States[i])))
+		}
+		errs = append(errs, rd.next("last_step", int64Bytes(r.LastStep)), rd.next("frequency", int64Bytes(r.Frequency)),
+			rd.next("stamp", int64Bytes(r.Stamp)))
+		if err := firstErr(errs...); err != nil {
+			return fail("%v", err)
+		}
+		if err := dst.Import(r); err != nil {
+			return importError(e.Name, err)
+		}
+	}
+	for off := int64(0); off < e.Counts; off += cr {
+		n := min(cr, e.Counts-off)
+		if err := firstErr(rd.next("admission.ids", int64Bytes(ids[:n])), rd.next("admission.counts", int64Bytes(freq[:n]))); err != nil {
+			return fail("%v", err)
+		}
+		if err := dst.ImportCounts(ids[:n], freq[:n]); err != nil {
+			return importError(e.Name, err)
+		}
+	}
+	if err := rd.verify(e.Checksums); err != nil {
+		return fail("%v", err)
+	}
+	st2, err := dst.Stats()
+	if err != nil {
+		return wrap("load", e.Name, err)
+	}
+	if st2.Size != e.Rows {
+		return fail("%d distinct ids for %d rows", st2.Size, e.Rows)
+	}
+	if _, counted, err := dst.Admission(); err != nil || counted != e.Counts {
+		return fail("%d distinct admission ids for %d counts", counted, e.Counts)
+	}
+	return nil
+}
+
+// importError: data the C side rejects (NaN, duplicate ids, steps beyond the counter) is a
+// corrupt file.
+func importError(table string, err error) error {
+	if errors.Is(err, cgotorch.ErrInvalidArgument) {
+		return corrupt("load", table, "%v", err)
+	}
+	return wrap("load", table, err)
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// initializerOf and optimizerOf turn the C configuration back into this package's types (the
+// parameters are those after defaults, which map to themselves).
+func initializerOf(k cgotorch.TableInit, p [4]float64) Initializer {
+	switch k {
+	case cgotorch.InitConstant:
+		return Constant{Value: p[0]}
+	case cgotorch.InitUniform:
+		return Uniform{Low: p[0], High: p[1]}
+	case cgotorch.InitNormal:
+		return Normal{Mean: p[0], Std: p[1]}
+	case cgotorch.InitTruncatedNormal:
+		return TruncatedNormal{Mean: p[0], Std: p[1], Low: p[2], High: p[3]}
+	case cgotorch.InitXavierUniform:
+		return XavierUniform{Gain: p[0], FanIn: int(p[1]), FanOut: int(p[2])}
+	case cgotorch.InitXavierNormal:
+		return XavierNormal{Gain: p[0], FanIn: int(p[1]), FanOut: int(p[2])}
+	}
+	return Zeros{}
+}
+
+func optimizerOf(k cgotorch.TableOptimizer, p [8]float64) Optimizer {
+	switch k {
+	case cgotorch.OptSGD:
+		return SGD{LR: p[0], Momentum: p[1], Dampening: p[2], Nesterov: p[3] != 0}
+	case cgotorch.OptAdagrad:
+		return Adagrad{LR: p[0], LRDecay: p[1], InitialAccumulator: p[2], Eps: p[3]}
+	case cgotorch.OptRowWiseAdagrad:
+		return RowWiseAdagrad{LR: p[0], LRDecay: p[1], InitialAccumulator: p[2], Eps: p[3]}
+	case cgotorch.OptSparseAdam:
+		return SparseAdam{LR: p[0], Beta1: p[1], Beta2: p[2], Eps: p[3]}
+	case cgotorch.OptAdamW:
+		return AdamW{LR: p[0], Beta1: p[1], Beta2: p[2], Eps: p[3], WeightDecay: p[4]}
+	case cgotorch.OptFTRL:
+		return FTRL{Alpha: p[0], Beta: p[1], L1: p[2], L2: p[3], InitialAccumulator: p[4]}
+	}
+	return NoOptimizer{}
+}

@@ -1,0 +1,148 @@
+package embedding
+
+import (
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// delta_file.go: a Delta as one safetensors file, for shipping to serving or as an incremental
+// checkpoint on top of a full one. Tensors: ids I64 [M], rows F32 [M, dim], state<i> F32
+// [M, width] per optimizer state, meta I64 [M, 3] (last step, frequency, stamp), deleted I64
+// [D]; metadata: format "gorec-delta", version "1", step, dim. Written to a temporary name,
+// fsynced and renamed: a reader sees the whole file or none.
+
+const deltaFormat = "gorec-delta"
+
+func deltaRegions(m, d, dim int64, widths []int64) []stRegion {
+	r := []stRegion{{Name: "ids", DType: "I64", Shape: []int64{m}}, {Name: "rows", DType: "F32", Shape: []int64{m, dim}}}
+	for i, w := range widths {
+		r = append(r, stRegion{Name: "state" + strconv.Itoa(i), DType: "F32", Shape: []int64{m, w}})
+	}
+	return append(r, stRegion{Name: "meta", DType: "I64", Shape: []int64{m, 3}}, stRegion{Name: "deleted", DType: "I64", Shape: []int64{d}})
+}
+
+// WriteDelta writes d (a delta of a table of dim columns) to path atomically.
+func WriteDelta(path string, d *Delta, dim int) error {
+	const op = "write delta"
+	m := int64(len(d.IDs))
+	if dim <= 0 || int64(len(d.Rows)) != m*int64(dim) || int64(len(d.Meta)) != 3*m {
+		return badInput(op, "", "inconsistent delta: %d ids, %d row values, %d meta values for dim %d", m, len(d.Rows), len(d.Meta), dim)
+	}
+	var widths []int64
+	for _, s := range d.States {
+		if m == 0 || int64(len(s))%m != 0 {
+			if m == 0 && len(s) == 0 {
+				widths = append(widths, int64(dim))
+				continue
+			}
+			return badInput(op, "", "a state of %d values for %d ids", len(s), m)
+		}
+		widths = append(widths, int64(len(s))/m)
+	}
+	data := [][]byte{int64Bytes(d.IDs), float32Bytes(d.Rows)}
+	for _, s := range d.States {
+		data = append(data, float32Bytes(s))
+	}
+	data = append(data, int64Bytes(d.Meta), int64Bytes(d.Deleted))
+	regions := deltaRegions(m, int64(len(d.Deleted)), int64(dim), widths)
+	meta := map[string]string{"format": deltaFormat, "version": "1", "step": strconv.FormatInt(d.Step, 10), "dim": strconv.Itoa(dim)}
+	for i, r := range regions {
+		meta["crc32c."+r.Name] = strconv.FormatUint(uint64(crc32.Checksum(data[i], castagnoli)), 10)
+	}
+	l, hdr := newLayout(regions, meta)
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	err := writeSynced(tmp, func(out io.Writer) error {
+		w, err := newSTWriter(out.(*os.File), l, hdr)
+		if err != nil {
+			return err
+		}
+		for i, b := range data {
+			if err := w.write(i, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	return nil
+}
+
+// ReadDelta reads a file of WriteDelta, checking its header (ErrCorrupt), and returns the
+// delta and its dim.
+func ReadDelta(path string) (*Delta, int, error) {
+	const op = "read delta"
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, &Error{Op: op, Kind: ErrNotFound, Err: err}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	l, err := readLayout(f, fi.Size())
+	if err != nil {
+		return nil, 0, corrupt(op, "", "%v", err)
+	}
+	dim, err1 := strconv.Atoi(l.Meta["dim"])
+	step, err2 := strconv.ParseInt(l.Meta["step"], 10, 64)
+	ids, ok1 := l.region("ids")
+	del, ok2 := l.region("deleted")
+	if l.Meta["format"] != deltaFormat || l.Meta["version"] != "1" || err1 != nil || err2 != nil || dim <= 0 ||
+		!ok1 || !ok2 || len(ids.Shape) != 1 || len(del.Shape) != 1 {
+		return nil, 0, corrupt(op, "", "not a gorec delta of version 1")
+	}
+	m := ids.Shape[0]
+	var widths []int64
+	for i := 0; ; i++ {
+		r, ok := l.region("state" + strconv.Itoa(i))
+		if !ok || len(r.Shape) != 2 {
+			break
+		}
+		widths = append(widths, r.Shape[1])
+	}
+	want := deltaRegions(m, del.Shape[0], int64(dim), widths)
+	if len(want) != len(l.Regions) {
+		return nil, 0, corrupt(op, "", "%d tensors, want %d", len(l.Regions), len(want))
+	}
+	for _, w := range want {
+		g, ok := l.region(w.Name)
+		if !ok || g.DType != w.DType || !equalInts(g.Shape, w.Shape) {
+			return nil, 0, corrupt(op, "", "tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
+		}
+	}
+	d := &Delta{IDs: make([]int64, m), Rows: make([]float32, m*int64(dim)), Meta: make([]int64, 3*m), Deleted: make([]int64, del.Shape[0]), Step: step}
+	rd := newSTReader(f, l)
+	errs := []error{rd.next("ids", int64Bytes(d.IDs)), rd.next("rows", float32Bytes(d.Rows))}
+	for i, w := range widths {
+		s := make([]float32, m*w)
+		d.States = append(d.States, s)
+		errs = append(errs, rd.next("state"+strconv.Itoa(i), float32Bytes(s)))
+	}
+	errs = append(errs, rd.next("meta", int64Bytes(d.Meta)), rd.next("deleted", int64Bytes(d.Deleted)))
+	sums := map[string]uint32{}
+	for _, r := range l.Regions {
+		v, err := strconv.ParseUint(l.Meta["crc32c."+r.Name], 10, 32)
+		if err != nil {
+			return nil, 0, corrupt(op, "", "tensor %q has no checksum", r.Name)
+		}
+		sums[r.Name] = uint32(v)
+	}
+	if err := firstErr(append(errs, rd.verify(sums))...); err != nil {
+		return nil, 0, corrupt(op, "", "%v", err)
+	}
+	return d, dim, nil
+}

@@ -1,0 +1,47 @@
+package embedding
+
+import (
+	"bytes"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+var fuzzTables atomic.Int64
+
+// LoadTableBytes loads data as the table file of a dim-3 Adagrad table whose manifest entry
+// agrees with data's header (rows, counts, step and checksums taken from it when it parses),
+// so that fuzzed bytes reach every check of the loader, and closes the table again.
+func LoadTableBytes(data []byte) error {
+	e := tableEntry{Name: "fuzz", Dim: 3, BlockRows: 4, Layout: "separate", Initializer: "zeros",
+		Optimizer: "adagrad", OptParams: [8]float64{0.01, 0, 0, 1e-10}, ReadDefault: "zeros",
+		Size: int64(len(data)), Checksums: map[string]uint32{}}
+	if l, err := readLayout(bytes.NewReader(data), int64(len(data))); err == nil {
+		if r, ok := l.region("ids"); ok && len(r.Shape) == 1 {
+			e.Rows = r.Shape[0]
+		}
+		if r, ok := l.region("admission.ids"); ok && len(r.Shape) == 1 {
+			e.Counts = r.Shape[0]
+		}
+		e.Step, _ = strconv.ParseInt(l.Meta["step"], 10, 64)
+		for _, r := range l.Regions {
+			e.Checksums[r.Name] = crc32.Checksum(data[l.DataStart+r.Begin:l.DataStart+r.End], castagnoli)
+		}
+	}
+	_, cc := configOf(e, cgotorch.CPU, false)
+	t, err := cgotorch.NewTable(fmt.Sprintf("fuzz-%d", fuzzTables.Add(1)), cc)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return readTable(bytes.NewReader(data), int64(len(data)), e, t)
+}
+
+// ParseManifest exposes the manifest parser to the fuzz target.
+func ParseManifest(b []byte) error {
+	_, err := parseManifest(b)
+	return err
+}

@@ -1,0 +1,209 @@
+package embedding
+
+import (
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// lifecycle.go: keeping a long-lived table within bounds (eviction, compaction, admission)
+// and shipping its changes (deltas). Per-row metadata: the step counter at the row's last
+// training lookup or update (LastStep) and the number of training lookups and updates that
+// touched it (Frequency). Training lookups holding the table's lock shared may lose frequency
+// increments when they race on one row; updates never do.
+
+// EvictPolicy selects the rows Evict removes; build it with TTL, KeepRecent, KeepFrequent or
+// MemoryBudget.
+type EvictPolicy struct {
+	kind  cgotorch.EvictPolicy
+	param int64
+}
+
+// TTL evicts the rows not seen (trained) during the last steps steps: step - LastStep > steps.
+func TTL(steps int64) EvictPolicy { return EvictPolicy{cgotorch.EvictTTL, steps} }
+
+// KeepRecent keeps the n rows seen most recently (LRU); ties keep the more frequent, then the
+// smaller id.
+func KeepRecent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLRU, int64(n)} }
+
+// KeepFrequent keeps the n rows seen most often (LFU); ties keep the more recent, then the
+// smaller id.
+func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int64(n)} }
+
+// MemoryBudget keeps the most recently seen rows that fit bytes, counting each row's floats,
+// metadata and about 32 bytes of id map; Evict then compacts the table so that Stats().Bytes
+// falls (blocks are whole, so it lands within a block of rows of the budget).
+func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{cgotorch.EvictBytes, bytes} }
+
+// Evicted are the ids an eviction removed, ascending, with their rows as they were (nil
+// tensors unless rows were asked for).
+type Evicted struct {
+	N    int
+	IDs  *cgotorch.Tensor // int64 [N]
+	Rows *cgotorch.Tensor // float32 [N, Dim]
+}
+
+// Close releases the tensors.
+func (e *Evicted) Close() {
+	if e != nil {
+		e.IDs.Close()
+		e.Rows.Close()
+	}
+}
+
+// Evict removes the rows p selects, with all their optimizer state and metadata, in one
+// exclusive section; with rows, their ids and rows come back. Row memory is reused by later
+// inserts; Compact returns it (MemoryBudget compacts by itself).
+func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
+	ids, r, n, err := t.t.Evict(p.kind, p.param, rows)
+	if err != nil {
+		return nil, wrap("evict", t.name, err)
+	}
+	if p.kind == cgotorch.EvictBytes {
+		if err := t.Compact(); err != nil {
+			ids.Close()
+			r.Close()
+			return nil, err
+		}
+	}
+	return &Evicted{N: int(n), IDs: ids, Rows: r}, nil
+}
+
+// EvictIf calls evict with every row's metadata (exported in one consistent pass) and removes,
+// in one batch, the rows it returns true for, returning their ids and rows as they were when
+// removed. A row refreshed between the export and the removal is removed all the same.
+func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
+	const op = "evict"
+	ids, last, freq, err := t.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	var victims []int64
+	for i, id := range ids {
+		if evict(id, last[i], freq[i]) {
+			victims = append(victims, id)
+		}
+	}
+	k, err := t.idsTensor(op, victims)
+	if err != nil {
+		return nil, err
+	}
+	defer k.Close()
+	gone, rows, err := t.t.Remove(k)
+	if err != nil {
+		return nil, wrap(op, t.name, err)
+	}
+	return &Evicted{N: int(gone.Size(0)), IDs: gone, Rows: rows}, nil
+}
+
+// Metadata returns every id (ascending) with its last step and frequency.
+func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
+	const op = "metadata"
+	a, b, c, err := t.t.Metadata()
+	if err != nil {
+		return nil, nil, nil, wrap(op, t.name, err)
+	}
+	defer a.Close()
+	defer b.Close()
+	defer c.Close()
+	out := make([][]int64, 3)
+	for i, x := range []*cgotorch.Tensor{a, b, c} {
+		if out[i], err = cgotorch.ToSlice[int64](x); err != nil {
+			return nil, nil, nil, wrap(op, t.name, err)
+		}
+	}
+	return out[0], out[1], out[2], nil
+}
+
+// Compact moves the live rows into the lowest row indices and frees the storage blocks above
+// them, so that Stats().Bytes falls after evictions. Row indices (Indices) change.
+func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) }
+
+// SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,
+// across batches) before it gets a row: until then lookups give zero rows, Forward's gradient
+// for it is dropped and Update ignores it. k <= 1 admits every id at once (the default) and
+// forgets the counts. The counts are part of checkpoints.
+func (t *Table) SetAdmission(k int) error {
+	return wrap("set admission", t.name, t.t.SetAdmission(int64(k)))
+}
+
+// Admission returns the admission threshold and how many ids are being counted.
+func (t *Table) Admission() (k, counted int, err error) {
+	a, b, err := t.t.Admission()
+	return int(a), int(b), wrap("admission", t.name, err)
+}
+
+// Delta is what changed in a table since a mark: the rows inserted, written or updated (with
+// their optimizer states and metadata) and the ids deleted and not present any more.
+type Delta struct {
+	IDs     []int64     // ascending
+	Rows    []float32   // [len(IDs), Dim]
+	States  [][]float32 // one per optimizer state, [len(IDs), width]
+	Meta    []int64     // [len(IDs), 3]: last step, frequency, stamp
+	Deleted []int64     // ascending
+	Step    int64
+}
+
+// Delta returns the changes since the last mark (before the first mark: the whole table);
+// with mark, a new mark is set in the same critical section, so that successive deltas miss
+// nothing. Base + deltas applied in order with ApplyDelta reproduce the table: rows, states,
+// step, and the metadata of every row a delta carries (a row only looked up since the mark
+// keeps its older metadata in the copy).
+func (t *Table) Delta(mark bool) (*Delta, error) {
+	const op = "delta"
+	d, err := t.t.Delta(mark)
+	if err != nil {
+		return nil, wrap(op, t.name, err)
+	}
+	defer d.Close()
+	out := &Delta{Step: d.Step}
+	if out.IDs, err = cgotorch.ToSlice[int64](d.IDs); err == nil {
+		if out.Rows, err = cgotorch.ToSlice[float32](d.Rows); err == nil {
+			if out.Meta, err = cgotorch.ToSlice[int64](d.Meta); err == nil {
+				out.Deleted, err = cgotorch.ToSlice[int64](d.Deleted)
+			}
+		}
+	}
+	for _, s := range d.States {
+		if err != nil {
+			break
+		}
+		var v []float32
+		v, err = cgotorch.ToSlice[float32](s)
+		out.States = append(out.States, v)
+	}
+	if err != nil {
+		return nil, wrap(op, t.name, err)
+	}
+	return out, nil
+}
+
+// ApplyDelta applies d to t (a copy of the delta's table at the previous mark, with the same
+// configuration): the deletions, then the rows with their states and metadata, then the step.
+// Each of the three is atomic; a failure in between leaves t partly updated.
+func (t *Table) ApplyDelta(d *Delta) error {
+	const op = "apply delta"
+	if _, err := t.DeleteIDs(d.Deleted); err != nil {
+		return err
+	}
+	n := len(d.IDs)
+	if len(d.Meta) != 3*n {
+		return badInput(op, t.name, "meta has %d values for %d ids", len(d.Meta), n)
+	}
+	last, freq, stamp := make([]int64, n), make([]int64, n), make([]int64, n)
+	for i := 0; i < n; i++ {
+		last[i], freq[i], stamp[i] = d.Meta[3*i], d.Meta[3*i+1], d.Meta[3*i+2]
+	}
+	st, err := t.t.Stats()
+	if err != nil {
+		return wrap(op, t.name, err)
+	}
+	if d.Step > st.Step {
+		if err := t.t.SetStep(d.Step); err != nil {
+			return wrap(op, t.name, err)
+		}
+	}
+	err = t.t.Import(cgotorch.TableRows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp})
+	if err != nil {
+		return wrap(op, t.name, err)
+	}
+	return wrap(op, t.name, t.t.SetStep(d.Step))
+}

@@ -1,0 +1,418 @@
+package embedding_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+func int64s(t testing.TB, x *cgotorch.Tensor) []int64 {
+	t.Helper()
+	v, err := cgotorch.ToSlice[int64](x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func ones(n int) []float32 {
+	g := make([]float32, n)
+	for i := range g {
+		g[i] = 1
+	}
+	return g
+}
+
+// stepEach updates id k once at step k+1 (ids 0..n-1), so id k's last step is k+1.
+func stepEach(t testing.TB, tbl *embedding.Table, n int) {
+	for k := 0; k < n; k++ {
+		if err := tbl.UpdateIDs([]int64{int64(k)}, ones(tbl.Dim())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEvictTTL(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 4})
+	stepEach(t, tbl, 10)
+	rowsBefore, _ := read(t, tbl, 0, 1, 2, 3, 4, 5)
+	ev, err := tbl.Evict(embedding.TTL(3), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	// step 10: rows last seen at steps 1..6 are more than 3 steps old.
+	if got := int64s(t, ev.IDs); !reflect.DeepEqual(got, []int64{0, 1, 2, 3, 4, 5}) || ev.N != 6 {
+		t.Fatalf("evicted %v (N %d), want 0..5", got, ev.N)
+	}
+	gotRows, err := embedding.Rows(ev.Rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(gotRows, rowsBefore) {
+		t.Errorf("evicted rows %v, want %v", gotRows, rowsBefore)
+	}
+	ids, _, _, _ := tbl.Metadata()
+	if !reflect.DeepEqual(ids, []int64{6, 7, 8, 9}) {
+		t.Errorf("left %v, want 6..9", ids)
+	}
+	// An evicted id that comes back starts from its initial row with fresh optimizer state.
+	fresh := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}}, "fresh")
+	if a, b := lookup(t, tbl, 2), lookup(t, fresh, 2); !reflect.DeepEqual(a, b) {
+		t.Errorf("evicted id 2 came back as %v, want its initial row %v", a, b)
+	}
+}
+
+// keepRef is the reference of KeepRecent / KeepFrequent over exported metadata.
+func keepRef(ids, last, freq []int64, n int, lfu bool) []int64 {
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	key := func(i int) (int64, int64) {
+		if lfu {
+			return freq[i], last[i]
+		}
+		return last[i], freq[i]
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		a1, a2 := key(idx[a])
+		b1, b2 := key(idx[b])
+		if a1 != b1 {
+			return a1 > b1
+		}
+		if a2 != b2 {
+			return a2 > b2
+		}
+		return ids[idx[a]] < ids[idx[b]]
+	})
+	var gone []int64
+	for _, i := range idx[min(n, len(idx)):] {
+		gone = append(gone, ids[i])
+	}
+	sort.Slice(gone, func(a, b int) bool { return gone[a] < gone[b] })
+	return gone
+}
+
+func TestEvictLRUAndLFU(t *testing.T) {
+	for _, lfu := range []bool{false, true} {
+		tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8}, map[bool]string{false: "lru", true: "lfu"}[lfu])
+		r := rand.New(rand.NewPCG(4, 2))
+		// Random batches over 300 ids: distinct recencies and frequencies, with ties.
+		train(t, tbl, r, 40, 25, 300)
+		if _, err := tbl.LookupIDs([]int64{5, 5, 5, 6}); err != nil { // lookups count too
+			t.Fatal(err)
+		}
+		ids, last, freq, err := tbl.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		const keep = 50
+		want := keepRef(ids, last, freq, keep, lfu)
+		p := embedding.KeepRecent(keep)
+		if lfu {
+			p = embedding.KeepFrequent(keep)
+		}
+		ev, err := tbl.Evict(p, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int64s(t, ev.IDs); !reflect.DeepEqual(got, want) {
+			t.Errorf("lfu=%v: evicted %d ids, want %d (%v vs %v)", lfu, len(got), len(want), got[:5], want[:5])
+		}
+		ev.Close()
+		if tbl.Len() != keep {
+			t.Errorf("lfu=%v: %d rows left, want %d", lfu, tbl.Len(), keep)
+		}
+		// Keeping more rows than there are evicts nothing.
+		if ev, err := tbl.Evict(p, false); err != nil || ev.N != 0 {
+			t.Errorf("second eviction: %v, %v", ev, err)
+		}
+	}
+}
+
+func TestEvictIf(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}})
+	stepEach(t, tbl, 20)
+	ev, err := tbl.EvictIf(func(id, last, freq int64) bool { return id%2 == 1 || last <= 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	want := []int64{0, 1, 2, 3, 5, 7, 9, 11, 13, 15, 17, 19}
+	if got := int64s(t, ev.IDs); !reflect.DeepEqual(got, want) {
+		t.Errorf("evicted %v, want %v", got, want)
+	}
+	ids, _, _, _ := tbl.Metadata()
+	if !reflect.DeepEqual(ids, []int64{4, 6, 8, 10, 12, 14, 16, 18}) {
+		t.Errorf("left %v", ids)
+	}
+	if _, err := tbl.Evict(embedding.TTL(-1), false); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("TTL(-1): %v, want ErrBadInput", err)
+	}
+}
+
+func TestEvictMemoryBudgetReturnsMemory(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 16, Optimizer: embedding.SparseAdam{}, BlockRows: 1024})
+	const n = 100_000
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i) * 31
+	}
+	if _, err := tbl.LookupIDs(ids); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := tbl.Stats()
+	budget := before.Bytes / 10
+	ev, err := tbl.Evict(embedding.MemoryBudget(budget), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := tbl.Stats()
+	t.Logf("bytes %d -> %d (budget %d), rows %d -> %d", before.Bytes, after.Bytes, budget, before.Len, after.Len)
+	if after.Bytes > budget+budget/5 || after.Len == 0 || ev.N+after.Len != n {
+		t.Errorf("after a budget of %d bytes: %d bytes, %d rows (evicted %d)", budget, after.Bytes, after.Len, ev.N)
+	}
+	// Compaction kept every row and state.
+	d := dump(t, tbl)
+	if len(d.IDs) != after.Len {
+		t.Errorf("export has %d ids", len(d.IDs))
+	}
+}
+
+func TestCompactKeepsEverything(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, BlockRows: 8})
+	r := rand.New(rand.NewPCG(8, 8))
+	train(t, tbl, r, 10, 30, 400)
+	ids, _, _, _ := tbl.Metadata()
+	if _, err := tbl.DeleteIDs(ids[:len(ids)*3/4]); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(t, tbl)
+	b0, _ := tbl.Stats()
+	if err := tbl.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := tbl.Stats()
+	sameDump(t, "after compaction", dump(t, tbl), want)
+	if b1.Bytes >= b0.Bytes || b1.Capacity >= b0.Capacity {
+		t.Errorf("compaction: bytes %d -> %d, capacity %d -> %d", b0.Bytes, b1.Bytes, b0.Capacity, b1.Capacity)
+	}
+	// Training goes on normally afterwards (momentum included).
+	train(t, tbl, r, 5, 30, 400)
+}
+
+// residentKB is this process's resident set size in KiB (VmRSS), 0 if unknown.
+func residentKB() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	var kb int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			fmt.Sscan(strings.TrimPrefix(line, "VmRSS:"), &kb)
+		}
+	}
+	return kb
+}
+
+// Compaction gives the memory of the dropped blocks back to the system, also when the blocks
+// were carved out of one huge-page slab that the surviving blocks keep mapped.
+func TestCompactReleasesMemory(t *testing.T) {
+	if residentKB() == 0 {
+		t.Skip("no /proc/self/status")
+	}
+	const n, dim = 200_000, 64 // 51 MB of rows: the blocks come from a slab
+	tbl := newTable(t, embedding.Config{Dim: dim, Initializer: embedding.Constant{Value: 1}})
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i) * 7
+	}
+	rows, err := tbl.LookupIDs(ids) // every row written: all pages resident
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close() // its 51 MB go back now, not during the measurement
+	if _, err := tbl.DeleteIDs(ids[n/20:]); err != nil {
+		t.Fatal(err)
+	}
+	before := residentKB()
+	if err := tbl.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	after := residentKB()
+	t.Logf("RSS %d MiB -> %d MiB after compacting %d rows to %d", before>>10, after>>10, n, n/20)
+	if before-after < 30<<10 {
+		t.Errorf("compaction released %d KiB, want about 48 MiB", before-after)
+	}
+	rows, found, err := tbl.ReadIDs(ids[:3])
+	if err != nil || !found[0] {
+		t.Fatalf("read after compaction: %v %v", found, err)
+	}
+	if v := floats(t, rows); v[0] != 1 || v[dim-1] != 1 {
+		t.Errorf("row of id 0 after compaction: %v", v[:dim])
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 0.5}})
+	if err := tbl.SetAdmission(3); err != nil {
+		t.Fatal(err)
+	}
+	zero := [][]float32{{0, 0}}
+	if got := lookup(t, tbl, 7); !reflect.DeepEqual(got, zero) || tbl.Len() != 0 {
+		t.Fatalf("first sighting: %v, len %d", got, tbl.Len())
+	}
+	// Not admitted: the gradient is dropped (the step still counts).
+	if err := tbl.UpdateIDs([]int64{7}, []float32{1, 1}); err != nil || tbl.Len() != 0 {
+		t.Fatalf("update of a counted id: %v, len %d", err, tbl.Len())
+	}
+	if got := lookup(t, tbl, 8, 7); !reflect.DeepEqual(got, [][]float32{{0, 0}, {0, 0}}) || tbl.Len() != 0 {
+		t.Fatalf("second sighting: %v", got)
+	}
+	if _, counted, _ := tbl.Admission(); counted != 2 {
+		t.Errorf("counted %d ids, want 2", counted)
+	}
+	// Third sighting of 7 (twice in one batch counts twice for 8: 1 + 2 = 3).
+	got := lookup(t, tbl, 7, 8, 8)
+	if !reflect.DeepEqual(got, [][]float32{{0.5, 0.5}, {0.5, 0.5}, {0.5, 0.5}}) || tbl.Len() != 2 {
+		t.Fatalf("admitted: %v, len %d", got, tbl.Len())
+	}
+	if _, counted, _ := tbl.Admission(); counted != 0 {
+		t.Errorf("counted %d ids after admission, want 0", counted)
+	}
+	if err := tbl.UpdateIDs([]int64{7, 9}, []float32{1, 1, 1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, found := read(t, tbl, 7, 9); !reflect.DeepEqual(got[0], []float32{-0.5, -0.5}) || found[1] {
+		t.Errorf("after an update: %v %v", got, found)
+	}
+	// Admission off: counts are dropped, every id is admitted.
+	if err := tbl.SetAdmission(0); err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, tbl, 100)
+	if tbl.Len() != 3 {
+		t.Errorf("len %d, want 3", tbl.Len())
+	}
+}
+
+// TestAdmissionForward: the autograd path respects admission too.
+func TestAdmissionForward(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 1}})
+	if err := tbl.SetAdmission(2); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		ids := ids64(t, []int64{3})
+		out, err := tbl.Forward(ids, embedding.ForwardOptions{Train: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Sum().Backward()
+		if err := tbl.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Seen twice: admitted at the second lookup, then one step of lr 1 on gradient 1.
+	if got, _ := read(t, tbl, 3); !reflect.DeepEqual(got, [][]float32{{0, 0}}) || tbl.Len() != 1 {
+		t.Errorf("row %v, len %d", got, tbl.Len())
+	}
+}
+
+func TestDeltasReproduceTheTable(t *testing.T) {
+	for i, cfg := range []embedding.Config{
+		{Dim: 3, Optimizer: embedding.SparseAdam{}, BlockRows: 8},
+		{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.5}, BlockRows: 4},
+	} {
+		src := newTable(t, cfg, "src", fmt.Sprint(i))
+		dst := newTable(t, cfg, "dst", fmt.Sprint(i))
+		r := rand.New(rand.NewPCG(2, 3))
+		train(t, src, r, 10, 20, 100)
+		for round := 0; round < 4; round++ {
+			d, err := src.Delta(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dst.ApplyDelta(d); err != nil {
+				t.Fatal(err)
+			}
+			sameDump(t, "after a delta", dump(t, dst), dump(t, src))
+			if round == 0 && len(d.IDs) != src.Len() {
+				t.Errorf("the first delta has %d rows, the table %d", len(d.IDs), src.Len())
+			}
+			// Changes: training, deletions, an eviction, writes, compaction.
+			train(t, src, r, 3, 10, 150)
+			ids, _, _, _ := src.Metadata()
+			src.DeleteIDs(ids[:5])
+			ev, err := src.Evict(embedding.TTL(8), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := src.WriteIDs([]int64{1 << 40, ids[len(ids)-1]}, make([]float32, 2*cfg.Dim)); err != nil {
+				t.Fatal(err)
+			}
+			if err := src.Compact(); err != nil {
+				t.Fatal(err)
+			}
+			d2, err := src.Delta(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d2.Deleted) < 5 || len(d2.IDs) >= src.Len() {
+				t.Errorf("round %d: delta of %d rows (table %d), %d deleted (evicted %d)", round, len(d2.IDs), src.Len(), len(d2.Deleted), ev.N)
+			}
+		}
+		// Nothing changed since the last mark: an empty delta.
+		if _, err := src.Delta(true); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := src.Delta(false); len(d.IDs) != 0 || len(d.Deleted) != 0 {
+			t.Errorf("delta without changes: %d rows, %d deleted", len(d.IDs), len(d.Deleted))
+		}
+	}
+}
+
+func TestDeltaFile(t *testing.T) {
+	src := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "src")
+	dst := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "dst")
+	r := rand.New(rand.NewPCG(1, 5))
+	dir := t.TempDir()
+	for i := 0; i < 3; i++ {
+		train(t, src, r, 4, 10, 60)
+		ids, _, _, _ := src.Metadata()
+		src.DeleteIDs(ids[:3])
+		d, err := src.Delta(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("delta-%d", i))
+		if err := embedding.WriteDelta(path, d, 3); err != nil {
+			t.Fatal(err)
+		}
+		back, dim, err := embedding.ReadDelta(path)
+		if err != nil || dim != 3 || !reflect.DeepEqual(back, d) {
+			t.Fatalf("ReadDelta: %v (dim %d)", err, dim)
+		}
+		if err := dst.ApplyDelta(back); err != nil {
+			t.Fatal(err)
+		}
+		sameDump(t, "delta files", dump(t, dst), dump(t, src))
+		b, _ := os.ReadFile(path)
+		b[len(b)-1] ^= 0x10
+		os.WriteFile(path, b, 0o644)
+		if _, _, err := embedding.ReadDelta(path); !errors.Is(err, embedding.ErrCorrupt) {
+			t.Errorf("a flipped bit: %v", err)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+# Table lifecycle: the checkpoint loader's fuzz targets (embedding/checkpoint_fuzz_test.go), run
+# for a bounded time by `make test`; a longer run on demand: `make fuzz-checkpoint FUZZTIME=10m`.
+# The seed corpus is embedding/testdata/fuzz (plain `go test` runs the seeds).
+.PHONY: fuzz-checkpoint
+FUZZTIME ?= 20s
+
+fuzz-checkpoint: deps
+	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzLoadTable$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzManifest$$' -fuzztime $(FUZZTIME)
+
+test: fuzz-checkpoint
