@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -162,7 +163,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	}
 	for _, w := range want {
 		g, ok := l.region(w.Name)
-		if !ok || g.DType != w.DType || !equalInts(g.Shape, w.Shape) {
+		if !ok || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) {
 			return fail("tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
 		}
 	}
@@ -229,18 +230,6 @@ func importError(table string, err error) error {
 		return corrupt("load", table, "%v", err)
 	}
 	return wrap("load", table, err)
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

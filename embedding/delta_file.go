@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -120,7 +121,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 	}
 	for _, w := range want {
 		g, ok := l.region(w.Name)
-		if !ok || g.DType != w.DType || !equalInts(g.Shape, w.Shape) {
+		if !ok || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) {
 			return nil, 0, corrupt(op, "", "tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
 		}
 	}

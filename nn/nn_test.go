@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,7 +106,7 @@ func TestLossesMatchPyTorch(t *testing.T) {
 func TestLinearInit(t *testing.T) {
 	cgotorch.ManualSeed(7)
 	l := nn.NewLinear(16, 32, true)
-	if !equal(l.Weight.Shape(), []int64{32, 16}) || !equal(l.Bias.Shape(), []int64{32}) {
+	if !slices.Equal(l.Weight.Shape(), []int64{32, 16}) || !slices.Equal(l.Bias.Shape(), []int64{32}) {
 		t.Fatalf("shapes %v %v", l.Weight.Shape(), l.Bias.Shape())
 	}
 	if !l.Weight.RequiresGrad() || !l.Bias.RequiresGrad() {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 
@@ -123,7 +124,7 @@ func (c *refCase) checkClose(t testing.TB, what string, got *cgotorch.Tensor, wa
 		t.Errorf("%s %s: got nil", c.Name, what)
 		return
 	}
-	if s := got.Shape(); !equal(s, j.Shape) {
+	if s := got.Shape(); !slices.Equal(s, j.Shape) {
 		t.Errorf("%s %s: shape %v, want %v", c.Name, what, s, j.Shape)
 		return
 	}
@@ -134,18 +135,6 @@ func (c *refCase) checkClose(t testing.TB, what string, got *cgotorch.Tensor, wa
 			return
 		}
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // setState copies the case's tensors prefix+name into m's state (parameters and buffers).

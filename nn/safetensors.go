@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -333,7 +334,7 @@ func LoadState(r io.Reader, m Module) error {
 			problems = append(problems, fmt.Errorf("missing key %q", p.Name))
 			continue
 		}
-		if got, want := t.Shape(), p.Tensor.Shape(); !equalShapes(got, want) {
+		if got, want := t.Shape(), p.Tensor.Shape(); !slices.Equal(got, want) {
 			problems = append(problems, fmt.Errorf("%q has shape %v in the file, %v in the module", p.Name, got, want))
 		}
 		if t.DType().IsFloat() != p.Tensor.DType().IsFloat() {
@@ -370,16 +371,4 @@ func LoadStateFile(path string, m Module) error {
 	}
 	defer f.Close()
 	return LoadState(bufio.NewReader(f), m)
-}
-
-func equalShapes(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

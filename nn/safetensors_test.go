@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,7 +135,7 @@ func TestWriteSafetensorsDTypesAndMetadata(t *testing.T) {
 	}
 	for _, p := range in {
 		got := out[p.Name]
-		if got.DType() != p.Tensor.DType() || !equal(got.Shape(), p.Tensor.Shape()) {
+		if got.DType() != p.Tensor.DType() || !slices.Equal(got.Shape(), p.Tensor.Shape()) {
 			t.Errorf("%s: %v %v, want %v %v", p.Name, got.DType(), got.Shape(), p.Tensor.DType(), p.Tensor.Shape())
 			continue
 		}
