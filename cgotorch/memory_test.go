@@ -1,32 +1,14 @@
 package cgotorch
 
 import (
-	"bufio"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-)
 
-// procStatusKB reads a field of /proc/self/status in KiB (0 when unavailable).
-func procStatusKB(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return v
-		}
-	}
-	return 0
-}
+	"github.com/gorec/gorec/internal/procstat"
+)
 
 // waitForCounters collects until the live counters are back at (or below) the given values.
 func waitForCounters(t *testing.T, handles, bytes int64) {
@@ -58,12 +40,12 @@ func TestUnclosedLoopKeepsMemoryFlat(t *testing.T) {
 		x := Full([]int64{elems}, 1)
 		_ = x
 		if i%500 == 0 {
-			peak = max(peak, procStatusKB("VmRSS"))
+			peak = max(peak, procstat.KB("VmRSS"))
 			maxLive = max(maxLive, LiveBytes())
 		}
 	}
 	if resetOK {
-		peak = max(peak, procStatusKB("VmHWM"))
+		peak = max(peak, procstat.KB("VmHWM"))
 	}
 	t.Logf("peak RSS %d MiB, peak live C bytes sampled %d MiB, %d forced collections, peak measured by VmHWM: %v",
 		peak>>10, maxLive>>20, ForcedGCs()-gcs, resetOK)

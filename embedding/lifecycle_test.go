@@ -3,16 +3,16 @@ package embedding_test
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/procstat"
+	"math/rand/v2"
+	"path/filepath"
 )
 
 func int64s(t testing.TB, x *cgotorch.Tensor) []int64 {
@@ -211,25 +211,10 @@ func TestCompactKeepsEverything(t *testing.T) {
 	train(t, tbl, r, 5, 30, 400)
 }
 
-// residentKB is this process's resident set size in KiB (VmRSS), 0 if unknown.
-func residentKB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	var kb int64
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			fmt.Sscan(strings.TrimPrefix(line, "VmRSS:"), &kb)
-		}
-	}
-	return kb
-}
-
 // Compaction gives the memory of the dropped blocks back to the system, also when the blocks
 // were carved out of one huge-page slab that the surviving blocks keep mapped.
 func TestCompactReleasesMemory(t *testing.T) {
-	if residentKB() == 0 {
+	if procstat.ResidentKB() == 0 {
 		t.Skip("no /proc/self/status")
 	}
 	const n, dim = 200_000, 64 // 51 MB of rows: the blocks come from a slab
@@ -246,11 +231,11 @@ func TestCompactReleasesMemory(t *testing.T) {
 	if _, err := tbl.DeleteIDs(ids[n/20:]); err != nil {
 		t.Fatal(err)
 	}
-	before := residentKB()
+	before := procstat.ResidentKB()
 	if err := tbl.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	after := residentKB()
+	after := procstat.ResidentKB()
 	t.Logf("RSS %d MiB -> %d MiB after compacting %d rows to %d", before>>10, after>>10, n, n/20)
 	if before-after < 30<<10 {
 		t.Errorf("compaction released %d KiB, want about 48 MiB", before-after)

@@ -1,15 +1,13 @@
 package nn_test
 
 import (
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/procstat"
 	"github.com/gorec/gorec/nn"
 )
 
@@ -99,21 +97,6 @@ func TestTrainingLoopInScope(t *testing.T) {
 	}
 }
 
-// rssKB is this process's resident set size (VmRSS in /proc/self/status) in KiB, 0 if unknown.
-func rssKB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb
-		}
-	}
-	return 0
-}
-
 // 100,000 training steps of a small recommendation model (a hash embedding trained with
 // SparseAdam, a dense layer with Adam) that free nothing keep the RSS flat: after a warm-up of
 // 10,000 steps (every id inserted, allocator arenas and the Go heap at their working size) the
@@ -124,7 +107,7 @@ func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 steps")
 	}
-	if rssKB() == 0 {
+	if procstat.ResidentKB() == 0 {
 		t.Skip("no /proc/self/status")
 	}
 	tbl := newEmbTable(t, "nn-100k", embedding.Config{Dim: 8, Optimizer: embedding.SparseAdam{LR: 0.01}})
@@ -153,7 +136,7 @@ func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%1000 == 999 {
-			rss, c := rssKB(), cgotorch.LiveBytes()
+			rss, c := procstat.ResidentKB(), cgotorch.LiveBytes()
 			runtime.ReadMemStats(&ms)
 			if i < warmup {
 				base, baseC, baseHeap = max(base, rss), max(baseC, c), max(baseHeap, ms.HeapInuse)

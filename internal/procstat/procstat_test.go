@@ -1,0 +1,25 @@
+package procstat
+
+import (
+	"runtime"
+	"testing"
+)
+
+// Touching 64 MiB raises the resident size by about that much; unknown fields read as 0.
+func TestResidentKB(t *testing.T) {
+	before := ResidentKB()
+	if before == 0 {
+		t.Skip("no /proc/self/status")
+	}
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	if grown := ResidentKB() - before; grown < 48<<10 {
+		t.Errorf("RSS grew by %d KiB after touching 64 MiB", grown)
+	}
+	runtime.KeepAlive(b)
+	if KB("NoSuchField") != 0 {
+		t.Error("an unknown field is not 0")
+	}
+}
