@@ -4,15 +4,19 @@
  *
  * Layout
  *   h = mix64(id)                     murmur3 fmix64 (ids are often sequential or clustered)
- *   dir[h >> (64 - gdepth)]           extendible-hashing directory: {slots, mask, seg, nb}
- *   seg: slots[cap], cap = 2^j        linear probing, 16-byte slots, max load 3/4
+ *   dir[h >> (64 - gdepth)]           extendible-hashing directory: {slots, cap, seg, nb}
+ *   seg: slots[cap], 16 | cap         linear probing, 16-byte slots, max load 3/4
  *   slot: {key = id, val = index + 1} val == 0 marks an empty slot: no id value is reserved
- * Probing starts at the first slot of the 64-byte line that h & (cap - 1) points into and
- * scans a line at a time (4 slots, SIMD compare). A segment holding `depth` hash bits is
- * shared by 2^(gdepth - depth) directory entries. Deletion is backward-shift: no tombstones.
+ * Probing starts at the home line, the low 32 bits of h scaled to the segment's lines (a
+ * multiply and a shift, so capacities need not be powers of two), and scans a line at a time
+ * (4 slots, SIMD compare). A segment holding `depth` hash bits is shared by
+ * 2^(gdepth - depth) directory entries. Deletion is backward-shift: no tombstones.
  *
- * Growth is incremental: a full segment doubles while below SEG_MAX_SLOTS (2^17 slots,
- * 2 MiB, one huge page), then splits in two by its next hash bit, in place: the half that
+ * Sizes: a reserve gives each segment the capacity (a multiple of 16 slots) for its share
+ * plus a margin at load 5/8, so a pre-sized map's bytes per id do not depend on the count
+ * (with power-of-two segments they swung 2x with it). Growth under inserts uses powers of
+ * two: a full segment doubles while below SEG_MAX_SLOTS (2^17 slots, 2 MiB, one huge page),
+ * then splits in two by its next hash bit, in place: the half that
  * stays is re-placed in one streaming pass, the other half streams into one new array of
  * the same size (an id keeps its home slot). One growth step moves at most one segment
  * (~98K ids), never the table. Each segment counts its ids whose next split bit is set, so
@@ -79,8 +83,11 @@ typedef struct slot {
     int64_t val; /* index + 1; 0 = empty */
 } slot_t;
 
+typedef struct slab slab_t;
+
 typedef struct seg {
     slot_t *slots;
+    slab_t *slab; /* the slab slots were carved from, or NULL (see slots_release) */
     size_t cap; /* power of two */
     size_t size;
     size_t limit;    /* max ids before growth: cap * 3/4 */
@@ -96,7 +103,7 @@ typedef struct seg {
 
 typedef struct dirent {
     slot_t *slots;
-    uint64_t mask;
+    uint64_t cap; /* seg->cap */
     seg_t *seg;
     uint64_t nb; /* 63 - seg->depth: the hash bit counted by seg->hi */
 } dirent_t;
@@ -138,49 +145,97 @@ static void *xcalloc(size_t n, size_t size) {
 
 static void xfree(void *p) { free(p); }
 
-/* Slot arrays, zero-filled. Arrays of 2 MiB and more are mapped 2 MiB-aligned and marked
- * for transparent huge pages (Linux): random probes into a large table otherwise pay a
- * TLB miss (a page walk) on nearly every access. */
+/* Slot arrays, zero-filled. Small ones come from aligned_alloc. The arrays one growth step
+ * needs, when they add up to 2 MiB or more, share one mapping, a slab: 2 MiB-aligned and
+ * advised for transparent huge pages (random probes into a large table otherwise pay a TLB
+ * miss, a page walk, on nearly every access), but rounded to whole 4 KiB pages only, so
+ * segments of any size (a pre-sized map's are sized to fit) leave no unused huge-page tails.
+ * A slab lives until its last array is freed; an array freed before that gives its whole
+ * pages back (MADV_DONTNEED). */
 #define HUGE_BYTES ((size_t)2 << 20)
+#define PAGE_BYTES ((size_t)4096)
 #ifndef CT_IDMAP_NO_HUGE
-#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS) && defined(MADV_DONTNEED)
 #define USE_HUGE 1
 #endif
 #endif
 
-static slot_t *slots_alloc(size_t cap) {
-#ifdef USE_HUGE
-    const size_t bytes = cap * sizeof(slot_t);
-    if (bytes >= HUGE_BYTES) {
-        if (fail_now()) return NULL;
-        size_t len = bytes + HUGE_BYTES;
-        char *p = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == (char *)MAP_FAILED) return NULL;
-        uintptr_t a = ((uintptr_t)p + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
-        size_t head = a - (uintptr_t)p, tail = len - head - bytes;
-        if (head) munmap(p, head);
-        if (tail) munmap((char *)a + bytes, tail);
-        madvise((void *)a, bytes, MADV_HUGEPAGE); /* advisory: ignore failure */
-        return (slot_t *)a;
-    }
-#endif
-    /* cache-line aligned, so that a probe line is one cache line */
+struct slab {
+    char *base;
+    size_t len;  /* mapped bytes, a multiple of PAGE_BYTES */
+    size_t tail; /* bytes past the arrays carved from it (counted in the map's bytes) */
+    size_t refs; /* arrays carved from it and not yet freed */
+};
+
+static slot_t *slots_alloc_small(size_t cap) {
+    /* cache-line aligned, so that a probe line is one cache line; cap % 16 == 0 */
     if (fail_now()) return NULL;
-    slot_t *p = (slot_t *)aligned_alloc(64, cap * sizeof(slot_t)); /* cap >= 16: size % 64 == 0 */
+    slot_t *p = (slot_t *)aligned_alloc(64, cap * sizeof(slot_t));
     if (p) memset(p, 0, cap * sizeof(slot_t));
     return p;
 }
 
-static void slots_free(slot_t *p, size_t cap) {
-    if (!p) return;
+/* A slab for `bytes` of arrays, or NULL: out of memory, or bytes below HUGE_BYTES (or no
+ * huge pages on this platform): the arrays are then allocated one by one. *oom tells which. */
+static slab_t *slab_new(size_t bytes, int *oom) {
+    *oom = 0;
 #ifdef USE_HUGE
-    if (cap * sizeof(slot_t) >= HUGE_BYTES) {
-        munmap(p, cap * sizeof(slot_t));
+    if (bytes < HUGE_BYTES) return NULL;
+    *oom = 1;
+    if (fail_now()) return NULL;
+    slab_t *sb = (slab_t *)calloc(1, sizeof(slab_t));
+    if (!sb) return NULL;
+    const size_t len = (bytes + PAGE_BYTES - 1) & ~(PAGE_BYTES - 1);
+    char *p = (char *)mmap(NULL, len + HUGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == (char *)MAP_FAILED) {
+        free(sb);
+        return NULL;
+    }
+    const uintptr_t a = ((uintptr_t)p + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
+    const size_t head = a - (uintptr_t)p, tail = HUGE_BYTES - head;
+    if (head) munmap(p, head);
+    if (tail) munmap((char *)a + len, tail);
+    madvise((void *)a, len, MADV_HUGEPAGE); /* advisory: ignore failure */
+    sb->base = (char *)a;
+    sb->len = len;
+    sb->tail = len - bytes;
+    *oom = 0;
+    return sb;
+#else
+    (void)bytes;
+    return NULL;
+#endif
+}
+
+static void slab_unmap(slab_t *sb) {
+    if (!sb) return;
+#ifdef USE_HUGE
+    munmap(sb->base, sb->len);
+#endif
+    free(sb);
+}
+
+/* Frees an array of cap slots (slab: the slab it was carved from, or NULL). *bytes (the
+ * map's count) loses the slab's tail when the slab goes; the caller subtracts the array. */
+static void slots_release(slot_t *p, size_t cap, slab_t *sb, size_t *bytes) {
+    if (!p) return;
+    if (!sb) {
+        free(p);
         return;
     }
-#endif
+#ifdef USE_HUGE
+    if (--sb->refs == 0) {
+        *bytes -= sb->tail;
+        slab_unmap(sb);
+        return;
+    }
+    const uintptr_t lo = ((uintptr_t)p + PAGE_BYTES - 1) & ~(uintptr_t)(PAGE_BYTES - 1);
+    const uintptr_t hi = ((uintptr_t)p + cap * sizeof(slot_t)) & ~(uintptr_t)(PAGE_BYTES - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED); /* reads back as zeros */
+#else
     (void)cap;
-    free(p);
+    (void)bytes;
+#endif
 }
 
 /* ---------------------------------------------------------------- hashing */
@@ -223,29 +278,53 @@ static size_t with_margin(size_t share) {
 #endif
 static inline size_t limit_for(size_t cap) { return cap / 16 * CT_IDMAP_LOAD16; }
 
-/* smallest power-of-two capacity >= SEG_MIN_SLOTS whose limit holds n ids; 0 if too big */
-static size_t cap_for(size_t n) {
+/* The smallest capacity (a multiple of 16 slots, >= SEG_MIN_SLOTS) whose limit holds n
+ * ids; 0 if too big. Reserve sizes segments with it: a pre-sized map holds its ids at close
+ * to the maximum load, whatever their number. */
+#ifndef CT_IDMAP_RESERVE16
+#define CT_IDMAP_RESERVE16 10 /* load reserve sizes segments for, in 16ths (see cap_fit) */
+#endif
+static size_t cap_fit(size_t n) {
+    const size_t units = n / CT_IDMAP_RESERVE16 + (n % CT_IDMAP_RESERVE16 != 0); /* of 16 slots */
+    if (units > MAX_SLOTS / 16) return 0;
+    return units * 16 < SEG_MIN_SLOTS ? SEG_MIN_SLOTS : units * 16;
+}
+
+/* The power of two at or above cap_fit(n); 0 if too big. Growth under inserts uses it, so a
+ * segment's capacity at least doubles (up to SEG_MAX_SLOTS) and moves stay amortised. */
+static size_t cap_grow(size_t n) {
+    const size_t fit = cap_fit(n);
+    if (fit == 0) return 0;
     size_t cap = SEG_MIN_SLOTS;
-    while (limit_for(cap) < n) {
-        if (cap >= MAX_SLOTS) return 0;
-        cap <<= 1;
-    }
-    return cap;
+    while (cap < fit) cap <<= 1;
+    return cap > MAX_SLOTS ? 0 : cap;
 }
 
 #define LINE_SLOTS 4u /* 64-byte cache line of 16-byte slots */
 
-/* probing starts at the first slot of the cache line the hash points into */
-static inline uint64_t home_of(uint64_t h, uint64_t mask) {
-    return h & mask & ~(uint64_t)(LINE_SLOTS - 1);
+/* The first slot of h's home line in a segment of cap slots (16 | cap <= 2^32): the low 32
+ * bits of h scaled to the number of lines (the directory uses the high bits). */
+static inline uint64_t home_of(uint64_t h, uint64_t cap) {
+    return (((h & 0xffffffffu) * (cap / LINE_SLOTS)) >> 32) * LINE_SLOTS;
+}
+
+/* pos + step, wrapped into [0, cap) (pos < cap, step <= cap) */
+static inline uint64_t wrap_add(uint64_t pos, uint64_t step, uint64_t cap) {
+    const uint64_t x = pos + step;
+    return x >= cap ? x - cap : x;
+}
+
+/* slots from `from` forward to `to`, around the end of the segment if needed */
+static inline uint64_t ring_dist(uint64_t from, uint64_t to, uint64_t cap) {
+    return to >= from ? to - from : to + cap - from;
 }
 
 /* first slot at or after `pos` that is empty or holds `key` */
-static inline slot_t *probe(slot_t *slots, uint64_t mask, uint64_t pos, int64_t key) {
+static inline slot_t *probe(slot_t *slots, uint64_t cap, uint64_t pos, int64_t key) {
     for (;;) {
         slot_t *s = &slots[pos];
         if (s->val == 0 || s->key == key) return s;
-        pos = (pos + 1) & mask;
+        pos = wrap_add(pos, 1, cap);
     }
 }
 
@@ -277,7 +356,8 @@ typedef struct piece {
     size_t hi;
     size_t cap;
     slot_t *slots;
-    seg_t *seg; /* new header for pieces > 0 */
+    slab_t *slab; /* where slots were carved from (NULL: allocated alone) */
+    seg_t *seg;   /* new header for pieces > 0 */
 } piece_t;
 
 enum { PLAN_BATCH = 0, PLAN_RESERVE = 1 };
@@ -287,7 +367,7 @@ enum { PLAN_BATCH = 0, PLAN_RESERVE = 1 };
  * A split that would blow up the directory far beyond the number of segments (hashes
  * skewed into one segment: only adversarial ids do that) resizes in place instead. */
 static unsigned choose_k(const ct_idmap *m, const seg_t *s, size_t req) {
-    size_t c = cap_for(req);
+    size_t c = cap_fit(req);
     if ((c != 0 && c <= SEG_MAX_SLOTS) || s->depth >= MAX_DEPTH) return 0;
     unsigned k = 1;
     while (s->depth + k < MAX_DEPTH && with_margin(req >> k) > limit_for(SEG_MAX_SLOTS)) k++;
@@ -311,7 +391,7 @@ static inline unsigned line_empties(const slot_t *l);
  * to an empty slot of its own line. Branch-free except for the rare run that leaves its home line. The
  * halves' sizes are known (s->hi); their split-bit counts go to a packed accumulator
  * (32-bit fields; segments have < 2^32 slots): c += next-bit | (next-bit & up) << 32. */
-static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit, unsigned nb, uint64_t j,
+static inline void split_slot(slot_t *a, slot_t *b, uint64_t cap, uint64_t bit, unsigned nb, uint64_t j,
                               uint64_t *c) {
     const slot_t e = a[j];
     const uint64_t occ = e.val != 0;
@@ -319,14 +399,14 @@ static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit,
     const uint64_t up = occ & ((h & bit) != 0);
     slot_t *x = (slot_t *)((uintptr_t)a ^ (((uintptr_t)a ^ (uintptr_t)b) & (0 - (uintptr_t)up)));
     const uint64_t jl = j & ~(uint64_t)(LINE_SLOTS - 1);
-    const uint64_t hm = jl ^ ((jl ^ home_of(h, mask)) & (0 - occ)); /* empty slot: j's line */
+    const uint64_t hm = jl ^ ((jl ^ home_of(h, cap)) & (0 - occ)); /* empty slot: j's line */
     a[j].key = 0;
     a[j].val = 0;
     const unsigned em = line_empties(&x[hm]);
     uint64_t pos = hm + ctz8(em);
     if (UNLIKELY(em == 0)) {
-        pos = (hm + LINE_SLOTS) & mask;
-        while (x[pos].val != 0) pos = (pos + 1) & mask;
+        pos = wrap_add(hm, LINE_SLOTS, cap);
+        while (x[pos].val != 0) pos = wrap_add(pos, 1, cap);
     }
     x[pos] = e; /* an empty slot j lands in an empty slot of its own line: a no-op */
     const uint64_t nbit = (h >> nb) & occ;
@@ -342,7 +422,7 @@ static inline void split_slot(slot_t *a, slot_t *b, uint64_t mask, uint64_t bit,
  * slots. Sizes land in p[0/1].need, the halves' split-bit counts in p[0/1].hi. */
 static void split_in_place(const seg_t *s, piece_t *p) {
     slot_t *a = s->slots, *b = p[1].slots;
-    const uint64_t cap = s->cap, mask = cap - 1;
+    const uint64_t cap = s->cap;
     const uint64_t bit = (uint64_t)1 << (63 - s->depth);
     const unsigned nb = 62 - s->depth; /* the halves' counted bit */
 #ifndef CT_IDMAP_SPLIT_R
@@ -370,9 +450,9 @@ static void split_in_place(const seg_t *s, piece_t *p) {
     uint64_t c[R];
     for (unsigned r = 0; r < R; r++) c[r] = 0;
     for (uint64_t i = 0; i < lmin; i++)
-        for (unsigned r = 0; r < R; r++) split_slot(a, b, mask, bit, nb, (st[r] + i) & mask, &c[r]);
+        for (unsigned r = 0; r < R; r++) split_slot(a, b, cap, bit, nb, wrap_add(st[r], i, cap), &c[r]);
     for (unsigned r = 0; r < R; r++)
-        for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, mask, bit, nb, (st[r] + i) & mask, &c[r]);
+        for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, cap, bit, nb, wrap_add(st[r], i, cap), &c[r]);
     size_t nbt = 0, hi1 = 0;
     for (unsigned r = 0; r < R; r++) {
         nbt += (size_t)(c[r] & 0xffffffffu);
@@ -409,6 +489,7 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
 
     int rc = -1;
     dirent_t *newdir = NULL;
+    slab_t *slab = NULL;
     piece_t *pc = (piece_t *)xcalloc(npieces, sizeof(piece_t));
     if (!pc) goto out;
 
@@ -441,12 +522,12 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
             const dirent_t *d = dir_of(m->dir, sh, h);
             seg_t *s = d->seg;
             if (!s->flag || s->k == 0) continue;
-            slot_t *sl = probe(d->slots, d->mask, home_of(h, d->mask), ids[i]);
+            slot_t *sl = probe(d->slots, d->cap, home_of(h, d->cap), ids[i]);
             if (sl->val == 0) pc[s->first + piece_of(h, s->depth, s->k)].need++;
         }
     }
     for (size_t q = 0; q < npieces; q++) {
-        pc[q].cap = cap_for(pc[q].need);
+        pc[q].cap = mode == PLAN_RESERVE ? cap_fit(pc[q].need) : cap_grow(pc[q].need);
         if (pc[q].cap == 0) goto out;
     }
     /* a split in two whose halves fit the old capacity is done in place (flag 2): half 0
@@ -461,19 +542,38 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         }
     }
 
-    /* acquire */
+    /* acquire: the new arrays from one slab when they add up to 2 MiB or more */
     if (maxd > m->gdepth) {
         newdir = (dirent_t *)xmalloc(sizeof(dirent_t) << maxd);
         if (!newdir) goto out;
     }
+    size_t fresh = 0;
+    for (size_t i = 0; i < ns; i++) {
+        const seg_t *s = segs[i];
+        for (size_t q = s->flag == 2; s->flag && q < ((size_t)1 << s->k); q++)
+            fresh += pc[s->first + q].cap * sizeof(slot_t); /* <= 2^36 each: no overflow */
+    }
+    int oom;
+    slab = slab_new(fresh, &oom);
+    if (oom) goto out;
+    size_t carved = 0;
     for (size_t i = 0; i < ns; i++) {
         seg_t *s = segs[i];
         if (!s->flag) continue;
         for (size_t q = 0; q < ((size_t)1 << s->k); q++) {
             piece_t *p = pc + s->first + q;
-            if (q == 0 && s->flag == 2) continue;
-            p->slots = slots_alloc(p->cap);
-            if (!p->slots) goto out;
+            if (q == 0 && s->flag == 2) {
+                p->slab = s->slab; /* half 0 keeps the old array */
+                continue;
+            }
+            if (slab) {
+                p->slots = (slot_t *)(slab->base + carved);
+                p->slab = slab;
+                carved += p->cap * sizeof(slot_t);
+            } else {
+                p->slots = slots_alloc_small(p->cap);
+                if (!p->slots) goto out;
+            }
             if (q > 0) {
                 p->seg = (seg_t *)xcalloc(1, sizeof(seg_t));
                 if (!p->seg) goto out;
@@ -506,20 +606,21 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
                 if (o->val == 0) continue;
                 uint64_t h = mix64(o->key);
                 piece_t *t = p + piece_of(h, s->depth, s->k);
-                uint64_t mask = t->cap - 1, pos = home_of(h, mask);
-                while (t->slots[pos].val != 0) pos = (pos + 1) & mask;
+                uint64_t pos = home_of(h, t->cap);
+                while (t->slots[pos].val != 0) pos = wrap_add(pos, 1, t->cap);
                 t->slots[pos] = *o;
                 t->need++;
                 t->hi += (h >> (63 - (s->depth + s->k))) & 1;
             }
             m->bytes -= s->cap * sizeof(slot_t);
-            slots_free(s->slots, s->cap);
+            slots_release(s->slots, s->cap, s->slab, &m->bytes);
         }
         const unsigned nd = s->depth + s->k;
         const uint64_t pre = s->prefix << s->k;
         for (size_t q = 0; q < np; q++) {
             seg_t *t = q ? p[q].seg : s;
             t->slots = p[q].slots;
+            t->slab = p[q].slab;
             t->cap = p[q].cap;
             t->size = p[q].need;
             t->hi = p[q].hi;
@@ -533,22 +634,27 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
             if (q) m->bytes += sizeof(seg_t);
             size_t span = (size_t)1 << (m->gdepth - nd);
             size_t base = (size_t)t->prefix << (m->gdepth - nd);
-            dirent_t de = {t->slots, (uint64_t)(t->cap - 1), t, 63 - (uint64_t)nd};
+            dirent_t de = {t->slots, (uint64_t)t->cap, t, 63 - (uint64_t)nd};
             for (size_t j = 0; j < span; j++) m->dir[base + j] = de;
         }
         for (size_t q = 1; q < np; q++) p[q].seg->flag = 0;
         s->flag = 0;
         m->nsegs += np - 1;
     }
+    if (slab) { /* every array carved from it is now a segment's */
+        for (size_t q = 0; q < npieces; q++) slab->refs += pc[q].slab == slab;
+        m->bytes += slab->tail;
+    }
     rc = 0;
 
 out:
     if (rc != 0 && pc) {
         for (size_t q = 0; q < npieces; q++) {
-            slots_free(pc[q].slots, pc[q].cap);
+            if (!pc[q].slab) xfree(pc[q].slots); /* arrays carved from the new slab go with it */
             xfree(pc[q].seg);
         }
     }
+    if (rc != 0) slab_unmap(slab);
     xfree(newdir);
     xfree(pc);
     return rc;
@@ -560,11 +666,11 @@ ct_idmap *ct_idmap_new(size_t capacity_hint) {
     ct_idmap *m = (ct_idmap *)xcalloc(1, sizeof(ct_idmap));
     if (!m) return NULL;
     seg_t *s = (seg_t *)xcalloc(1, sizeof(seg_t));
-    slot_t *sl = slots_alloc(SEG_MIN_SLOTS);
+    slot_t *sl = slots_alloc_small(SEG_MIN_SLOTS);
     dirent_t *dir = (dirent_t *)xmalloc(2 * sizeof(dirent_t));
     if (!s || !sl || !dir) {
         xfree(s);
-        slots_free(sl, SEG_MIN_SLOTS);
+        xfree(sl);
         xfree(dir);
         xfree(m);
         return NULL;
@@ -573,7 +679,7 @@ ct_idmap *ct_idmap_new(size_t capacity_hint) {
     s->cap = SEG_MIN_SLOTS;
     s->limit = limit_for(SEG_MIN_SLOTS);
     dir[0].slots = dir[1].slots = sl;
-    dir[0].mask = dir[1].mask = SEG_MIN_SLOTS - 1;
+    dir[0].cap = dir[1].cap = SEG_MIN_SLOTS;
     dir[0].seg = dir[1].seg = s;
     dir[0].nb = dir[1].nb = 63;
     m->dir = dir;
@@ -594,7 +700,8 @@ void ct_idmap_free(ct_idmap *m) {
     for (size_t j = 0; j < n;) {
         seg_t *s = m->dir[j].seg;
         j = next_seg(m, j);
-        slots_free(s->slots, s->cap);
+        size_t unused = 0;
+        slots_release(s->slots, s->cap, s->slab, &unused);
         xfree(s);
     }
     xfree(m->dir);
@@ -759,7 +866,7 @@ static inline void probe_step(const dirent_t *d, uint64_t h, uint64_t pos, size_
     unsigned e;
     const unsigned k = line_scan(l, key, &e);
     const uint64_t unresolved = (k | e) == 0;
-    const uint64_t npos = (pos + LINE_SLOTS) & d->mask;
+    const uint64_t npos = wrap_add(pos, LINE_SLOTS, d->cap); /* 4 | cap: a compare and a select */
     /* arithmetic selects keep the compiler from turning this into branches */
     const uint64_t sel = pos ^ ((pos ^ npos) & (0 - unresolved));
     if (insert) PREFETCH_W(&d->slots[sel]); /* the next line only when needed */
@@ -831,7 +938,7 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
         const dirent_t *d = dir_of(dir, sh, h);
         ring[j].d = d;
         ring[j].h = h;
-        ring[j].pos = home_of(h, d->mask);
+        ring[j].pos = home_of(h, d->cap);
         if (insert) PREFETCH_W(&d->slots[ring[j].pos]);
         else PREFETCH_R(&d->slots[ring[j].pos]);
     }
@@ -845,7 +952,7 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
             if (LIKELY(i + PF < n)) {
                 const uint64_t h2 = hashed ? (uint64_t)out[i + PF] : mix64(ids[i + PF]);
                 const dirent_t *d2 = dir_of(dir, sh, h2);
-                const uint64_t p2 = home_of(h2, d2->mask);
+                const uint64_t p2 = home_of(h2, d2->cap);
                 ring[i & (PF - 1)].d = d2;
                 ring[i & (PF - 1)].h = h2;
                 ring[i & (PF - 1)].pos = p2;
@@ -936,7 +1043,7 @@ static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n, int64_t *hout) 
             const uint64_t h = (uint64_t)hout[i];
             const dirent_t *d = dir_of(dir, sh, h);
             if (!d->seg->flag) continue;
-            if (probe(d->slots, d->mask, home_of(h, d->mask), ids[i])->val != 0) d->seg->pending--;
+            if (probe(d->slots, d->cap, home_of(h, d->cap), ids[i])->val != 0) d->seg->pending--;
         }
         for (size_t t = 0; t < nt; t++) {
             seg_t *s = touched[t];
@@ -996,7 +1103,7 @@ int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) 
         uint64_t h = mix64(ids[i]);
         const dirent_t *d = dir_of(dir, sh, h);
         ring[i] = h;
-        PREFETCH_W(&d->slots[home_of(h, d->mask)]);
+        PREFETCH_W(&d->slots[home_of(h, d->cap)]);
     }
     for (size_t i = 0; i < n; i++) {
         const uint64_t h = ring[i & (PF - 1)];
@@ -1004,12 +1111,12 @@ int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) 
             uint64_t h2 = mix64(ids[i + PF]);
             const dirent_t *d2 = dir_of(dir, sh, h2);
             ring[i & (PF - 1)] = h2;
-            PREFETCH_W(&d2->slots[home_of(h2, d2->mask)]);
+            PREFETCH_W(&d2->slots[home_of(h2, d2->cap)]);
         }
         const dirent_t *d = dir_of(dir, sh, h);
         slot_t *slots = d->slots;
-        const uint64_t mask = d->mask;
-        slot_t *s = probe(slots, mask, home_of(h, mask), ids[i]);
+        const uint64_t cap = d->cap;
+        slot_t *s = probe(slots, cap, home_of(h, cap), ids[i]);
         if (s->val == 0) {
             if (out) out[i] = -1;
             continue;
@@ -1024,11 +1131,11 @@ int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) 
          * lies within [their home, their slot) */
         uint64_t hole = (uint64_t)(s - slots), j = hole;
         for (;;) {
-            j = (j + 1) & mask;
+            j = wrap_add(j, 1, cap);
             slot_t *t = &slots[j];
             if (t->val == 0) break;
-            uint64_t home = home_of(mix64(t->key), mask);
-            if (((j - home) & mask) >= ((j - hole) & mask)) {
+            uint64_t home = home_of(mix64(t->key), cap);
+            if (ring_dist(home, j, cap) >= ring_dist(hole, j, cap)) {
                 slots[hole] = *t;
                 hole = j;
             }
@@ -1053,13 +1160,16 @@ int ct_idmap_check(const ct_idmap *m) {
         if (j != (size_t)s->prefix << (m->gdepth - s->depth)) return 2;
         for (size_t q = 0; q < span; q++) {
             const dirent_t *d = &m->dir[j + q];
-            if (d->seg != s || d->slots != s->slots || d->mask != s->cap - 1 || d->nb != 63 - (uint64_t)s->depth)
+            if (d->seg != s || d->slots != s->slots || d->cap != s->cap || d->nb != 63 - (uint64_t)s->depth)
                 return 3;
         }
-        if (s->cap < SEG_MIN_SLOTS || (s->cap & (s->cap - 1)) || s->limit != limit_for(s->cap)) return 4;
+        if (s->cap < SEG_MIN_SLOTS || s->cap % 16 != 0 || s->limit != limit_for(s->cap)) return 4;
         if (s->flag || s->pending || s->k) return 5;
+        if (s->slab && (s->slab->refs == 0 || (const char *)s->slots < s->slab->base ||
+                        (const char *)(s->slots + s->cap) > s->slab->base + s->slab->len))
+            return 12;
         size_t n = 0, hi = 0;
-        const uint64_t mask = s->cap - 1;
+        const uint64_t cap = s->cap;
         for (uint64_t i = 0; i < s->cap; i++) {
             const slot_t *sl = &s->slots[i];
             if (sl->val == 0) continue;
@@ -1067,7 +1177,7 @@ int ct_idmap_check(const ct_idmap *m) {
             const uint64_t h = mix64(sl->key);
             if (s->depth && (h >> (64 - s->depth)) != s->prefix) return 7;
             /* no empty slot between the home slot and the id's slot */
-            for (uint64_t p = home_of(h, mask); p != i; p = (p + 1) & mask)
+            for (uint64_t p = home_of(h, cap); p != i; p = wrap_add(p, 1, cap))
                 if (s->slots[p].val == 0) return 8;
             n++;
             hi += (h >> (63 - s->depth)) & 1;

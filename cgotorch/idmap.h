@@ -9,11 +9,13 @@
  * (concurrent ct_idmap_find calls without writers are safe: find does not write the map).
  *
  * Design (details in idmap.c): 16-byte slots {id, index + 1} in independent linear-probing
- * segments of at most 2^17 slots (2 MiB, transparent huge pages on Linux), selected by the
+ * segments of at most 2^17 slots (2 MiB; transparent huge pages on Linux), selected by the
  * high bits of a 64-bit mix of the id through an extendible-hashing directory. A segment
  * grows on its own (doubling, then splitting in two in place), so a growth step moves at
- * most one segment's ids (~98K), never the table. Max load 3/4; ~27 bytes per id at 10M
- * ids. Batched calls are software pipelined with prefetching; pass batches of a few
+ * most one segment's ids (~98K), never the table. Max load 3/4. A reserve (or a capacity
+ * hint) sizes each segment for its share at load 5/8: about 26 bytes per id whatever the
+ * count; a map grown by inserts alone sits between loads 3/8 and 3/4 (21 to 43 bytes per
+ * id). Batched calls are software pipelined with prefetching; pass batches of a few
  * thousand ids for best throughput (any n works).
  */
 #ifndef CT_IDMAP_H

@@ -7,6 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the segment size the map was built with (idmap.c's default unless the build overrides it) */
+#ifdef CT_IDMAP_SEG_MAX_LOG
+#define CT_IDMAP_SEG_MAX_LOG_FOR_TEST CT_IDMAP_SEG_MAX_LOG
+#else
+#define CT_IDMAP_SEG_MAX_LOG_FOR_TEST 17
+#endif
+
 static long g_pass, g_fail;
 
 #define CHECK(cond)                                                                 \
@@ -403,7 +410,29 @@ static void test_reserve_clear_export(void) {
 }
 
 /* Randomized churn against a reference that simulates map and allocator exactly. */
-static void test_churn(void) {
+/* A reserve sizes every segment for its share of the ids at load 5/8 (capacities need not be
+ * powers of two), so a pre-sized map costs about 26 bytes per id whatever the count: with
+ * power-of-two segments it swung between 21 and 43 with the count. Small-segment builds pay
+ * more for the per-segment margin. */
+static void test_reserve_bytes(void) {
+    const size_t ns[] = {10000, 100000, 700000, 3000000};
+    const double bound = CT_IDMAP_SEG_MAX_LOG_FOR_TEST >= 17 ? 27.0 : 36.0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        ct_idmap *m = ct_idmap_new(ns[i]);
+        CHECK(m != NULL);
+        if (!m) continue;
+        const double per_id = (double)ct_idmap_bytes(m) / (double)ns[i];
+        if (per_id > bound) printf("idmap_test: reserve(%zu): %.2f bytes/id > %.1f\n", ns[i], per_id, bound);
+        CHECK(per_id <= bound);
+        CHECK(ct_idmap_capacity(m) >= ns[i]);
+        CHECK(ct_idmap_check(m) == 0);
+        ct_idmap_free(m);
+    }
+}
+
+/* hint 0: segments grown by inserts (power-of-two capacities); hint P: sized by a reserve (any
+ * multiple of 16), where probe runs and backward shifts wrap at other places */
+static void test_churn(size_t hint) {
     enum { P = 60000, ROUNDS = 400, MAXB = 3000 };
     int64_t *pool = (int64_t *)xalloc(P * sizeof(int64_t));
     int64_t *ref = (int64_t *)xalloc(P * sizeof(int64_t)); /* index of pool[i] or -1 */
@@ -421,7 +450,7 @@ static void test_churn(void) {
         if (pool[i] >= -500 && pool[i] < 500) pool[i] = (int64_t)rnd() | ((int64_t)1 << 40);
     for (int i = 0; i < P; i++) ref[i] = -1;
 
-    ct_idmap *m = ct_idmap_new(0);
+    ct_idmap *m = ct_idmap_new(hint);
     int *which = (int *)xalloc(MAXB * sizeof(int));
     int64_t *b = (int64_t *)xalloc(MAXB * sizeof(int64_t)), *o = (int64_t *)xalloc(MAXB * sizeof(int64_t));
     uint8_t *nw = (uint8_t *)xalloc(MAXB);
@@ -653,7 +682,9 @@ int main(void) {
     test_erase_reuse();
     test_growth();
     test_reserve_clear_export();
-    test_churn();
+    test_reserve_bytes();
+    test_churn(0);
+    test_churn(60000);
     test_oom();
     printf("idmap: %ld passed, %ld failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
