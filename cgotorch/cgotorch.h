@@ -551,9 +551,9 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
  * stored values: with SGD momentum they are as of their stamp (the lazy catch-up not applied),
  * so a save and an import reproduce the table bit for bit.
  * last_step and frequency take 8 bytes a row (deltas add 4 from the first mark on), so they are
- * bounded: last_step is exact for rows seen within the last 2^31 steps; an older row reports a
- * base step instead (the largest multiple of 2^31 at most step - 2^31; it depends on the step
- * counter only, so a checkpoint imported at the same step reports the same). Frequencies
+ * bounded: last_step is exact for rows seen within the last 2^31 steps; an older row may report
+ * a later step instead, a base (the largest multiple of 2^31 at most step - 2^31; it depends on
+ * the step counter only, so a checkpoint imported at the same step reports the same). Frequencies
  * saturate at 2^32 - 1. Imported values are clamped the same way.
  */
 

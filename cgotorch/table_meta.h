@@ -8,9 +8,9 @@
 // Last steps are stored as uint32 offsets from base_. The base is a function of the step counter
 // alone: the largest multiple of 2^31 that is at least 2^31 below it (0 below step 2^32). So a
 // stored step is never more than 2^32 - 1 above the base, and every row seen within the last
-// 2^31 steps reads back exactly; an older row reads back as the base (when the base moves up,
-// offsets below it are clamped to 0): it still looks at least 2^31 steps old to TTL and LRU
-// eviction. Because the base depends on the step only, a checkpoint loaded at the same step gets
+// 2^31 steps reads back exactly; an older row reads back exactly until the base passes it, then
+// as the base (when the base moves up, offsets below it are clamped to 0): it still looks more
+// than 2^31 steps old to TTL and LRU eviction. Because the base depends on the step only, a checkpoint loaded at the same step gets
 // the same base and reads back the same last steps (round trips stay bit for bit).
 // Frequencies saturate at 2^32 - 1 instead of wrapping.
 //
