@@ -550,6 +550,11 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
  * up to date with (stamp). Rows and states handed to a sink or taken by ct_table_import are the
  * stored values: with SGD momentum they are as of their stamp (the lazy catch-up not applied),
  * so a save and an import reproduce the table bit for bit.
+ * last_step and frequency take 8 bytes a row (deltas add 4 from the first mark on), so they are
+ * bounded: last_step is exact for rows seen within the last 2^31 steps; an older row may report
+ * a later step instead, a base (the largest multiple of 2^31 at most step - 2^31; it depends on
+ * the step counter only, so a checkpoint imported at the same step reports the same). Frequencies
+ * saturate at 2^32 - 1. Imported values are clamped the same way.
  */
 
 /* The configuration the table was created with (or took over with ct_table_swap). */
@@ -584,7 +589,8 @@ ct_error ct_table_save(ct_table t, int64_t chunk_rows, ct_table_sink sink, uintp
 /* Inserts or overwrites n ids with their rows [n, dim], states (state0/state1: [n, width],
  * NULL when the optimizer has fewer states) and metadata (last_step, frequency, stamp: [n]
  * each; NULL: the current step, 0 and the current step). Everything is copied and checked
- * (rows finite, ids distinct, stamps and last steps in [0, step]) before the table changes. */
+ * (rows finite, ids distinct, stamps and last steps in [0, step]) before the table changes;
+ * last steps and frequencies are then clamped into what a row stores (see above). */
 ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float *rows,
                          const float *state0, const float *state1, const int64_t *last_step,
                          const int64_t *frequency, const int64_t *stamp);

@@ -62,6 +62,7 @@
 
 #include "idmap.h"
 #include "table_internal.h"
+#include "table_meta.h"
 
 namespace ct {
 namespace table {
@@ -458,17 +459,19 @@ class Table : public std::enable_shared_from_this<Table> {
 
   // ---- lifecycle state (table_lifecycle_impl.h)
   ct_table_config cfg_{};
-  std::vector<int64_t> last_, freq_;  // per row: last step seen, training accesses
-  std::vector<uint32_t> mod_;         // per row: the epoch of its last change
-  uint32_t epoch_ = 0;                // deltas: changes since the last mark have mod_ == epoch_
-  bool track_deletes_ = false;        // set by the first mark
-  std::vector<int64_t> deleted_;      // ids deleted since the last mark
+  RowMeta meta_{block_rows_};      // per row: last step, frequency, delta epoch (table_meta.h)
+  std::vector<int64_t> deleted_;   // ids deleted since the last mark (logged from the first on)
   int64_t admit_after_ = 0;
   std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
   // New rows: last step now, frequency 0, changed in this epoch.
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
   // Training accesses of rows (shared lock: relaxed atomic stores, increments may be lost).
   void touch(const int64_t *rows, int64_t n, int64_t step);
+  // Every change of step_ goes through here (mu_ held exclusively): the metadata's base follows.
+  void set_step_locked(int64_t step) {
+    meta_.advance(step);
+    step_ = step;
+  }
   void modified(const int64_t *rows, int64_t n);
   // Removes ids (present or not) from the map, logging them for deltas; returns how many.
   int64_t erase_ids(const int64_t *ids, int64_t n);
@@ -612,9 +615,7 @@ void Table::ensure_rows(int64_t need) {
   blocks_.reserve(total);
   ptr_.reserve(total);
   if (opt_.has_momentum()) stamp_.resize(static_cast<size_t>(want * block_rows_), 0);
-  last_.resize(static_cast<size_t>(want * block_rows_), 0);
-  freq_.resize(static_cast<size_t>(want * block_rows_), 0);
-  mod_.resize(static_cast<size_t>(want * block_rows_), 0);
+  meta_.grow(want);
   // nothing below throws
   for (int a = 0; a < narr_; a++) {
     slab_[a] = std::move(slab_next[a]);
@@ -634,9 +635,7 @@ void Table::free_storage() {
   std::vector<float *>().swap(ptr_);
   std::vector<int64_t>().swap(stamp_);
   for (auto &sl : slab_) sl.reset();
-  std::vector<int64_t>().swap(last_);
-  std::vector<int64_t>().swap(freq_);
-  std::vector<uint32_t>().swap(mod_);
+  meta_.truncate(0);
   std::vector<int64_t>().swap(deleted_);
   std::unordered_map<int64_t, int64_t>().swap(seen_);
   nblocks_ = 0;
@@ -1055,9 +1054,9 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
       step_tensor(c, g, rows);
     }
   });
+  set_step_locked(t);
   touch(rows.data(), u, t);
   modified(rows.data(), u);
-  step_ = t;
 }
 
 void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t *rows, int64_t u) {
@@ -1127,7 +1126,7 @@ int64_t Table::erase(const Keys &k) {
 void Table::clear() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  if (track_deletes_) {
+  if (meta_.tracked()) {
     const size_t m = ct_idmap_size(map_);
     std::vector<int64_t> ids(m), idx(m);
     ct_idmap_export(map_, ids.data(), idx.data(), m);
@@ -1146,8 +1145,7 @@ ct_table_stats Table::stats() {
   int64_t bytes = static_cast<int64_t>(ct_idmap_bytes(map_));
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
-  bytes += static_cast<int64_t>((last_.capacity() + freq_.capacity() + deleted_.capacity()) * sizeof(int64_t) +
-                                mod_.capacity() * sizeof(uint32_t) + seen_.size() * 32);
+  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32);
   s.bytes = bytes;
   s.dim = dim_;
   s.step = step_;

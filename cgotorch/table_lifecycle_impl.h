@@ -3,9 +3,10 @@
 // the end of table.cc, because these members need the definition of class Table (kept out of
 // table.cc to keep that file about the hot paths).
 //
-// Per-row metadata lives in row-aligned vectors grown with the blocks: last_ (the step of the
-// last training lookup or update), freq_ (training lookups + updates) and mod_ (the delta epoch
-// of the last change). Lookups holding the lock shared update last_/freq_ with relaxed atomic
+// Per-row metadata lives in meta_ (RowMeta, table_meta.h), in chunks grown and freed with the
+// blocks: the step of the last training lookup or update and the number of training lookups +
+// updates (8 bytes a row), and, from the first delta mark on, the delta epoch of the last change
+// (4 bytes a row). Lookups holding the lock shared update the first two with relaxed atomic
 // stores (no lost row data, possibly lost increments under concurrent lookups of one row).
 #ifndef CGOTORCH_TABLE_LIFECYCLE_IMPL_H
 #define CGOTORCH_TABLE_LIFECYCLE_IMPL_H
@@ -17,7 +18,6 @@ namespace table {
 
 namespace {
 constexpr int64_t kCompactChunk = 65536;
-int64_t relaxed_load(const int64_t &v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); }
 
 // Every (id, row index) of a map, ordered by row index (sequential reads of the blocks).
 std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
@@ -41,34 +41,28 @@ void check_finite_floats(const float *p, int64_t n, const char *what) {
 
 void Table::init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
-    if (!is_new[i]) continue;
-    const size_t r = static_cast<size_t>(rows[i]);
-    last_[r] = step_;
-    freq_[r] = 0;
-    mod_[r] = epoch_;
+    if (is_new[i]) meta_.init(rows[i], step_);
   }
 }
 
 void Table::touch(const int64_t *rows, int64_t n, int64_t step) {
   for (int64_t i = 0; i < n; i++) {
-    if (rows[i] < 0) continue;
-    const size_t r = static_cast<size_t>(rows[i]);
-    __atomic_store_n(&last_[r], step, __ATOMIC_RELAXED);
-    __atomic_store_n(&freq_[r], relaxed_load(freq_[r]) + 1, __ATOMIC_RELAXED);
+    if (rows[i] >= 0) meta_.touch(rows[i], step);
   }
 }
 
 void Table::modified(const int64_t *rows, int64_t n) {
-  for (int64_t i = 0; i < n; i++) mod_[static_cast<size_t>(rows[i])] = epoch_;
+  for (int64_t i = 0; i < n; i++) meta_.modified(rows[i]);
 }
 
 int64_t Table::erase_ids(const int64_t *ids, int64_t n) {
   std::vector<int64_t> freed;
-  if (track_deletes_) {
+  const bool track_deletes = meta_.tracked();
+  if (track_deletes) {
     freed.resize(static_cast<size_t>(n));
     deleted_.reserve(deleted_.size() + static_cast<size_t>(n));
   }
-  const int64_t r = ct_idmap_erase(map_, ids, static_cast<size_t>(n), track_deletes_ ? freed.data() : nullptr);
+  const int64_t r = ct_idmap_erase(map_, ids, static_cast<size_t>(n), track_deletes ? freed.data() : nullptr);
   if (r < 0) throw std::bad_alloc();
   for (size_t i = 0; i < freed.size(); i++) {
     if (freed[i] >= 0) deleted_.push_back(ids[i]);
@@ -141,12 +135,12 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
     rows.resize(static_cast<size_t>(cnt));
     for (int64_t i = 0; i < cnt; i++) {
       const auto &p = order[static_cast<size_t>(off + i)];
-      const size_t r = static_cast<size_t>(p.first);
-      rows[static_cast<size_t>(i)] = p.first;
+      const int64_t r = p.first;
+      rows[static_cast<size_t>(i)] = r;
       ids[static_cast<size_t>(i)] = p.second;
-      last[static_cast<size_t>(i)] = relaxed_load(last_[r]);
-      freq[static_cast<size_t>(i)] = relaxed_load(freq_[r]);
-      stamp[static_cast<size_t>(i)] = stamp_.empty() ? step_ : stamp_[r];
+      last[static_cast<size_t>(i)] = meta_.last(r);
+      freq[static_cast<size_t>(i)] = meta_.freq(r);
+      stamp[static_cast<size_t>(i)] = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
     }
     read_raw(rows, 0, emb.data());
     for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
@@ -221,11 +215,10 @@ void Table::import(int64_t n, const int64_t *ids, const float *rows, const float
     for (int s = 0; s < nstates_; s++) write_raw(r, s + 1, st[s]);
   });
   for (int64_t i = 0; i < n; i++) {
-    const size_t x = static_cast<size_t>(r[static_cast<size_t>(i)]);
-    last_[x] = last != nullptr ? last[i] : step_;
-    freq_[x] = freq != nullptr ? freq[i] : 0;
-    mod_[x] = epoch_;
-    if (!stamp_.empty()) stamp_[x] = stamp != nullptr ? stamp[i] : step_;
+    const int64_t x = r[static_cast<size_t>(i)];
+    meta_.set(x, last != nullptr ? last[i] : step_, freq != nullptr ? freq[i] : 0);
+    meta_.modified(x);
+    if (!stamp_.empty()) stamp_[static_cast<size_t>(x)] = stamp != nullptr ? stamp[i] : step_;
     if (!seen_.empty()) seen_.erase(ids[i]);
   }
 }
@@ -234,7 +227,7 @@ void Table::set_step(int64_t step) {
   if (step < 0) throw arg_error("step must be >= 0, got " + std::to_string(step));
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  step_ = step;
+  set_step_locked(step);
 }
 
 void Table::swap_contents(Table &o) {
@@ -262,11 +255,7 @@ void Table::swap_contents(Table &o) {
   }
   swap(step_, o.step_);
   swap(cfg_, o.cfg_);
-  swap(last_, o.last_);
-  swap(freq_, o.freq_);
-  swap(mod_, o.mod_);
-  swap(epoch_, o.epoch_);
-  swap(track_deletes_, o.track_deletes_);
+  meta_.swap(o.meta_);
   swap(deleted_, o.deleted_);
   swap(admit_after_, o.admit_after_);
   swap(seen_, o.seen_);
@@ -372,10 +361,10 @@ void Table::metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq) {
   *freq = at::empty({m}, at::kLong);
   int64_t *pi = ids->data_ptr<int64_t>(), *pl = last->data_ptr<int64_t>(), *pf = freq->data_ptr<int64_t>();
   for (int64_t i = 0; i < m; i++) {
-    const size_t r = static_cast<size_t>(p[static_cast<size_t>(i)].first);
+    const int64_t r = p[static_cast<size_t>(i)].first;
     pi[i] = p[static_cast<size_t>(i)].second;
-    pl[i] = relaxed_load(last_[r]);
-    pf[i] = relaxed_load(freq_[r]);
+    pl[i] = meta_.last(r);
+    pf[i] = meta_.freq(r);
   }
 }
 
@@ -398,12 +387,12 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   std::vector<size_t> victims;
   if (policy == CT_EVICT_TTL) {
     for (size_t i = 0; i < m; i++) {
-      if (step_ - last_[static_cast<size_t>(p[i].first)] > param) victims.push_back(i);
+      if (step_ - meta_.last(p[i].first) > param) victims.push_back(i);
     }
   } else {
     int64_t keep = param;
     if (policy == CT_EVICT_BYTES) {
-      int64_t per_row = 2 * sizeof(int64_t) + sizeof(uint32_t) + 32;  // metadata + id map
+      int64_t per_row = meta_.row_bytes() + 32;  // metadata + id map
       for (int64_t w : arr_width_) per_row += w * static_cast<int64_t>(sizeof(float));
       if (!stamp_.empty()) per_row += sizeof(int64_t);
       keep = param / per_row;
@@ -412,10 +401,11 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
       const bool lfu = policy == CT_EVICT_LFU;
       // kept first: the more recent (LRU) or frequent (LFU), then the other, then the smaller id.
       auto kept_first = [&](size_t a, size_t b) {
-        const size_t ra = static_cast<size_t>(p[a].first), rb = static_cast<size_t>(p[b].first);
-        const int64_t a1 = lfu ? freq_[ra] : last_[ra], b1 = lfu ? freq_[rb] : last_[rb];
+        const int64_t ra = p[a].first, rb = p[b].first;
+        const int64_t la = meta_.last(ra), lb = meta_.last(rb), fa = meta_.freq(ra), fb = meta_.freq(rb);
+        const int64_t a1 = lfu ? fa : la, b1 = lfu ? fb : lb;
         if (a1 != b1) return a1 > b1;
-        const int64_t a2 = lfu ? last_[ra] : freq_[ra], b2 = lfu ? last_[rb] : freq_[rb];
+        const int64_t a2 = lfu ? la : fa, b2 = lfu ? lb : fb;
         if (a2 != b2) return a2 > b2;
         return p[a].second < p[b].second;
       };
@@ -487,11 +477,8 @@ void Table::compact() {
         }
       }
       for (size_t j = 0; j < src.size(); j++) {
-        const size_t a = static_cast<size_t>(dst[j]), b = static_cast<size_t>(src[j]);
-        last_[a] = last_[b];
-        freq_[a] = freq_[b];
-        mod_[a] = mod_[b];
-        if (!stamp_.empty()) stamp_[a] = stamp_[b];
+        meta_.move(dst[j], src[j]);
+        if (!stamp_.empty()) stamp_[static_cast<size_t>(dst[j])] = stamp_[static_cast<size_t>(src[j])];
       }
     }
   } catch (...) {
@@ -506,12 +493,7 @@ void Table::compact() {
   ptr_.resize(arrays);
   ptr_.shrink_to_fit();
   nblocks_ = nb;
-  for (auto *v : {&last_, &freq_}) {
-    v->resize(slots);
-    v->shrink_to_fit();
-  }
-  mod_.resize(slots);
-  mod_.shrink_to_fit();
+  meta_.truncate(nb);
   if (!stamp_.empty()) {
     stamp_.resize(slots);
     stamp_.shrink_to_fit();
@@ -534,7 +516,7 @@ Table::Delta Table::delta(bool mark) {
   auto p = rows_by_index(map_);
   std::vector<std::pair<int64_t, int64_t>> changed;  // (id, index)
   for (const auto &x : p) {
-    if (mod_[static_cast<size_t>(x.first)] == epoch_) changed.emplace_back(x.second, x.first);
+    if (meta_.changed(x.first)) changed.emplace_back(x.second, x.first);
   }
   std::sort(changed.begin(), changed.end());
   const int64_t m = static_cast<int64_t>(changed.size());
@@ -556,10 +538,10 @@ Table::Delta Table::delta(bool mark) {
   d.meta = at::empty({m, 3}, at::kLong);
   int64_t *pm = d.meta.data_ptr<int64_t>();
   for (int64_t i = 0; i < m; i++) {
-    const size_t r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
-    pm[3 * i] = relaxed_load(last_[r]);
-    pm[3 * i + 1] = relaxed_load(freq_[r]);
-    pm[3 * i + 2] = stamp_.empty() ? step_ : stamp_[r];
+    const int64_t r = rows[static_cast<size_t>(i)];
+    pm[3 * i] = meta_.last(r);
+    pm[3 * i + 1] = meta_.freq(r);
+    pm[3 * i + 2] = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
   }
   std::vector<int64_t> del(deleted_);
   std::sort(del.begin(), del.end());
@@ -571,9 +553,8 @@ Table::Delta Table::delta(bool mark) {
   }
   d.deleted = index_tensor(gone, at::kCPU);
   if (mark) {
-    epoch_++;
+    meta_.mark();  // first, as it may fail (the first mark allocates): then nothing changed
     deleted_.clear();
-    track_deletes_ = true;
   }
   return d;
 }

@@ -94,7 +94,10 @@ func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicte
 	return &Evicted{N: int(gone.Size(0)), IDs: gone, Rows: rows}, nil
 }
 
-// Metadata returns every id (ascending) with its last step and frequency.
+// Metadata returns every id (ascending) with its last step and frequency. A row stores them
+// in 32 bits each: last steps are exact within the last 2^31 steps (an older row may report a
+// later step, still more than 2^31 steps back; see cgotorch.h) and frequencies saturate at
+// 2^32 - 1.
 func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
 	const op = "metadata"
 	a, b, c, err := t.t.Metadata()

@@ -368,6 +368,68 @@ func TestDeltasReproduceTheTable(t *testing.T) {
 	}
 }
 
+// Delta tracking costs no memory before the first mark, when every row is in a delta. After
+// it, a delta has the rows changed since: updated, written and new rows (also rows in blocks
+// added after the mark), not rows only looked up.
+func TestDeltaTrackingStartsAtTheFirstMark(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8})
+	var ids []int64
+	for id := int64(0); id < 20; id++ {
+		ids = append(ids, id)
+	}
+	update(t, tbl, ids, ones(2*len(ids))...)
+	stats := func() embedding.Stats {
+		st, err := tbl.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	delta := func(mark bool) []int64 {
+		d, err := tbl.Delta(mark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.IDs
+	}
+	before := stats()
+	for i := 0; i < 2; i++ {
+		if got := delta(false); !reflect.DeepEqual(got, ids) {
+			t.Fatalf("delta before a mark: %v, want every id", got)
+		}
+	}
+	if st := stats(); st.Bytes != before.Bytes {
+		t.Errorf("deltas without a mark took %d bytes", st.Bytes-before.Bytes)
+	}
+	if got := delta(true); !reflect.DeepEqual(got, ids) {
+		t.Fatalf("first marked delta: %v, want every id", got)
+	}
+	if st := stats(); st.Bytes < before.Bytes+4*int64(before.Capacity) || st.Capacity != before.Capacity {
+		t.Errorf("the first mark took %d bytes for %d rows, want at least 4 a row", st.Bytes-before.Bytes, st.Capacity)
+	}
+	if got := delta(false); len(got) != 0 {
+		t.Fatalf("delta right after a mark: %v", got)
+	}
+	update(t, tbl, []int64{3, 5}, ones(4)...)
+	write(t, tbl, []int64{11}, 1, 2)
+	lookup(t, tbl, 7, 200) // 7 is only looked up; 200 is new
+	var fresh []int64
+	for id := int64(100); id < 130; id++ {
+		fresh = append(fresh, id)
+	}
+	update(t, tbl, fresh, ones(2*len(fresh))...)
+	if st := stats(); st.Capacity <= before.Capacity {
+		t.Fatalf("capacity %d: no block was added", st.Capacity)
+	}
+	want := append(append([]int64{3, 5, 11}, fresh...), 200)
+	if got := delta(true); !reflect.DeepEqual(got, want) {
+		t.Errorf("delta after the mark: %v, want %v", got, want)
+	}
+	if got := delta(false); len(got) != 0 {
+		t.Errorf("delta right after the second mark: %v", got)
+	}
+}
+
 func TestDeltaFile(t *testing.T) {
 	src := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "src")
 	dst := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "dst")

@@ -808,6 +808,113 @@ static void test_save_import(void) {
   test_save_import_one(CT_TABLE_TENSOR_KERNELS);
 }
 
+/* ---- row metadata across the 2^32 step boundary ---------------------------------------------
+ * Last steps are stored as 32-bit offsets from a base that follows the step counter (the largest
+ * multiple of 2^31 at most step - 2^31, 0 below step 2^32; see table_meta.h): rows seen within
+ * the last 2^31 steps read back exactly, older rows as the base. */
+#define P31 ((int64_t)1 << 31)
+#define P32 ((int64_t)1 << 32)
+
+static void lookup_id(ct_table t, int64_t id) {
+  ct_tensor k = ids_tensor(&id, 1), r = NULL;
+  CHECK(ok(ct_table_lookup(&r, t, k)));
+  ct_tensor_free(r);
+  ct_tensor_free(k);
+}
+
+/* The metadata of t (at most cap rows) into ids, last and freq; returns the row count. */
+static int64_t metadata(ct_table t, int64_t *ids, int64_t *last, int64_t *freq, int64_t cap) {
+  ct_tensor ti = NULL, tl = NULL, tf = NULL;
+  int64_t m = -1;
+  if (!ok(ct_table_metadata(&ti, &tl, &tf, t))) return -1;
+  if (ok(ct_tensor_numel(&m, ti)) && m <= cap) {
+    ok(ct_tensor_copy_to(ids, (size_t)m * sizeof(int64_t), ti, CT_INT64));
+    ok(ct_tensor_copy_to(last, (size_t)m * sizeof(int64_t), tl, CT_INT64));
+    ok(ct_tensor_copy_to(freq, (size_t)m * sizeof(int64_t), tf, CT_INT64));
+  }
+  ct_tensor_free(ti);
+  ct_tensor_free(tl);
+  ct_tensor_free(tf);
+  return m;
+}
+
+/* TTL-evicts rows more than ttl steps old: 1 if exactly the n ids want went. */
+static int evicts(ct_table t, int64_t ttl, const int64_t *want, int64_t n) {
+  ct_tensor ti = NULL;
+  int64_t got = -1, ids[8];
+  int good = ok(ct_table_evict(&ti, NULL, &got, t, CT_EVICT_TTL, ttl)) && got == n && n <= 8 &&
+             ok(ct_tensor_copy_to(ids, (size_t)n * sizeof(int64_t), ti, CT_INT64)) &&
+             (n == 0 || memcmp(ids, want, (size_t)n * sizeof(int64_t)) == 0);
+  ct_tensor_free(ti);
+  return good;
+}
+
+static void test_metadata_steps(void) {
+  ct_table a = NULL, b = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  const int64_t one = 1, two = 2, six = 6, gone13[2] = {1, 3}, gone24[2] = {2, 4}, five = 5;
+  int64_t ids[8], last[8], freq[8], ib[8], lb[8], fb[8], i;
+  collected k;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[1] = 0.9; /* momentum: one state and stamps, saved and imported too */
+  CHECK(ok(ct_table_new(&a, "steps-a", &cfg)));
+  CHECK(ok(ct_table_new(&b, "steps-b", &cfg)));
+  CHECK(ok(ct_table_set_step(a, 9)));
+  update_ids(a, &one, 1, 2, 1.0f); /* step 10 */
+  CHECK(ok(ct_table_set_step(a, P32 - 3)));
+  for (i = 0; i < 3; i++) update_ids(a, &two, 1, 2, 1.0f); /* up to step 2^32: the base moves to 2^31 */
+  lookup_id(a, 3);                                         /* inserted at step 2^32 */
+  for (i = 0; i < 5; i++) update_ids(a, &two, 1, 2, 1.0f); /* up to 2^32 + 5 */
+  lookup_id(a, 4);
+  lookup_id(a, 2); /* present: the shared-lock path */
+  CHECK(metadata(a, ids, last, freq, 8) == 4 && ids[0] == 1 && ids[3] == 4);
+  CHECK(last[0] == P31 && freq[0] == 1); /* seen at step 10, 2^31 + 5 steps ago: the base */
+  CHECK(last[1] == P32 + 5 && freq[1] == 9);
+  CHECK(last[2] == P32 && freq[2] == 1 && last[3] == P32 + 5 && freq[3] == 1);
+
+  CHECK(ok(ct_table_set_step(a, P32 + 1000)));
+  lookup_id(a, 5);
+  CHECK(ok(ct_table_set_step(a, P32 + P31 + 100))); /* the base moves to 2^32 */
+  update_ids(a, &six, 1, 2, 1.0f);                  /* step 2^32 + 2^31 + 101 */
+  CHECK(metadata(a, ids, last, freq, 8) == 6 && ids[5] == 6);
+  CHECK(last[0] == P32);                                              /* id 1: the base */
+  CHECK(last[1] == P32 + 5 && last[2] == P32 && last[3] == P32 + 5); /* at or above it: exact */
+  CHECK(last[4] == P32 + 1000 && last[5] == P32 + P31 + 101 && freq[5] == 1);
+
+  /* A save imported at the same step reads back the same metadata. */
+  memset(&k, 0, sizeof k);
+  k.dim = 2;
+  CHECK(ok(ct_table_save(a, 4, collect_sink, (uintptr_t)&k)) && k.step == P32 + P31 + 101);
+  CHECK(ok(ct_table_set_step(b, k.step)));
+  CHECK(ok(ct_table_import(b, k.rows, k.ids, k.emb, k.s0, NULL, k.last, k.freq, k.stamp)));
+  CHECK(metadata(b, ib, lb, fb, 8) == 6 && memcmp(ids, ib, 6 * sizeof(int64_t)) == 0 &&
+        memcmp(last, lb, 6 * sizeof(int64_t)) == 0 && memcmp(freq, fb, 6 * sizeof(int64_t)) == 0);
+  CHECK(same_tables(a, b));
+  collected_free(&k);
+  /* Imported values are clamped: a last step below the base reads as the base, a frequency
+   * beyond 32 bits as 2^32 - 1, which further lookups do not wrap. */
+  {
+    const int64_t id = 7, old = 10, many = (int64_t)1 << 40;
+    const float row[2] = {0, 0};
+    CHECK(ok(ct_table_import(b, 1, &id, row, row, NULL, &old, &many, &old)));
+    CHECK(metadata(b, ib, lb, fb, 8) == 7 && ib[6] == 7 && lb[6] == P32 && fb[6] == P32 - 1);
+    lookup_id(b, 7);
+    CHECK(metadata(b, ib, lb, fb, 8) == 7 && lb[6] == P32 + P31 + 101 && fb[6] == P32 - 1);
+  }
+
+  /* TTL eviction sees the same ages: ids 1 and 3 are 2^31 + 101 steps old (id 1 by its base),
+   * ids 2 and 4 2^31 + 96, id 5 2^31 - 899, id 6 none. */
+  CHECK(evicts(a, P31 + 101, NULL, 0));
+  CHECK(evicts(a, P31 + 96, gone13, 2));
+  CHECK(evicts(a, P31 - 899, gone24, 2));
+  CHECK(evicts(a, P31 - 900, &five, 1));
+  CHECK(metadata(a, ids, last, freq, 8) == 1 && ids[0] == 6);
+  CHECK(ok(ct_table_close(a)));
+  CHECK(ok(ct_table_close(b)));
+  ct_table_free(a);
+  ct_table_free(b);
+}
+
 int main(void) {
   test_lifecycle();
   test_lookup_read_write();
@@ -816,6 +923,7 @@ int main(void) {
   test_prefetch();
   test_autograd();
   test_save_import();
+  test_metadata_steps();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
