@@ -402,6 +402,10 @@ typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layo
 
 /* flags: run the tensor-op kernels (those of CUDA tables) on a CPU table too (for tests). */
 #define CT_TABLE_TENSOR_KERNELS 1
+/* flags: keep each row's last step and frequency (8 bytes a row, and a cache line written per
+ * row a training lookup touches), which ct_table_metadata and ct_table_evict need; without it
+ * they fail, and saves and deltas report every row as seen at the current step, never counted. */
+#define CT_TABLE_TRACK_ACCESS 2
 
 typedef struct {
   int64_t dim;        /* > 0 */
@@ -544,10 +548,11 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
 /* ------------------------------------------------------------------------------------------ */
 /* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle.cc) */
 /*
- * Every row carries metadata: the step counter at its last training lookup or update
- * (last_step), how many training lookups and updates touched it (frequency; concurrent lookups
- * of one row may lose increments) and, for SGD with momentum, the step its momentum buffer is
- * up to date with (stamp). Rows and states handed to a sink or taken by ct_table_import are the
+ * Rows carry metadata: in tables created with CT_TABLE_TRACK_ACCESS, the step counter at its
+ * last training lookup or update (last_step) and how many training lookups and updates touched
+ * it (frequency; concurrent lookups of one row may lose increments; other tables report
+ * last_step = the step counter and frequency 0 where a save or delta carries them), and, for SGD
+ * with momentum, the step its momentum buffer is up to date with (stamp). Rows and states handed to a sink or taken by ct_table_import are the
  * stored values: with SGD momentum they are as of their stamp (the lazy catch-up not applied),
  * so a save and an import reproduce the table bit for bit.
  * last_step and frequency take 8 bytes a row (deltas add 4 from the first mark on), so they are
@@ -611,7 +616,8 @@ ct_error ct_table_admission(int64_t *k, int64_t *counted, ct_table t);
 /* Sets the counts of n ids (absent ids only; counts >= 1). */
 ct_error ct_table_import_counts(ct_table t, int64_t n, const int64_t *ids, const int64_t *counts);
 
-/* The metadata of every row: ids int64 [M] ascending, last_step and frequency int64 [M]. */
+/* The metadata of every row: ids int64 [M] ascending, last_step and frequency int64 [M].
+ * Needs CT_TABLE_TRACK_ACCESS (as do the policies of ct_table_evict). */
 ct_error ct_table_metadata(ct_tensor *ids, ct_tensor *last_step, ct_tensor *frequency,
                            ct_table t);
 

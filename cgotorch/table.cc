@@ -459,14 +459,17 @@ class Table : public std::enable_shared_from_this<Table> {
 
   // ---- lifecycle state (table_lifecycle_impl.h)
   ct_table_config cfg_{};
-  RowMeta meta_{block_rows_};      // per row: last step, frequency, delta epoch (table_meta.h)
+  // per row: last step and frequency (CT_TABLE_TRACK_ACCESS), delta epoch (table_meta.h)
+  RowMeta meta_{block_rows_, (cfg_.flags & CT_TABLE_TRACK_ACCESS) != 0};
   std::vector<int64_t> deleted_;   // ids deleted since the last mark (logged from the first on)
   int64_t admit_after_ = 0;
   std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
   // New rows: last step now, frequency 0, changed in this epoch.
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
   // Training accesses of rows (shared lock: relaxed atomic stores, increments may be lost).
-  void touch(const int64_t *rows, int64_t n, int64_t step);
+  void touch(const int64_t *rows, int64_t n, int64_t step) { meta_.touch(rows, n, step); }
+  // Throws unless the table keeps last steps and frequencies (what needs them: `what`).
+  void need_access(const char *what) const;
   // Every change of step_ goes through here (mu_ held exclusively): the metadata's base follows.
   void set_step_locked(int64_t step) {
     meta_.advance(step);
@@ -526,7 +529,7 @@ Table::Table(std::string name, const ct_table_config &cfg)
   if (cfg.layout != CT_LAYOUT_INTERLEAVED && cfg.layout != CT_LAYOUT_SEPARATE) {
     throw arg_error("unknown layout " + std::to_string(cfg.layout));
   }
-  if ((cfg.flags & ~CT_TABLE_TENSOR_KERNELS) != 0) throw arg_error("unknown flags");
+  if ((cfg.flags & ~(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS)) != 0) throw arg_error("unknown flags");
   init_.kind = cfg.initializer;
   std::copy(cfg.init_params, cfg.init_params + 4, init_.p);
   init_.seed = cfg.seed;

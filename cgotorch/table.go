@@ -87,6 +87,9 @@ type TableConfig struct {
 	Layout     TableLayout
 	// TensorKernels runs the tensor-op kernels of CUDA tables on a CPU table (for tests).
 	TensorKernels bool
+	// TrackAccess keeps each row's last step and frequency (8 bytes a row), which Metadata and
+	// Evict need (CT_TABLE_TRACK_ACCESS).
+	TrackAccess bool
 }
 
 // TableStats describes a table.
@@ -216,7 +219,10 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 		c.opt_params[i] = C.double(v)
 	}
 	if cfg.TensorKernels {
-		c.flags = C.CT_TABLE_TENSOR_KERNELS
+		c.flags |= C.CT_TABLE_TENSOR_KERNELS
+	}
+	if cfg.TrackAccess {
+		c.flags |= C.CT_TABLE_TRACK_ACCESS
 	}
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))

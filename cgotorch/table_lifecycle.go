@@ -106,7 +106,7 @@ func (t *Table) Config() (TableConfig, error) {
 		Dim: int64(c.dim), Capacity: int64(c.capacity), BlockRows: int64(c.block_rows),
 		Init: TableInit(c.initializer), Optimizer: TableOptimizer(c.optimizer),
 		Device: deviceFromC(c.device), Seed: uint64(c.seed), Layout: TableLayout(c.layout),
-		TensorKernels: c.flags&C.CT_TABLE_TENSOR_KERNELS != 0,
+		TensorKernels: c.flags&C.CT_TABLE_TENSOR_KERNELS != 0, TrackAccess: c.flags&C.CT_TABLE_TRACK_ACCESS != 0,
 	}
 	for i := range cfg.InitParams {
 		cfg.InitParams[i] = float64(c.init_params[i])

@@ -4,8 +4,8 @@
 // table.cc to keep that file about the hot paths).
 //
 // Per-row metadata lives in meta_ (RowMeta, table_meta.h), in chunks grown and freed with the
-// blocks: the step of the last training lookup or update and the number of training lookups +
-// updates (8 bytes a row), and, from the first delta mark on, the delta epoch of the last change
+// blocks: with CT_TABLE_TRACK_ACCESS, the step of the last training lookup or update and the
+// number of training lookups + updates (8 bytes a row), and, from the first delta mark on, the delta epoch of the last change
 // (4 bytes a row). Lookups holding the lock shared update the first two with relaxed atomic
 // stores (no lost row data, possibly lost increments under concurrent lookups of one row).
 #ifndef CGOTORCH_TABLE_LIFECYCLE_IMPL_H
@@ -45,9 +45,10 @@ void Table::init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n) {
   }
 }
 
-void Table::touch(const int64_t *rows, int64_t n, int64_t step) {
-  for (int64_t i = 0; i < n; i++) {
-    if (rows[i] >= 0) meta_.touch(rows[i], step);
+void Table::need_access(const char *what) const {
+  if (!meta_.access()) {
+    throw arg_error(std::string(what) + " needs the rows' last steps and frequencies, which table \"" + name_ +
+                    "\" does not keep: create it with CT_TABLE_TRACK_ACCESS");
   }
 }
 
@@ -138,8 +139,8 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
       const int64_t r = p.first;
       rows[static_cast<size_t>(i)] = r;
       ids[static_cast<size_t>(i)] = p.second;
-      last[static_cast<size_t>(i)] = meta_.last(r);
-      freq[static_cast<size_t>(i)] = meta_.freq(r);
+      last[static_cast<size_t>(i)] = meta_.access() ? meta_.last(r) : step_;  // untracked: seen now
+      freq[static_cast<size_t>(i)] = meta_.access() ? meta_.freq(r) : 0;
       stamp[static_cast<size_t>(i)] = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
     }
     read_raw(rows, 0, emb.data());
@@ -353,6 +354,7 @@ void Table::drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vect
 void Table::metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   check_open();
+  need_access("metadata");
   auto p = rows_by_index(map_);
   std::sort(p.begin(), p.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
   const int64_t m = static_cast<int64_t>(p.size());
@@ -382,6 +384,7 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   if (param < 0) throw arg_error("eviction parameter must be >= 0, got " + std::to_string(param));
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  need_access("eviction by age, recency, frequency or budget");
   auto p = rows_by_index(map_);  // (index, id)
   const size_t m = p.size();
   std::vector<size_t> victims;
@@ -539,8 +542,8 @@ Table::Delta Table::delta(bool mark) {
   int64_t *pm = d.meta.data_ptr<int64_t>();
   for (int64_t i = 0; i < m; i++) {
     const int64_t r = rows[static_cast<size_t>(i)];
-    pm[3 * i] = meta_.last(r);
-    pm[3 * i + 1] = meta_.freq(r);
+    pm[3 * i] = meta_.access() ? meta_.last(r) : step_;  // untracked: seen now, never counted
+    pm[3 * i + 1] = meta_.access() ? meta_.freq(r) : 0;
     pm[3 * i + 2] = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
   }
   std::vector<int64_t> del(deleted_);

@@ -1,8 +1,9 @@
 // table_meta.h: the per-row metadata of an embedding table (class RowMeta, used by table.cc).
 //
 // For each row: the step of its last training lookup or update and how many there were (8
-// bytes: two uint32), and, once deltas are tracked, the delta epoch of its last change (4 more
-// bytes). Both live in chunks of block_rows rows, one chunk per storage block of the table:
+// bytes: two uint32; only in tables created with CT_TABLE_TRACK_ACCESS, which eviction by age,
+// recency, frequency or budget needs), and, once deltas are tracked, the delta epoch of its
+// last change (4 more bytes, from the first delta mark on). Both live in chunks of block_rows rows, one chunk per storage block of the table:
 // growing adds chunks (nothing is copied, nothing allocated ahead), truncating frees them.
 //
 // Last steps are stored as uint32 offsets from base_. The base is a function of the step counter
@@ -10,8 +11,9 @@
 // stored step is never more than 2^32 - 1 above the base, and every row seen within the last
 // 2^31 steps reads back exactly; an older row reads back exactly until the base passes it, then
 // as the base (when the base moves up, offsets below it are clamped to 0): it still looks more
-// than 2^31 steps old to TTL and LRU eviction. Because the base depends on the step only, a checkpoint loaded at the same step gets
-// the same base and reads back the same last steps (round trips stay bit for bit).
+// than 2^31 steps old to TTL and LRU eviction. Because the base depends on the step only, a
+// checkpoint loaded at the same step gets the same base and reads back the same last steps
+// (round trips stay bit for bit).
 // Frequencies saturate at 2^32 - 1 instead of wrapping.
 //
 // Concurrency: touch() may run under the table's shared lock (relaxed atomic stores, racing
@@ -31,28 +33,35 @@ namespace table {
 
 class RowMeta {
  public:
-  explicit RowMeta(int64_t block_rows) : rows_(block_rows) {
+  // access: keep each row's last step and frequency (8 bytes a row); without it the table
+  // keeps none and refuses what needs them (CT_TABLE_TRACK_ACCESS).
+  RowMeta(int64_t block_rows, bool access) : rows_(block_rows), access_(access) {
     if ((rows_ & (rows_ - 1)) == 0) shift_ = __builtin_ctzll(static_cast<uint64_t>(rows_));
   }
 
   // ---- storage: one chunk per block of the table
   // Adds chunks up to nblocks. Strong guarantee: all allocation happens before anything changes.
   void grow(int64_t nblocks) {
-    const size_t want = static_cast<size_t>(nblocks), have = rec_.size();
+    const size_t want = static_cast<size_t>(nblocks), have = chunks_;
     if (want <= have) return;
-    auto rec = make_chunks<Rec>(want - have, Rec{});
+    decltype(rec_) rec;
+    if (access_) rec = make_chunks<Rec>(want - have, Rec{});
     decltype(mod_) mod;
     if (tracked_) mod = make_chunks<uint32_t>(want - have, epoch_);
-    rec_.reserve(want);
+    if (access_) rec_.reserve(want);
     if (tracked_) mod_.reserve(want);
     append(rec_, rec);  // noexcept from here: the room is reserved
     append(mod_, mod);
+    chunks_ = want;
   }
   // Keeps the first nblocks chunks and frees the others (never throws).
   void truncate(int64_t nblocks) {
-    const size_t n = std::min(static_cast<size_t>(nblocks), rec_.size());
-    rec_.resize(n);
-    rec_.shrink_to_fit();
+    const size_t n = std::min(static_cast<size_t>(nblocks), chunks_);
+    chunks_ = n;
+    if (access_) {
+      rec_.resize(n);
+      rec_.shrink_to_fit();
+    }
     if (tracked_) {
       mod_.resize(n);
       mod_.shrink_to_fit();
@@ -64,9 +73,12 @@ class RowMeta {
     return static_cast<int64_t>(rec_.size() * rows * sizeof(Rec) + mod_.size() * rows * sizeof(uint32_t) +
                                 (rec_.capacity() + mod_.capacity()) * sizeof(void *));
   }
-  int64_t row_bytes() const { return static_cast<int64_t>(sizeof(Rec) + (tracked_ ? sizeof(uint32_t) : 0)); }
+  int64_t row_bytes() const {
+    return static_cast<int64_t>((access_ ? sizeof(Rec) : 0) + (tracked_ ? sizeof(uint32_t) : 0));
+  }
 
-  // ---- access records
+  // ---- access records (only with access kept: the table checks access() where it matters)
+  bool access() const { return access_; }
   // The step counter changed to step: moves the base if the step left its window (exclusive lock).
   void advance(int64_t step) {
     const int64_t b = base_for(step);
@@ -74,25 +86,33 @@ class RowMeta {
   }
   // A new row: last step now, frequency 0, changed in this epoch.
   void init(int64_t r, int64_t step) {
-    rec(r) = Rec{offset(step), 0};
+    if (access_) rec(r) = Rec{offset(step), 0};
     if (tracked_) mod(r) = epoch_;
   }
-  // A training access (shared lock allowed).
-  void touch(int64_t r, int64_t step) {
-    Rec &x = rec(r);
-    __atomic_store_n(&x.last, offset(step), __ATOMIC_RELAXED);
-    const uint32_t f = __atomic_load_n(&x.freq, __ATOMIC_RELAXED);
-    if (f != kMax) __atomic_store_n(&x.freq, f + 1, __ATOMIC_RELAXED);
+  // Training accesses of rows[0, n) (shared lock allowed; rows[i] < 0 are skipped). Records
+  // of random rows miss the cache: each is prefetched some rows ahead.
+  void touch(const int64_t *rows, int64_t n, int64_t step) {
+    if (!access_) return;
+    constexpr int64_t kAhead = 16;
+    const uint32_t now = offset(step);
+    for (int64_t i = 0; i < n; i++) {
+      if (i + kAhead < n && rows[i + kAhead] >= 0) __builtin_prefetch(&rec(rows[i + kAhead]), 1, 3);
+      if (rows[i] < 0) continue;
+      Rec &x = rec(rows[i]);
+      __atomic_store_n(&x.last, now, __ATOMIC_RELAXED);
+      const uint32_t f = __atomic_load_n(&x.freq, __ATOMIC_RELAXED);
+      if (f != kMax) __atomic_store_n(&x.freq, f + 1, __ATOMIC_RELAXED);
+    }
   }
   int64_t last(int64_t r) const { return base_ + __atomic_load_n(&rec(r).last, __ATOMIC_RELAXED); }
   int64_t freq(int64_t r) const { return __atomic_load_n(&rec(r).freq, __ATOMIC_RELAXED); }
   // Imported values (>= 0), clamped into what can be stored.
   void set(int64_t r, int64_t last, int64_t freq) {
-    rec(r) = Rec{offset(last), static_cast<uint32_t>(std::min<int64_t>(freq, kMax))};
+    if (access_) rec(r) = Rec{offset(last), static_cast<uint32_t>(std::min<int64_t>(freq, kMax))};
   }
   // Row src's metadata to row dst (compaction).
   void move(int64_t dst, int64_t src) {
-    rec(dst) = rec(src);
+    if (access_) rec(dst) = rec(src);
     if (tracked_) mod(dst) = mod(src);
   }
 
@@ -107,7 +127,7 @@ class RowMeta {
   // epoch, so that they count as unchanged after it. Strong guarantee.
   void mark() {
     if (!tracked_) {
-      mod_ = make_chunks<uint32_t>(rec_.size(), epoch_);
+      mod_ = make_chunks<uint32_t>(chunks_, epoch_);
       tracked_ = true;
     }
     epoch_++;
@@ -118,6 +138,8 @@ class RowMeta {
     swap(rows_, o.rows_);
     swap(shift_, o.shift_);
     swap(base_, o.base_);
+    swap(access_, o.access_);
+    swap(chunks_, o.chunks_);
     swap(rec_, o.rec_);
     swap(tracked_, o.tracked_);
     swap(epoch_, o.epoch_);
@@ -182,8 +204,10 @@ class RowMeta {
 
   int64_t rows_;    // rows per chunk (the table's block_rows)
   int shift_ = -1;  // log2(rows_) if a power of two, else -1
+  bool access_;
+  size_t chunks_ = 0;  // the table's blocks: chunks of rec_ (with access) and of mod_ (tracked)
   int64_t base_ = 0;
-  Chunks<Rec> rec_;
+  Chunks<Rec> rec_;   // empty without access
   bool tracked_ = false;
   uint32_t epoch_ = 0;
   Chunks<uint32_t> mod_;  // empty until the first mark

@@ -63,6 +63,7 @@ type tableEntry struct {
 	OptParams   [8]float64        `json:"opt_params"`
 	Seed        uint64            `json:"seed"`
 	ReadDefault string            `json:"read_default"`
+	TrackAccess bool              `json:"track_access,omitempty"`
 	AdmitAfter  int64             `json:"admit_after"`
 	States      []string          `json:"states"`
 	Checksums   map[string]uint32 `json:"crc32c"`
@@ -315,7 +316,7 @@ func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error)
 		if rename != nil {
 			name = rename(name)
 		}
-		t, err := loadNew(dir, e, name, cgotorch.CPU, false)
+		t, err := loadNew(dir, e, name, cgotorch.CPU, false, e.TrackAccess)
 		if err != nil {
 			for _, o := range out {
 				o.Close()
@@ -362,7 +363,7 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 		if err := compatible(e, cc); err != nil {
 			return err
 		}
-		f, err := loadNew(dir, e, fmt.Sprintf("gorec-load-%s-%x", m.Generation, rand.Uint64()), cc.Device, cc.TensorKernels)
+		f, err := loadNew(dir, e, fmt.Sprintf("gorec-load-%s-%x", m.Generation, rand.Uint64()), cc.Device, cc.TensorKernels, cc.TrackAccess)
 		if err != nil {
 			return err
 		}
@@ -424,7 +425,8 @@ func compatible(e tableEntry, cc cgotorch.TableConfig) error {
 }
 
 // configOf rebuilds the Config and the C configuration of a saved table.
-func configOf(e tableEntry, dev cgotorch.Device, tensorKernels bool) (Config, cgotorch.TableConfig) {
+// The device, kernels and access tracking are the loader's choice (a table loaded into keeps its own).
+func configOf(e tableEntry, dev cgotorch.Device, tensorKernels, track bool) (Config, cgotorch.TableConfig) {
 	ik, _ := kindOf(initNames, e.Initializer)
 	ok, _ := kindOf(optNames, e.Optimizer)
 	lay, _ := kindOf(layoutNames, e.Layout)
@@ -432,11 +434,12 @@ func configOf(e tableEntry, dev cgotorch.Device, tensorKernels bool) (Config, cg
 	cc := cgotorch.TableConfig{
 		Dim: e.Dim, BlockRows: e.BlockRows, Init: cgotorch.TableInit(ik), InitParams: e.InitParams,
 		Optimizer: cgotorch.TableOptimizer(ok), OptParams: e.OptParams, Device: dev, Seed: e.Seed,
-		Layout: cgotorch.TableLayout(lay), TensorKernels: tensorKernels,
+		Layout: cgotorch.TableLayout(lay), TensorKernels: tensorKernels, TrackAccess: track,
 	}
 	cfg := Config{
 		Dim: int(e.Dim), Initializer: initializerOf(cc.Init, cc.InitParams), Optimizer: optimizerOf(cc.Optimizer, cc.OptParams),
 		BlockRows: int(e.BlockRows), Seed: e.Seed, Device: dev, Layout: Separate, ReadDefault: ReadDefault(rd),
+		TrackAccess: track,
 	}
 	if cc.Layout == cgotorch.LayoutInterleaved {
 		cfg.Layout = Interleaved
@@ -445,8 +448,8 @@ func configOf(e tableEntry, dev cgotorch.Device, tensorKernels bool) (Config, cg
 }
 
 // loadNew creates a table named name from entry e and loads its file; closed again on error.
-func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorKernels bool) (*Table, error) {
-	cfg, cc := configOf(e, dev, tensorKernels)
+func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorKernels, track bool) (*Table, error) {
+	cfg, cc := configOf(e, dev, tensorKernels, track)
 	ct, err := cgotorch.NewTable(name, cc)
 	if err != nil {
 		if errors.Is(err, cgotorch.ErrInvalidArgument) {

@@ -69,7 +69,7 @@ func writeTableFile(path string, t *Table) (tableEntry, error) {
 		Name: t.name, Dim: cc.Dim, BlockRows: cc.BlockRows, Layout: layoutNames[cc.Layout],
 		Initializer: initNames[cc.Init], InitParams: cc.InitParams, Optimizer: optNames[cc.Optimizer],
 		OptParams: cc.OptParams, Seed: cc.Seed, ReadDefault: readNames[t.cfg.ReadDefault],
-		AdmitAfter: admit, States: append([]string{}, states...),
+		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
 	var w *stWriter
 	err = writeSynced(path, func(out io.Writer) error {

@@ -28,6 +28,12 @@ type Config struct {
 	// ReadDefault is the row Read and Prefetch give for ids not in the table: ReadZeros (the
 	// default) or ReadInitial (the initializer's value, what Lookup would insert).
 	ReadDefault ReadDefault
+	// TrackAccess keeps each row's last step and frequency: 8 bytes a row, and one more cache
+	// line written per row a training lookup or update touches. Metadata, EvictIf and Evict
+	// (every policy: TTL, KeepRecent, KeepFrequent, MemoryBudget) need it and fail with
+	// ErrBadInput without it. Off by default: a table that never evicts (a fixed id
+	// space, a serving replica) should not pay for it.
+	TrackAccess bool
 }
 
 // Layout places optimizer states relative to the embedding.
@@ -295,7 +301,7 @@ func (cfg Config) resolve(name string) (Config, cgotorch.TableConfig, error) {
 	return cfg, cgotorch.TableConfig{
 		Dim: int64(cfg.Dim), Capacity: int64(cfg.Capacity), BlockRows: int64(cfg.BlockRows),
 		Init: ik, InitParams: ip, Optimizer: ok, OptParams: Op,
-		Device: cfg.Device, Seed: cfg.Seed, Layout: layout,
+		Device: cfg.Device, Seed: cfg.Seed, Layout: layout, TrackAccess: cfg.TrackAccess,
 	}, nil
 }
 

@@ -31,7 +31,7 @@ func LoadTableBytes(data []byte) error {
 			e.Checksums[r.Name] = crc32.Checksum(data[l.DataStart+r.Begin:l.DataStart+r.End], castagnoli)
 		}
 	}
-	_, cc := configOf(e, cgotorch.CPU, false)
+	_, cc := configOf(e, cgotorch.CPU, false, e.TrackAccess)
 	t, err := cgotorch.NewTable(fmt.Sprintf("fuzz-%d", fuzzTables.Add(1)), cc)
 	if err != nil {
 		return err

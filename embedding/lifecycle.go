@@ -5,10 +5,12 @@ import (
 )
 
 // lifecycle.go: keeping a long-lived table within bounds (eviction, compaction, admission)
-// and shipping its changes (deltas). Per-row metadata: the step counter at the row's last
-// training lookup or update (LastStep) and the number of training lookups and updates that
-// touched it (Frequency). Training lookups holding the table's lock shared may lose frequency
-// increments when they race on one row; updates never do.
+// and shipping its changes (deltas). Per-row metadata, kept by tables created with
+// Config.TrackAccess (Metadata, EvictIf and every EvictPolicy need it; without it they return
+// ErrBadInput): the step counter at the row's last training lookup or update (LastStep) and
+// the number of training lookups and updates that touched it (Frequency). Training lookups
+// holding the table's lock shared may lose frequency increments when they race on one row;
+// updates never do.
 
 // EvictPolicy selects the rows Evict removes; build it with TTL, KeepRecent, KeepFrequent or
 // MemoryBudget.

@@ -42,7 +42,7 @@ func stepEach(t testing.TB, tbl *embedding.Table, n int) {
 }
 
 func TestEvictTTL(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 4})
+	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 4, TrackAccess: true})
 	stepEach(t, tbl, 10)
 	rowsBefore, _ := read(t, tbl, 0, 1, 2, 3, 4, 5)
 	ev, err := tbl.Evict(embedding.TTL(3), true)
@@ -66,7 +66,7 @@ func TestEvictTTL(t *testing.T) {
 		t.Errorf("left %v, want 6..9", ids)
 	}
 	// An evicted id that comes back starts from its initial row with fresh optimizer state.
-	fresh := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}}, "fresh")
+	fresh := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, TrackAccess: true}, "fresh")
 	if a, b := lookup(t, tbl, 2), lookup(t, fresh, 2); !reflect.DeepEqual(a, b) {
 		t.Errorf("evicted id 2 came back as %v, want its initial row %v", a, b)
 	}
@@ -105,7 +105,7 @@ func keepRef(ids, last, freq []int64, n int, lfu bool) []int64 {
 
 func TestEvictLRUAndLFU(t *testing.T) {
 	for _, lfu := range []bool{false, true} {
-		tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8}, map[bool]string{false: "lru", true: "lfu"}[lfu])
+		tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8, TrackAccess: true}, map[bool]string{false: "lru", true: "lfu"}[lfu])
 		r := rand.New(rand.NewPCG(4, 2))
 		// Random batches over 300 ids: distinct recencies and frequencies, with ties.
 		train(t, tbl, r, 40, 25, 300)
@@ -141,7 +141,7 @@ func TestEvictLRUAndLFU(t *testing.T) {
 }
 
 func TestEvictIf(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}})
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}, TrackAccess: true})
 	stepEach(t, tbl, 20)
 	ev, err := tbl.EvictIf(func(id, last, freq int64) bool { return id%2 == 1 || last <= 3 })
 	if err != nil {
@@ -162,7 +162,7 @@ func TestEvictIf(t *testing.T) {
 }
 
 func TestEvictMemoryBudgetReturnsMemory(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 16, Optimizer: embedding.SparseAdam{}, BlockRows: 1024})
+	tbl := newTable(t, embedding.Config{Dim: 16, Optimizer: embedding.SparseAdam{}, BlockRows: 1024, TrackAccess: true})
 	const n = 100_000
 	ids := make([]int64, n)
 	for i := range ids {
@@ -190,7 +190,7 @@ func TestEvictMemoryBudgetReturnsMemory(t *testing.T) {
 }
 
 func TestCompactKeepsEverything(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, BlockRows: 8})
+	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, BlockRows: 8, TrackAccess: true})
 	r := rand.New(rand.NewPCG(8, 8))
 	train(t, tbl, r, 10, 30, 400)
 	ids, _, _, _ := tbl.Metadata()
@@ -218,7 +218,7 @@ func TestCompactReleasesMemory(t *testing.T) {
 		t.Skip("no /proc/self/status")
 	}
 	const n, dim = 200_000, 64 // 51 MB of rows: the blocks come from a slab
-	tbl := newTable(t, embedding.Config{Dim: dim, Initializer: embedding.Constant{Value: 1}})
+	tbl := newTable(t, embedding.Config{Dim: dim, Initializer: embedding.Constant{Value: 1}, TrackAccess: true})
 	ids := make([]int64, n)
 	for i := range ids {
 		ids[i] = int64(i) * 7
@@ -250,7 +250,7 @@ func TestCompactReleasesMemory(t *testing.T) {
 }
 
 func TestAdmission(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 0.5}})
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 0.5}, TrackAccess: true})
 	if err := tbl.SetAdmission(3); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestAdmission(t *testing.T) {
 
 // TestAdmissionForward: the autograd path respects admission too.
 func TestAdmissionForward(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 1}})
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 1}, TrackAccess: true})
 	if err := tbl.SetAdmission(2); err != nil {
 		t.Fatal(err)
 	}
@@ -317,8 +317,8 @@ func TestAdmissionForward(t *testing.T) {
 
 func TestDeltasReproduceTheTable(t *testing.T) {
 	for i, cfg := range []embedding.Config{
-		{Dim: 3, Optimizer: embedding.SparseAdam{}, BlockRows: 8},
-		{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.5}, BlockRows: 4},
+		{Dim: 3, Optimizer: embedding.SparseAdam{}, BlockRows: 8, TrackAccess: true},
+		{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.5}, BlockRows: 4, TrackAccess: true},
 	} {
 		src := newTable(t, cfg, "src", fmt.Sprint(i))
 		dst := newTable(t, cfg, "dst", fmt.Sprint(i))
@@ -372,7 +372,7 @@ func TestDeltasReproduceTheTable(t *testing.T) {
 // it, a delta has the rows changed since: updated, written and new rows (also rows in blocks
 // added after the mark), not rows only looked up.
 func TestDeltaTrackingStartsAtTheFirstMark(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8})
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8, TrackAccess: true})
 	var ids []int64
 	for id := int64(0); id < 20; id++ {
 		ids = append(ids, id)
@@ -431,8 +431,8 @@ func TestDeltaTrackingStartsAtTheFirstMark(t *testing.T) {
 }
 
 func TestDeltaFile(t *testing.T) {
-	src := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "src")
-	dst := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}}, "dst")
+	src := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}, TrackAccess: true}, "src")
+	dst := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.RowWiseAdagrad{}, TrackAccess: true}, "dst")
 	r := rand.New(rand.NewPCG(1, 5))
 	dir := t.TempDir()
 	for i := 0; i < 3; i++ {
@@ -460,6 +460,77 @@ func TestDeltaFile(t *testing.T) {
 		os.WriteFile(path, b, 0o644)
 		if _, _, err := embedding.ReadDelta(path); !errors.Is(err, embedding.ErrCorrupt) {
 			t.Errorf("a flipped bit: %v", err)
+		}
+	}
+}
+
+// Access metadata is opt-in: a table without TrackAccess keeps none (8 bytes a row less), and
+// what needs it fails with ErrBadInput and changes nothing. Its checkpoints load into a tracked
+// table as rows seen at the saved step, never counted; Load keeps the saved setting.
+func TestAccessTrackingIsOptIn(t *testing.T) {
+	cfg := embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}, BlockRows: 64}
+	plain := newTable(t, cfg, "plain")
+	cfg.TrackAccess = true
+	tracked := newTable(t, cfg, "tracked")
+	for _, tbl := range []*embedding.Table{plain, tracked} {
+		train(t, tbl, rand.New(rand.NewPCG(7, 8)), 12, 30, 500)
+	}
+	sp, err := plain.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tracked.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Len != st.Len || st.Bytes-sp.Bytes < 8*int64(st.Len) {
+		t.Errorf("bytes: %d rows without access metadata %d B, with %d B: want >= 8 B a row apart", st.Len, sp.Bytes, st.Bytes)
+	}
+	before := dump(t, plain)
+	if _, _, _, err := plain.Metadata(); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("Metadata: %v, want ErrBadInput", err)
+	}
+	for _, p := range []embedding.EvictPolicy{embedding.TTL(1), embedding.KeepRecent(3), embedding.KeepFrequent(3), embedding.MemoryBudget(1 << 10)} {
+		if _, err := plain.Evict(p, true); !errors.Is(err, embedding.ErrBadInput) {
+			t.Errorf("Evict(%v): %v, want ErrBadInput", p, err)
+		}
+	}
+	if _, err := plain.EvictIf(func(id, last, freq int64) bool { return true }); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("EvictIf: %v, want ErrBadInput", err)
+	}
+	sameDump(t, "after refused evictions", dump(t, plain), before)
+
+	dir := t.TempDir()
+	if err := embedding.Save(dir, plain); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := embedding.LoadRenamed(dir, func(saved string) string { return saved + "-loaded" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded[0].Close()
+	if loaded[0].Config().TrackAccess {
+		t.Errorf("Load turned access tracking on")
+	}
+	sameDump(t, "loaded", dump(t, loaded[0]), before)
+	// Into a table of that name that tracks access: every row seen at the saved step, never counted.
+	name := plain.Name()
+	plain.Close()
+	into, err := embedding.New(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer into.Close()
+	if err := embedding.LoadInto(dir, []*embedding.Table{into}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ids, last, freq, err := into.Metadata()
+	if err != nil || len(ids) != len(before.IDs) {
+		t.Fatalf("Metadata after LoadInto: %d ids, %v; want %d", len(ids), err, len(before.IDs))
+	}
+	for i := range ids {
+		if last[i] != before.Step || freq[i] != 0 {
+			t.Fatalf("id %d: last %d freq %d, want %d and 0", ids[i], last[i], freq[i], before.Step)
 		}
 	}
 }

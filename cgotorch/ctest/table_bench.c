@@ -114,9 +114,11 @@ static ct_table_config config(int64_t dim, int32_t opt, int64_t capacity) {
 }
 
 /* A table holding ids key_of(0 .. n-1); rows[k] gets the row of key_of(k). */
-static ct_table make_table(const char *name, int64_t n, int64_t dim, int32_t opt, int64_t capacity, int64_t *rows) {
+static ct_table make_table(const char *name, int64_t n, int64_t dim, int32_t opt, int64_t capacity, int32_t flags,
+                           int64_t *rows) {
   ct_table t = NULL;
   ct_table_config cfg = config(dim, opt, capacity);
+  cfg.flags = flags;
   die(ct_table_new(&t, name, &cfg), "table new");
   const int64_t chunk = 65536;
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)chunk);
@@ -247,7 +249,7 @@ static const char *opt_name(int32_t opt) {
 static void bench(int64_t d, int32_t opt) {
   const int64_t n = n_ids > 0 ? n_ids : ((int64_t)1 << 26) / d;
   int64_t *row_of = malloc(sizeof(int64_t) * (size_t)n);
-  ct_table t = make_table("bench", n, d, opt, n, row_of);
+  ct_table t = make_table("bench", n, d, opt, n, 0, row_of);
   const int passes = opt == CT_OPT_NONE ? 3 : 2; /* lookups: also the id map alone */
   Batches b = make_batches(row_of, n, passes * n_reps * n_batches);
   free(row_of);
@@ -341,8 +343,8 @@ static void bench(int64_t d, int32_t opt) {
 }
 
 /* Bytes per stored id beyond the rows: (stats.bytes - size * dim * 4) / size. */
-static void overhead(int64_t n, int64_t capacity, const char *what) {
-  ct_table t = make_table("bench-overhead", n, 16, CT_OPT_SGD, capacity, NULL);
+static void overhead(int64_t n, int64_t capacity, int32_t flags, const char *what) {
+  ct_table t = make_table("bench-overhead", n, 16, CT_OPT_SGD, capacity, flags, NULL);
   ct_table_stats st;
   die(ct_table_stats_get(&st, t), "stats");
   const double rows = (double)st.size * (double)st.dim * sizeof(float);
@@ -385,8 +387,10 @@ int main(int argc, char **argv) {
   }
   if (op == NULL || strcmp(op, "overhead") == 0) {
     const int64_t n = n_ids > 0 ? n_ids : (int64_t)1 << 22;
-    overhead(n, n, "presized");
-    overhead(n, 0, "grown");
+    overhead(n, n, 0, "presized");
+    overhead(n, 0, 0, "grown");
+    overhead(n, n, CT_TABLE_TRACK_ACCESS, "presized_track_access");
+    overhead(n, 0, CT_TABLE_TRACK_ACCESS, "grown_track_access");
   }
   return 0;
 }

@@ -804,8 +804,44 @@ static void test_save_import_one(int32_t flags) {
 }
 
 static void test_save_import(void) {
-  test_save_import_one(0);
-  test_save_import_one(CT_TABLE_TENSOR_KERNELS);
+  test_save_import_one(CT_TABLE_TRACK_ACCESS);
+  test_save_import_one(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS);
+}
+
+/* Without CT_TABLE_TRACK_ACCESS a table keeps no last steps and frequencies: 8 bytes a row
+ * less, and what needs them fails (leaving the table as it was). */
+static void test_access_opt_in(void) {
+  ct_table plain = NULL, tracked = NULL;
+  ct_table_config cfg = config(4, CT_OPT_SGD);
+  cfg.opt_params[0] = 0.1;
+  cfg.block_rows = 64;
+  CHECK(ok(ct_table_new(&plain, "access-plain", &cfg)));
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  CHECK(ok(ct_table_new(&tracked, "access-tracked", &cfg)));
+  int64_t ids[1000];
+  for (int i = 0; i < 1000; i++) ids[i] = (int64_t)i * 7919 - 3000;
+  update_ids(plain, ids, 1000, 4, 0.5f);
+  update_ids(tracked, ids, 1000, 4, 0.5f);
+  ct_table_stats sp, st;
+  CHECK(ok(ct_table_stats_get(&sp, plain)) && ok(ct_table_stats_get(&st, tracked)));
+  CHECK(sp.size == 1000 && st.size == 1000 && sp.capacity == st.capacity);
+  CHECK(st.bytes - sp.bytes >= 8 * st.capacity); /* the tracked table's 8 bytes a row */
+  ct_tensor i = NULL, l = NULL, f = NULL;
+  int64_t n = -1;
+  CHECK(fails_with(ct_table_metadata(&i, &l, &f, plain), "CT_TABLE_TRACK_ACCESS"));
+  CHECK(i == NULL && l == NULL && f == NULL);
+  for (int32_t p = CT_EVICT_TTL; p <= CT_EVICT_BYTES; p++) {
+    CHECK(fails_with(ct_table_evict(&i, NULL, &n, plain, p, 0), "CT_TABLE_TRACK_ACCESS"));
+  }
+  CHECK(ok(ct_table_stats_get(&sp, plain)) && sp.size == 1000);
+  CHECK(ok(ct_table_metadata(&i, &l, &f, tracked)));
+  ct_tensor_free(i);
+  ct_tensor_free(l);
+  ct_tensor_free(f);
+  CHECK(ok(ct_table_evict(NULL, NULL, &n, tracked, CT_EVICT_LRU, 10)) && n == 990);
+  CHECK(ok(ct_table_close(plain)) && ok(ct_table_close(tracked)));
+  ct_table_free(plain);
+  ct_table_free(tracked);
 }
 
 /* ---- row metadata across the 2^32 step boundary ---------------------------------------------
@@ -857,6 +893,7 @@ static void test_metadata_steps(void) {
   collected k;
   cfg.opt_params[0] = 0.1;
   cfg.opt_params[1] = 0.9; /* momentum: one state and stamps, saved and imported too */
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
   CHECK(ok(ct_table_new(&a, "steps-a", &cfg)));
   CHECK(ok(ct_table_new(&b, "steps-b", &cfg)));
   CHECK(ok(ct_table_set_step(a, 9)));
@@ -923,6 +960,7 @@ int main(void) {
   test_prefetch();
   test_autograd();
   test_save_import();
+  test_access_opt_in();
   test_metadata_steps();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
