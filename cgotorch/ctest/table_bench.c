@@ -34,7 +34,9 @@
  * cycled, wall-clock, best 32-batch mean, exactly as the Go benchmark BenchmarkTableLookupGo
  * times the same call from Go on the same kind of table) and the table's bytes per
  * stored id beyond the rows themselves (ct_table_stats: id map, blocks' slack, per-row
- * bookkeeping), pre-sized and grown from empty. */
+ * bookkeeping), pre-sized and grown from empty, with and without access tracking.
+ * -track: the kernel benchmarks on tables created with CT_TABLE_TRACK_ACCESS (each training
+ * lookup and update also writes the row's access record); names get a _track suffix. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -61,6 +63,9 @@ static void die(ct_error e, const char *what) {
 /* This thread's CPU time (user + system, page faults included): the machine is shared, and CPU
  * time is what other processes' load changes least (-wall: wall-clock time instead). */
 static clockid_t clock_id = CLOCK_THREAD_CPUTIME_ID;
+/* -track: the kernel tables keep access metadata (CT_TABLE_TRACK_ACCESS); names get _track */
+static int32_t table_flags = 0;
+static const char *name_sfx = "";
 static double now_ns(void) {
   struct timespec ts;
   clock_gettime(clock_id, &ts);
@@ -230,9 +235,9 @@ static void ref_adam(float *w, float *m, float *v, const int64_t *rows, int64_t 
 /* ---- timing ------------------------------------------------------------------------------- */
 
 static void report(const char *what, int64_t d, double table_ns, double ref_ns) {
-  printf("BENCH table_%s_d%ld %.2f ns/row\n", what, (long)d, table_ns);
-  printf("BENCH table_%s_d%ld_ref %.2f ns/row\n", what, (long)d, ref_ns);
-  printf("BENCH table_%s_d%ld_ratio %.2f x\n", what, (long)d, table_ns / ref_ns);
+  printf("BENCH table_%s_d%ld%s %.2f ns/row\n", what, (long)d, name_sfx, table_ns);
+  printf("BENCH table_%s_d%ld%s_ref %.2f ns/row\n", what, (long)d, name_sfx, ref_ns);
+  printf("BENCH table_%s_d%ld%s_ratio %.2f x\n", what, (long)d, name_sfx, table_ns / ref_ns);
   fflush(stdout);
 }
 
@@ -249,7 +254,7 @@ static const char *opt_name(int32_t opt) {
 static void bench(int64_t d, int32_t opt) {
   const int64_t n = n_ids > 0 ? n_ids : ((int64_t)1 << 26) / d;
   int64_t *row_of = malloc(sizeof(int64_t) * (size_t)n);
-  ct_table t = make_table("bench", n, d, opt, n, 0, row_of);
+  ct_table t = make_table("bench", n, d, opt, n, table_flags, row_of);
   const int passes = opt == CT_OPT_NONE ? 3 : 2; /* lookups: also the id map alone */
   Batches b = make_batches(row_of, n, passes * n_reps * n_batches);
   free(row_of);
@@ -313,7 +318,7 @@ static void bench(int64_t d, int32_t opt) {
   volatile float sink = w[(size_t)b.rows[0] * (size_t)d] + out[0];
   (void)sink;
   report(opt_name(opt), d, best_t, best_r);
-  if (opt == CT_OPT_NONE) printf("BENCH table_find_d%ld %.2f ns/row\n", (long)d, best_f);
+  if (opt == CT_OPT_NONE) printf("BENCH table_find_d%ld%s %.2f ns/row\n", (long)d, name_sfx, best_f);
   if (opt == CT_OPT_NONE && d == 64) {
     /* The Go comparison, timed as BenchmarkTableLookupGo times it: the same 32 batches cycled,
      * wall-clock time, the best mean over a group of 32 lookups (of -reps * 8 groups). */
@@ -330,7 +335,7 @@ static void bench(int64_t d, int32_t opt) {
       const double dt = ((double)(z.tv_sec - a.tv_sec) * 1e9 + (double)(z.tv_nsec - a.tv_nsec)) / 32;
       if (dt < best) best = dt;
     }
-    printf("BENCH table_lookup_c_d64 %.0f ns/batch\n", best);
+    printf("BENCH table_lookup_c_d64%s %.0f ns/batch\n", name_sfx, best);
   }
   ct_tensor_free(grads);
   free_batches(&b);
@@ -360,6 +365,10 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "-wall") == 0) {
       clock_id = CLOCK_MONOTONIC;
       i--;
+    } else if (strcmp(argv[i], "-track") == 0) {
+      table_flags = CT_TABLE_TRACK_ACCESS;
+      name_sfx = "_track";
+      i--;
     } else if (i + 1 >= argc) {
       fprintf(stderr, "missing value for %s\n", argv[i]);
       return 2;
@@ -369,7 +378,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-only") == 0) only = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "-op") == 0) op = argv[i + 1];
     else {
-      fprintf(stderr, "usage: table_bench [-wall] [-n ids] [-batches B] [-reps R] [-only D] [-op lookup|sgd|adagrad|adam|overhead]\n");
+      fprintf(stderr, "usage: table_bench [-wall] [-track] [-n ids] [-batches B] [-reps R] [-only D] [-op lookup|sgd|adagrad|adam|overhead]\n");
       return 2;
     }
   }
