@@ -18,12 +18,8 @@ func backwardWith(out *cgotorch.Tensor, coef []float32) {
 
 func snapshotRows(t *testing.T, tbl *embedding.Table) (ids []int64, rows, states []float32) {
 	t.Helper()
-	s, err := tbl.Export()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, ids := snapshot(t, tbl)
 	defer s.Close()
-	ids, _ = cgotorch.ToSlice[int64](s.IDs)
 	rows = floats(t, s.Rows)
 	for _, st := range s.States {
 		states = append(states, floats(t, st.Values)...)

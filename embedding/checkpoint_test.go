@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
 )
 
@@ -38,15 +37,8 @@ func bits(v []float32) []uint32 {
 
 func dump(t testing.TB, tbl *embedding.Table) tableDump {
 	t.Helper()
-	s, err := tbl.Export()
-	if err != nil {
-		t.Fatalf("Export: %v", err)
-	}
+	s, ids := snapshot(t, tbl)
 	defer s.Close()
-	ids, err := cgotorch.ToSlice[int64](s.IDs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := tableDump{IDs: ids, Rows: bits(floats(t, s.Rows)), States: map[string][]uint32{}, Step: s.Step}
 	for _, st := range s.States {
 		d.States[st.Name] = bits(floats(t, st.Values))
@@ -61,6 +53,7 @@ func dump(t testing.TB, tbl *embedding.Table) tableDump {
 		}
 		d.Last, d.Freq = last, freq
 	}
+	var err error
 	if d.Admit, d.Count, err = tbl.Admission(); err != nil {
 		t.Fatal(err)
 	}

@@ -92,17 +92,25 @@ type exported struct {
 	step   int64
 }
 
-func export(t testing.TB, tbl *embedding.Table) exported {
+// snapshot exports tbl and reads the snapshot's ids; the caller closes the snapshot.
+func snapshot(t testing.TB, tbl *embedding.Table) (*embedding.Snapshot, []int64) {
 	t.Helper()
 	s, err := tbl.Export()
 	if err != nil {
 		t.Fatalf("Export: %v", err)
 	}
-	defer s.Close()
 	ids, err := cgotorch.ToSlice[int64](s.IDs)
 	if err != nil {
+		s.Close()
 		t.Fatal(err)
 	}
+	return s, ids
+}
+
+func export(t testing.TB, tbl *embedding.Table) exported {
+	t.Helper()
+	s, ids := snapshot(t, tbl)
+	defer s.Close()
 	e := exported{ids: ids, rows: map[int64][]float32{}, states: map[string]map[int64][]float32{}, step: s.Step}
 	rows, err := embedding.Rows(s.Rows)
 	if err != nil {
