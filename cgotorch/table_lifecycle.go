@@ -82,14 +82,15 @@ func (t *Table) call(op string, f func(p C.ct_table) C.ct_error) error {
 	return err
 }
 
-// StateWidths gives the width of each optimizer state of a table with that optimizer and dim.
-func StateWidths(opt TableOptimizer, dim int64) []int64 {
-	var w []int64
-	for i := 0; TableStateName(opt, i) != ""; i++ {
+// StateWidths gives the width of each of the n optimizer states of a table with that optimizer
+// and dim (n is TableStats.NumStates: how many the optimizer's parameters give it, e.g. SGD has
+// a state only with momentum).
+func StateWidths(opt TableOptimizer, dim int64, n int) []int64 {
+	w := make([]int64, n)
+	for i := range w {
+		w[i] = dim
 		if opt == OptRowWiseAdagrad {
-			w = append(w, 1)
-		} else {
-			w = append(w, dim)
+			w[i] = 1
 		}
 	}
 	return w
@@ -127,7 +128,7 @@ func (t *Table) Save(chunkRows int64, sink func(*TableChunk) error) error {
 		return err
 	}
 	s := &sinkState{f: sink, dim: int(st.Dim)}
-	for _, w := range StateWidths(st.Optimizer, st.Dim) {
+	for _, w := range StateWidths(st.Optimizer, st.Dim, st.NumStates) {
 		s.w = append(s.w, int(w))
 	}
 	h := cgo.NewHandle(s)
@@ -167,7 +168,7 @@ func (t *Table) Import(r TableRows) error {
 	if len(r.Rows) != n*int(st.Dim) {
 		return bad("rows has the wrong length")
 	}
-	widths := StateWidths(st.Optimizer, st.Dim)
+	widths := StateWidths(st.Optimizer, st.Dim, st.NumStates)
 	if len(r.States) != len(widths) {
 		return bad("wrong number of optimizer states")
 	}

@@ -35,13 +35,6 @@ func tableRegions(m, c, dim int64, states []string, widths []int64) []stRegion {
 	)
 }
 
-func stateNamesOf(opt cgotorch.TableOptimizer) []string {
-	var s []string
-	for i := 0; cgotorch.TableStateName(opt, i) != ""; i++ {
-		s = append(s, cgotorch.TableStateName(opt, i))
-	}
-	return s
-}
 
 // chunkRows is how many rows of dim floats and the given states fit a streaming buffer.
 func chunkRows(dim int64, widths []int64) int64 {
@@ -50,6 +43,20 @@ func chunkRows(dim int64, widths []int64) int64 {
 		per += 4 * w
 	}
 	return max(1, chunkBytes/per)
+}
+
+// tableStates names the optimizer states table t (configured as cc) has, and their widths: as
+// many as the table says (SGD has one only with momentum).
+func tableStates(t *cgotorch.Table, cc cgotorch.TableConfig) ([]string, []int64, error) {
+	st, err := t.Stats()
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, st.NumStates)
+	for i := range names {
+		names[i] = cgotorch.TableStateName(cc.Optimizer, i)
+	}
+	return names, cgotorch.StateWidths(cc.Optimizer, cc.Dim, st.NumStates), nil
 }
 
 // writeTableFile streams a consistent snapshot of t into a new file at path, fsynced.
@@ -63,8 +70,10 @@ func writeTableFile(path string, t *Table) (tableEntry, error) {
 	if err != nil {
 		return tableEntry{}, wrap(op, t.name, err)
 	}
-	states := stateNamesOf(cc.Optimizer)
-	widths := cgotorch.StateWidths(cc.Optimizer, cc.Dim)
+	states, widths, err := tableStates(t.t, cc)
+	if err != nil {
+		return tableEntry{}, wrap(op, t.name, err)
+	}
 	e := tableEntry{
 		Name: t.name, Dim: cc.Dim, BlockRows: cc.BlockRows, Layout: layoutNames[cc.Layout],
 		Initializer: initNames[cc.Init], InitParams: cc.InitParams, Optimizer: optNames[cc.Optimizer],
@@ -155,8 +164,10 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	if err != nil {
 		return wrap("load", e.Name, err)
 	}
-	states := stateNamesOf(cc.Optimizer)
-	widths := cgotorch.StateWidths(cc.Optimizer, cc.Dim)
+	states, widths, err := tableStates(dst, cc)
+	if err != nil {
+		return wrap("load", e.Name, err)
+	}
 	want := tableRegions(e.Rows, e.Counts, cc.Dim, states, widths)
 	if len(want) != len(l.Regions) {
 		return fail("%d tensors, want %d", len(l.Regions), len(want))

@@ -91,6 +91,7 @@ func train(t testing.TB, tbl *embedding.Table, r *rand.Rand, steps, batch int, s
 }
 
 var roundTripConfigs = map[string]embedding.Config{
+	"sgd":          {Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 8, TrackAccess: true},
 	"sgd-momentum": {Dim: 5, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, BlockRows: 16, TrackAccess: true},
 	"adagrad":      {Dim: 4, Optimizer: embedding.Adagrad{LR: 0.1, InitialAccumulator: 0.1}, BlockRows: 8, Layout: embedding.Interleaved, TrackAccess: true},
 	"rowwise":      {Dim: 3, Optimizer: embedding.RowWiseAdagrad{LR: 0.1}, BlockRows: 8, Seed: 3, TrackAccess: true},

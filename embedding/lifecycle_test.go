@@ -319,6 +319,7 @@ func TestDeltasReproduceTheTable(t *testing.T) {
 	for i, cfg := range []embedding.Config{
 		{Dim: 3, Optimizer: embedding.SparseAdam{}, BlockRows: 8, TrackAccess: true},
 		{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.5}, BlockRows: 4, TrackAccess: true},
+		{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 4, TrackAccess: true},
 	} {
 		src := newTable(t, cfg, "src", fmt.Sprint(i))
 		dst := newTable(t, cfg, "dst", fmt.Sprint(i))
