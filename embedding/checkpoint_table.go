@@ -35,7 +35,6 @@ func tableRegions(m, c, dim int64, states []string, widths []int64) []stRegion {
 	)
 }
 
-
 // chunkRows is how many rows of dim floats and the given states fit a streaming buffer.
 func chunkRows(dim int64, widths []int64) int64 {
 	per := 4*dim + 3*8 + 8
