@@ -186,12 +186,12 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 // Each of the three is atomic; a failure in between leaves t partly updated.
 func (t *Table) ApplyDelta(d *Delta) error {
 	const op = "apply delta"
+	n := len(d.IDs)
+	if len(d.Meta) != 3*n { // checked before the deletions: bad input changes nothing
+		return badInput(op, t.name, "meta has %d values for %d ids", len(d.Meta), n)
+	}
 	if _, err := t.DeleteIDs(d.Deleted); err != nil {
 		return err
-	}
-	n := len(d.IDs)
-	if len(d.Meta) != 3*n {
-		return badInput(op, t.name, "meta has %d values for %d ids", len(d.Meta), n)
 	}
 	last, freq, stamp := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i := 0; i < n; i++ {

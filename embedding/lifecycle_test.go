@@ -535,3 +535,15 @@ func TestAccessTrackingIsOptIn(t *testing.T) {
 		}
 	}
 }
+
+// A delta whose metadata does not match its ids is refused before anything is deleted.
+func TestApplyDeltaChecksBeforeDeleting(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}})
+	lookup(t, tbl, 1, 2, 3)
+	before := dump(t, tbl)
+	err := tbl.ApplyDelta(&embedding.Delta{Deleted: []int64{1, 2}, IDs: []int64{5}, Rows: make([]float32, 2), Meta: []int64{1}})
+	if !errors.Is(err, embedding.ErrBadInput) {
+		t.Fatalf("ApplyDelta with 1 meta value for 1 id: %v, want ErrBadInput", err)
+	}
+	sameDump(t, "after a refused delta", dump(t, tbl), before)
+}
