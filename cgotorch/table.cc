@@ -174,21 +174,17 @@ at::Tensor check_rows(const at::Tensor &v, const char *what, int64_t n, int64_t 
   return v.detach();
 }
 
-void check_finite(const at::Tensor &v, const char *what) {
-  bool ok = true;
-  if (v.device().is_cpu()) {
-    const float *p = v.data_ptr<float>();
-    const int64_t n = v.numel();
-    for (int64_t i = 0; i < n; i++) {
-      if (!std::isfinite(p[i])) {
-        ok = false;
-        break;
-      }
-    }
-  } else {
-    ok = at::isfinite(v).all().item<bool>();
+void check_finite(const float *p, int64_t n, const char *what) {
+  for (int64_t i = 0; i < n; i++) {
+    if (!std::isfinite(p[i])) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
   }
-  if (!ok) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+}
+
+void check_finite(const at::Tensor &v, const char *what) {
+  if (v.device().is_cpu()) return check_finite(v.data_ptr<float>(), v.numel(), what);
+  if (!at::isfinite(v).all().item<bool>()) {
+    throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+  }
 }
 
 std::string check_name(const char *name) {
@@ -308,6 +304,7 @@ class Table : public std::enable_shared_from_this<Table> {
 
   // ---- autograd (see table_rows and the functions after it)
   int64_t dim() const { return dim_; }
+  int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
   at::Tensor lookup_renorm(const Keys &k, double max_norm);
@@ -468,6 +465,8 @@ class Table : public std::enable_shared_from_this<Table> {
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
   // Training accesses of rows (shared lock: relaxed atomic stores, increments may be lost).
   void touch(const int64_t *rows, int64_t n, int64_t step) { meta_.touch(rows, n, step); }
+  // The metadata a save or delta carries for row r: last step, frequency, momentum stamp.
+  void saved_meta(int64_t r, int64_t *last, int64_t *freq, int64_t *stamp) const;
   // Throws unless the table keeps last steps and frequencies (what needs them: `what`).
   void need_access(const char *what) const;
   // Every change of step_ goes through here (mu_ held exclusively): the metadata's base follows.
@@ -1003,11 +1002,9 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   at::Tensor g;
   std::vector<const float *> gptr;
   std::vector<float> sums;
+  check_finite(grads, "gradients");
   if (raw_) {
     const float *src = grads.data_ptr<float>();
-    bool finite = true;
-    for (int64_t i = 0, m = n * dim_; i < m; i++) finite &= std::isfinite(src[i]);
-    if (!finite) throw arg_error("gradients contain NaN or Inf: the batch is rejected");
     gptr.assign(static_cast<size_t>(u), nullptr);
     if (u < n) {
       // Ids occurring more than once get a row of sums.
@@ -1034,7 +1031,6 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
     }
   } else {
     g = at::zeros({u, dim_}, grads.options());
-    check_finite(grads, "gradients");
     if (n > 0) g.index_add_(0, index_tensor(dd.inverse, device_), grads);
   }
   std::unique_lock<std::shared_mutex> lock(mu_);

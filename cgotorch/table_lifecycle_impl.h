@@ -29,20 +29,21 @@ std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
   std::sort(p.begin(), p.end());
   return p;
 }
-
-void check_finite_floats(const float *p, int64_t n, const char *what) {
-  for (int64_t i = 0; i < n; i++) {
-    if (!std::isfinite(p[i])) throw arg_error(std::string(what) + " contain NaN or Inf");
-  }
-}
 }  // namespace
 
 // ---- metadata -------------------------------------------------------------------------------
 
 void Table::init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n) {
+  if (!meta_.access() && !meta_.tracked()) return;
   for (int64_t i = 0; i < n; i++) {
     if (is_new[i]) meta_.init(rows[i], step_);
   }
+}
+
+void Table::saved_meta(int64_t r, int64_t *last, int64_t *freq, int64_t *stamp) const {
+  *last = meta_.access() ? meta_.last(r) : step_;  // untracked: seen now, never counted
+  *freq = meta_.access() ? meta_.freq(r) : 0;
+  *stamp = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
 }
 
 void Table::need_access(const char *what) const {
@@ -53,6 +54,7 @@ void Table::need_access(const char *what) const {
 }
 
 void Table::modified(const int64_t *rows, int64_t n) {
+  if (!meta_.tracked()) return;
   for (int64_t i = 0; i < n; i++) meta_.modified(rows[i]);
 }
 
@@ -139,9 +141,7 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
       const int64_t r = p.first;
       rows[static_cast<size_t>(i)] = r;
       ids[static_cast<size_t>(i)] = p.second;
-      last[static_cast<size_t>(i)] = meta_.access() ? meta_.last(r) : step_;  // untracked: seen now
-      freq[static_cast<size_t>(i)] = meta_.access() ? meta_.freq(r) : 0;
-      stamp[static_cast<size_t>(i)] = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
+      saved_meta(r, &last[static_cast<size_t>(i)], &freq[static_cast<size_t>(i)], &stamp[static_cast<size_t>(i)]);
     }
     read_raw(rows, 0, emb.data());
     for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
@@ -191,8 +191,8 @@ void Table::import(int64_t n, const int64_t *ids, const float *rows, const float
                       ": the optimizer has " + std::to_string(nstates_) + " states");
     }
   }
-  check_finite_floats(rows, n * dim_, "rows");
-  for (int s = 0; s < nstates_ && n > 0; s++) check_finite_floats(st[s], n * width_[s + 1], "states");
+  check_finite(rows, n * dim_, "rows");
+  for (int s = 0; s < nstates_ && n > 0; s++) check_finite(st[s], n * width_[s + 1], "states");
   for (int64_t i = 0; i < n; i++) {
     if ((last != nullptr && last[i] < 0) || (stamp != nullptr && stamp[i] < 0) || (freq != nullptr && freq[i] < 0)) {
       throw arg_error("negative last step, frequency or stamp");
@@ -238,13 +238,14 @@ void Table::swap_contents(Table &o) {
   check_open();
   o.check_open();
   if (dim_ != o.dim_ || block_rows_ != o.block_rows_ || device_ != o.device_ || raw_ != o.raw_ ||
-      opt_.kind != o.opt_.kind || cfg_.layout != o.cfg_.layout) {
+      opt_.kind != o.opt_.kind || nstates_ != o.nstates_ || cfg_.layout != o.cfg_.layout) {
     throw arg_error("tables \"" + name_ + "\" and \"" + o.name_ +
                     "\" differ in dim, block_rows, layout, device, kernels or optimizer");
   }
   using std::swap;
   swap(init_, o.init_);
   swap(opt_, o.opt_);
+  swap(sinit_, o.sinit_);  // initial state values follow the optimizer's parameters
   swap(map_, o.map_);
   swap(blocks_, o.blocks_);
   swap(ptr_, o.ptr_);
@@ -541,10 +542,7 @@ Table::Delta Table::delta(bool mark) {
   d.meta = at::empty({m, 3}, at::kLong);
   int64_t *pm = d.meta.data_ptr<int64_t>();
   for (int64_t i = 0; i < m; i++) {
-    const int64_t r = rows[static_cast<size_t>(i)];
-    pm[3 * i] = meta_.access() ? meta_.last(r) : step_;  // untracked: seen now, never counted
-    pm[3 * i + 1] = meta_.access() ? meta_.freq(r) : 0;
-    pm[3 * i + 2] = stamp_.empty() ? step_ : stamp_[static_cast<size_t>(r)];
+    saved_meta(rows[static_cast<size_t>(i)], &pm[3 * i], &pm[3 * i + 1], &pm[3 * i + 2]);
   }
   std::vector<int64_t> del(deleted_);
   std::sort(del.begin(), del.end());
@@ -684,7 +682,7 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
     need_out(deleted);
     Table &t = tbl(h);
     // Checked before the delta: a mark must not be set for a delta that is not handed out.
-    const int32_t nst = t.stats().num_states;
+    const int32_t nst = t.num_states();
     if (cap < nst) throw ct::arg_error("states has room for " + std::to_string(cap) + " tensors, the table has " + std::to_string(nst));
     if (nst > 0 && states == nullptr) throw ct::arg_error("states is NULL");
     c10::NoGradGuard no_grad;

@@ -681,6 +681,44 @@ static void update_ids(ct_table t, const int64_t *ids, int64_t n, int64_t dim, f
   free(v);
 }
 
+/* Swap needs the same optimizer states: SGD with momentum (one state) and without (none)
+ * share the kind but not the storage. States' initial values go with the contents: a row
+ * created after the swap starts from the optimizer the table took over. */
+static void test_swap_states(int32_t flags) {
+  ct_table m = NULL, p = NULL, a0 = NULL, a1 = NULL;
+  ct_table_config cfg = config(3, CT_OPT_SGD);
+  cfg.flags = flags;
+  cfg.opt_params[0] = 0.1;
+  CHECK(ok(ct_table_new(&p, "swap-plain", &cfg)));
+  cfg.opt_params[1] = 0.9;
+  CHECK(ok(ct_table_new(&m, "swap-momentum", &cfg)));
+  CHECK(fails_with(ct_table_swap(m, p), "differ in"));
+  cfg = config(3, CT_OPT_ADAGRAD);
+  cfg.flags = flags;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[3] = 1e-10;
+  CHECK(ok(ct_table_new(&a0, "swap-acc0", &cfg)));
+  cfg.opt_params[2] = 0.5;
+  CHECK(ok(ct_table_new(&a1, "swap-acc05", &cfg)));
+  CHECK(ok(ct_table_swap(a0, a1)));
+  int64_t id = 42, *ids = NULL, mm = 0;
+  float *rows = NULL, *s0 = NULL;
+  ct_tensor k = ids_tensor(&id, 1), r = NULL;
+  CHECK(ok(ct_table_lookup(&r, a0, k)));
+  snapshot(a0, &ids, &rows, &s0, &mm);
+  CHECK(mm == 1 && s0 != NULL && s0[0] == 0.5f && s0[2] == 0.5f);
+  free(ids);
+  free(rows);
+  free(s0);
+  ct_tensor_free(r);
+  ct_tensor_free(k);
+  ct_table *all[4] = {&m, &p, &a0, &a1};
+  for (int i = 0; i < 4; i++) {
+    CHECK(ok(ct_table_close(*all[i])));
+    ct_table_free(*all[i]);
+  }
+}
+
 static void test_save_import_one(int32_t flags) {
   ct_table a = NULL, b = NULL, c = NULL;
   ct_table_config cfg = config(3, CT_OPT_SGD), got;
@@ -752,6 +790,7 @@ static void test_save_import_one(int32_t flags) {
   CHECK(fails_with(ct_table_swap(a, c), "invalid argument: "));
   CHECK(ok(ct_table_swap(a, b)));
   CHECK(same_tables(a, b));
+  test_swap_states(flags);
 
   /* Eviction, removal and compaction keep the rest intact. */
   CHECK(ok(ct_table_evict(&t1, &t2, &n, a, CT_EVICT_LRU, 4)) && n == 2);
