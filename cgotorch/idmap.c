@@ -16,11 +16,13 @@
  * plus a margin at load 5/8, so a pre-sized map's bytes per id do not depend on the count
  * (with power-of-two segments they swung 2x with it). Growth under inserts uses powers of
  * two: a full segment doubles while below SEG_MAX_SLOTS (2^17 slots, 2 MiB, one huge page),
- * then splits in two by its next hash bit, in place: the half that
- * stays is re-placed in one streaming pass, the other half streams into one new array of
- * the same size (an id keeps its home slot). One growth step moves at most one segment
- * (~98K ids), never the table. Each segment counts its ids whose next split bit is set, so
- * a split knows both halves' sizes without a scan.
+ * then splits in two by its next hash bit, in place: the half that stays is re-placed in
+ * one streaming pass, the other half goes into one new array with its graded capacity
+ * (grade_cap: between 1/2 and 1 times SEG_MAX_SLOTS by its place in the hash space, so
+ * segments fill and split at different counts and a grown map's bytes per id stay flat).
+ * One growth step moves at most one segment (~98K ids), never the table. Each segment
+ * counts its ids whose next split bit is set, so a split knows both halves' sizes without
+ * a scan.
  *
  * Failure atomicity: find_or_insert bounds, before touching anything, the new ids per
  * segment, and acquires all memory for the growth this needs; only then does it change the
@@ -115,6 +117,7 @@ struct ct_idmap {
     size_t size;
     int64_t guard; /* lower bound of min over segments of (limit - size) */
     size_t bytes;
+    slab_t *arena; /* see ARENA_BYTES; NULL until a growth step needs it */
     /* index allocator */
     int64_t high_water;
     int64_t *free_list; /* stack: reuse is LIFO */
@@ -165,7 +168,17 @@ struct slab {
     size_t len;  /* mapped bytes, a multiple of PAGE_BYTES */
     size_t tail; /* bytes past the arrays carved from it (counted in the map's bytes) */
     size_t refs; /* arrays carved from it and not yet freed */
+    size_t used; /* an arena's bytes carved so far */
+    int open;    /* the map's arena: later growth steps carve from it; mapped while open */
 };
+
+/* Growth steps whose new arrays add up to less than 2 MiB but at least ARENA_MIN (a split's
+ * half under graded capacities, see "Sizes") carve them from the map's arena, a slab of
+ * ARENA_BYTES shared by successive steps, so they are backed by huge pages too. Only the
+ * arrays carved are counted in the map's bytes: the rest of the arena is address space until
+ * carved (with huge pages, at most the 2 MiB page the last array ends in is resident early). */
+#define ARENA_MIN ((size_t)1 << 20)
+#define ARENA_BYTES ((size_t)32 << 20)
 
 static slot_t *slots_alloc_small(size_t cap) {
     /* cache-line aligned, so that a probe line is one cache line; cap % 16 == 0 */
@@ -215,6 +228,26 @@ static void slab_unmap(slab_t *sb) {
     free(sb);
 }
 
+/* The map's arena with room for `bytes` (< HUGE_BYTES), mapping a new one if needed (the
+ * old one is closed: unmapped now if nothing was carved from it that is still in use, else
+ * when its last array goes). NULL: no huge pages here (*oom 0), or out of memory (*oom 1);
+ * the map is unchanged then. */
+static slab_t *arena_for(slab_t **arena, size_t bytes, int *oom) {
+    *oom = 0;
+    slab_t *a = *arena;
+    if (a && a->len - a->used >= bytes) return a;
+    slab_t *fresh = slab_new(ARENA_BYTES, oom);
+    if (!fresh) return NULL;
+    fresh->tail = 0; /* counted as carved */
+    fresh->open = 1;
+    if (a) {
+        a->open = 0;
+        if (a->refs == 0) slab_unmap(a);
+    }
+    *arena = fresh;
+    return fresh;
+}
+
 /* Frees an array of cap slots (slab: the slab it was carved from, or NULL). *bytes (the
  * map's count) loses the slab's tail when the slab goes; the caller subtracts the array. */
 static void slots_release(slot_t *p, size_t cap, slab_t *sb, size_t *bytes) {
@@ -224,7 +257,7 @@ static void slots_release(slot_t *p, size_t cap, slab_t *sb, size_t *bytes) {
         return;
     }
 #ifdef USE_HUGE
-    if (--sb->refs == 0) {
+    if (--sb->refs == 0 && !sb->open) {
         *bytes -= sb->tail;
         slab_unmap(sb);
         return;
@@ -300,6 +333,22 @@ static size_t cap_grow(size_t n) {
     return cap > MAX_SLOTS ? 0 : cap;
 }
 
+/* The graded capacity of a segment split off at hash prefix `prefix` of `depth` bits: the
+ * segment starting at fraction x of the hash space gets SEG_MAX_SLOTS * 2^-x slots (x to 6
+ * bits, rounded up to 16 slots). Segments split when full, and a segment at x fills when the
+ * map reaches a count proportional to 2^(depth - x): graded segments split at counts spread
+ * evenly in log scale instead of all together, so a grown map's bytes per id stay near their
+ * mean (16 B / (3/4 ln 2), 31 B) instead of swinging from 21 to 43 B with every doubling. */
+static size_t grade_cap(uint64_t prefix, unsigned depth) {
+    static const uint32_t root[6] = {64830, 64132, 62757, 60097, 55109, 46341}; /* 2^-1/64 .. 2^-1/2, Q16 */
+    const unsigned x = depth >= 6 ? (unsigned)(prefix >> (depth - 6)) & 63u : (unsigned)(prefix << (6 - depth)) & 63u;
+    uint64_t c = (uint64_t)SEG_MAX_SLOTS << 16;
+    for (unsigned b = 0; b < 6; b++)
+        if (x >> b & 1) c = (c >> 16) * root[b];
+    c >>= 16;
+    return (size_t)((c + 15) & ~(uint64_t)15);
+}
+
 #define LINE_SLOTS 4u /* 64-byte cache line of 16-byte slots */
 
 /* The first slot of h's home line in a segment of cap slots (16 | cap <= 2^32): the low 32
@@ -362,13 +411,19 @@ typedef struct piece {
 
 enum { PLAN_BATCH = 0, PLAN_RESERVE = 1 };
 
+/* The largest capacity segment s resizes to in place: SEG_MAX_SLOTS for a reserve, its
+ * graded capacity for growth under inserts; beyond it, the segment splits. */
+static size_t top_cap(const seg_t *s, int mode) {
+    return mode == PLAN_RESERVE ? SEG_MAX_SLOTS : grade_cap(s->prefix, s->depth);
+}
+
 /* The split level for a segment that must absorb `req` ids in total: 0 (resize in place)
- * while it stays within SEG_MAX_SLOTS, else enough levels for SEG_MAX_SLOTS pieces.
+ * while it stays within top_cap, else enough levels for SEG_MAX_SLOTS pieces.
  * A split that would blow up the directory far beyond the number of segments (hashes
  * skewed into one segment: only adversarial ids do that) resizes in place instead. */
-static unsigned choose_k(const ct_idmap *m, const seg_t *s, size_t req) {
+static unsigned choose_k(const ct_idmap *m, const seg_t *s, size_t req, int mode) {
     size_t c = cap_fit(req);
-    if ((c != 0 && c <= SEG_MAX_SLOTS) || s->depth >= MAX_DEPTH) return 0;
+    if ((c != 0 && c <= top_cap(s, mode)) || s->depth >= MAX_DEPTH) return 0;
     unsigned k = 1;
     while (s->depth + k < MAX_DEPTH && with_margin(req >> k) > limit_for(SEG_MAX_SLOTS)) k++;
     if (s->depth + k > m->gdepth &&
@@ -385,44 +440,45 @@ static inline unsigned ctz8(unsigned x);
 static inline unsigned line_empties(const slot_t *l);
 
 /* One slot of an in-place split (see split_in_place). Slot j is emptied first; the id then
- * goes to the first empty slot from its home line, which is at or before j: in a, j itself
- * is now empty; half 1 goes to b, where every id lands at or before its old slot (b holds
- * a subset of the run, placed in order), so b[j] is empty too. An empty slot j is written
- * to an empty slot of its own line. Branch-free except for the rare run that leaves its home line. The
+ * goes to the first empty slot from its home line: in a (cap slots) that is at or before j,
+ * and j itself is now empty; half 1 goes to b (capb slots: cap, or a graded capacity), a
+ * plain linear-probing insert into an array of its own. An empty slot j is written to an
+ * empty slot of its own line in a. Branch-free except for the rare run that leaves its home line. The
  * halves' sizes are known (s->hi); their split-bit counts go to a packed accumulator
  * (32-bit fields; segments have < 2^32 slots): c += next-bit | (next-bit & up) << 32. */
-static inline void split_slot(slot_t *a, slot_t *b, uint64_t cap, uint64_t bit, unsigned nb, uint64_t j,
-                              uint64_t *c) {
+static inline void split_slot(slot_t *a, slot_t *b, uint64_t cap, uint64_t capb, uint64_t bit, unsigned nb,
+                              uint64_t j, uint64_t *c) {
     const slot_t e = a[j];
     const uint64_t occ = e.val != 0;
     const uint64_t h = mix64(e.key);
     const uint64_t up = occ & ((h & bit) != 0);
     slot_t *x = (slot_t *)((uintptr_t)a ^ (((uintptr_t)a ^ (uintptr_t)b) & (0 - (uintptr_t)up)));
     const uint64_t jl = j & ~(uint64_t)(LINE_SLOTS - 1);
-    const uint64_t hm = jl ^ ((jl ^ home_of(h, cap)) & (0 - occ)); /* empty slot: j's line */
+    const uint64_t cx = cap ^ ((cap ^ capb) & (0 - up)); /* x's capacity */
+    const uint64_t hm = jl ^ ((jl ^ home_of(h, cx)) & (0 - occ)); /* empty slot: j's line */
     a[j].key = 0;
     a[j].val = 0;
     const unsigned em = line_empties(&x[hm]);
     uint64_t pos = hm + ctz8(em);
     if (UNLIKELY(em == 0)) {
-        pos = wrap_add(hm, LINE_SLOTS, cap);
-        while (x[pos].val != 0) pos = wrap_add(pos, 1, cap);
+        pos = wrap_add(hm, LINE_SLOTS, cx);
+        while (x[pos].val != 0) pos = wrap_add(pos, 1, cx);
     }
     x[pos] = e; /* an empty slot j lands in an empty slot of its own line: a no-op */
     const uint64_t nbit = (h >> nb) & occ;
     *c += (nbit & 1) | (nbit & up) << 32;
 }
 
-/* Split s in two by its next hash bit: ids of half 1 move to p[1].slots (same capacity, so
- * an id's home slot is unchanged); ids of half 0 stay in s->slots and are re-placed in one
- * pass. A pass starts after an empty slot, so no probe run wraps into the part already
+/* Split s in two by its next hash bit: ids of half 1 move to p[1].slots (p[1].cap slots,
+ * filled in about the order of their homes there: a near-streaming write); ids of half 0
+ * stay in s->slots and are re-placed in one pass. A pass starts after an empty slot, so no probe run wraps into the part already
  * re-placed; an id only moves backwards within its run. Probe runs never cross an empty
  * slot, so the regions between four empty slots are independent: they are walked
  * interleaved, which breaks the chain of store-to-load dependencies between consecutive
  * slots. Sizes land in p[0/1].need, the halves' split-bit counts in p[0/1].hi. */
 static void split_in_place(const seg_t *s, piece_t *p) {
     slot_t *a = s->slots, *b = p[1].slots;
-    const uint64_t cap = s->cap;
+    const uint64_t cap = s->cap, capb = p[1].cap;
     const uint64_t bit = (uint64_t)1 << (63 - s->depth);
     const unsigned nb = 62 - s->depth; /* the halves' counted bit */
 #ifndef CT_IDMAP_SPLIT_R
@@ -450,9 +506,9 @@ static void split_in_place(const seg_t *s, piece_t *p) {
     uint64_t c[R];
     for (unsigned r = 0; r < R; r++) c[r] = 0;
     for (uint64_t i = 0; i < lmin; i++)
-        for (unsigned r = 0; r < R; r++) split_slot(a, b, cap, bit, nb, wrap_add(st[r], i, cap), &c[r]);
+        for (unsigned r = 0; r < R; r++) split_slot(a, b, cap, capb, bit, nb, wrap_add(st[r], i, cap), &c[r]);
     for (unsigned r = 0; r < R; r++)
-        for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, cap, bit, nb, wrap_add(st[r], i, cap), &c[r]);
+        for (uint64_t i = lmin; i < len[r]; i++) split_slot(a, b, cap, capb, bit, nb, wrap_add(st[r], i, cap), &c[r]);
     size_t nbt = 0, hi1 = 0;
     for (unsigned r = 0; r < R; r++) {
         nbt += (size_t)(c[r] & 0xffffffffu);
@@ -479,7 +535,7 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         if (!s->flag) continue;
         size_t req = s->size + s->pending;
         if (req < s->size || req > (MAX_SLOTS << 20)) return -1; /* absurd request */
-        s->k = choose_k(m, s, req);
+        s->k = choose_k(m, s, req, mode);
         s->first = npieces;
         npieces += (size_t)1 << s->k;
         if (s->depth + s->k > maxd) maxd = s->depth + s->k;
@@ -530,14 +586,31 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         pc[q].cap = mode == PLAN_RESERVE ? cap_fit(pc[q].need) : cap_grow(pc[q].need);
         if (pc[q].cap == 0) goto out;
     }
+    /* growth under inserts: a resize in place stops at the graded capacity, and the pieces
+     * of a split take theirs when it holds their ids with room for an eighth more */
+    for (size_t i = 0; mode == PLAN_BATCH && i < ns; i++) {
+        const seg_t *s = segs[i];
+        if (!s->flag) continue;
+        piece_t *p = pc + s->first;
+        if (s->k == 0) {
+            const size_t top = top_cap(s, mode), fit = cap_fit(p->need);
+            if (p->cap > top) p->cap = top > fit ? top : fit;
+            continue;
+        }
+        for (size_t q = 0; q < ((size_t)1 << s->k); q++) {
+            const size_t g = grade_cap(s->prefix << s->k | q, s->depth + s->k);
+            if (limit_for(g) >= p[q].need + p[q].need / 8) p[q].cap = g;
+        }
+    }
     /* a split in two whose halves fit the old capacity is done in place (flag 2): half 0
-     * keeps the old array, half 1 gets one new array of the same size */
+     * keeps the old array, half 1 gets one new array (a reserve's: of the same size) */
     for (size_t i = 0; i < ns; i++) {
         seg_t *s = segs[i];
         if (!s->flag || s->k != 1) continue;
         piece_t *p = pc + s->first;
-        if (p[0].cap <= s->cap && p[1].cap <= s->cap) {
-            p[0].cap = p[1].cap = s->cap;
+        if (cap_fit(p[0].need) <= s->cap && cap_fit(p[1].need) <= s->cap) {
+            p[0].cap = s->cap;
+            if (mode == PLAN_RESERVE || p[1].cap > s->cap) p[1].cap = s->cap;
             s->flag = 2;
         }
     }
@@ -556,7 +629,13 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
     int oom;
     slab = slab_new(fresh, &oom);
     if (oom) goto out;
-    size_t carved = 0;
+    slab_t *arena = NULL; /* or the map's arena (fresh below 2 MiB) */
+    if (!slab && fresh >= ARENA_MIN) {
+        arena = arena_for(&m->arena, fresh, &oom);
+        if (oom) goto out;
+    }
+    slab_t *from = slab ? slab : arena;
+    size_t carved = arena ? arena->used : 0, ncarved = 0;
     for (size_t i = 0; i < ns; i++) {
         seg_t *s = segs[i];
         if (!s->flag) continue;
@@ -566,10 +645,11 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
                 p->slab = s->slab; /* half 0 keeps the old array */
                 continue;
             }
-            if (slab) {
-                p->slots = (slot_t *)(slab->base + carved);
-                p->slab = slab;
+            if (from) {
+                p->slots = (slot_t *)(from->base + carved);
+                p->slab = from;
                 carved += p->cap * sizeof(slot_t);
+                ncarved++;
             } else {
                 p->slots = slots_alloc_small(p->cap);
                 if (!p->slots) goto out;
@@ -641,16 +721,17 @@ static int grow_segments(ct_idmap *m, seg_t **segs, size_t ns, int mode, const i
         s->flag = 0;
         m->nsegs += np - 1;
     }
-    if (slab) { /* every array carved from it is now a segment's */
-        for (size_t q = 0; q < npieces; q++) slab->refs += pc[q].slab == slab;
-        m->bytes += slab->tail;
+    if (from) { /* every array carved from it is now a segment's */
+        from->refs += ncarved; /* (a half 0 kept in place may already be the arena's) */
+        m->bytes += from->tail; /* an arena's: 0 */
+        from->used = carved;
     }
     rc = 0;
 
 out:
     if (rc != 0 && pc) {
         for (size_t q = 0; q < npieces; q++) {
-            if (!pc[q].slab) xfree(pc[q].slots); /* arrays carved from the new slab go with it */
+            if (!pc[q].slab) xfree(pc[q].slots); /* carved arrays: the slab goes, the arena stays */
             xfree(pc[q].seg);
         }
     }
@@ -704,6 +785,7 @@ void ct_idmap_free(ct_idmap *m) {
         slots_release(s->slots, s->cap, s->slab, &unused);
         xfree(s);
     }
+    slab_unmap(m->arena); /* nothing carved from it is in use now */
     xfree(m->dir);
     xfree(m->free_list);
     xfree(m);
@@ -1166,7 +1248,8 @@ int ct_idmap_check(const ct_idmap *m) {
         if (s->cap < SEG_MIN_SLOTS || s->cap % 16 != 0 || s->limit != limit_for(s->cap)) return 4;
         if (s->flag || s->pending || s->k) return 5;
         if (s->slab && (s->slab->refs == 0 || (const char *)s->slots < s->slab->base ||
-                        (const char *)(s->slots + s->cap) > s->slab->base + s->slab->len))
+                        (const char *)(s->slots + s->cap) > s->slab->base + s->slab->len ||
+                        (s->slab->open && (const char *)(s->slots + s->cap) > s->slab->base + s->slab->used)))
             return 12;
         size_t n = 0, hi = 0;
         const uint64_t cap = s->cap;
