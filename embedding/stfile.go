@@ -162,7 +162,11 @@ func readLayout(r io.ReaderAt, size int64) (*stLayout, error) {
 		}
 		l.Regions = append(l.Regions, stRegion{Name: name, DType: e.DType, Shape: e.Shape, Begin: b, End: en})
 	}
-	sort.Slice(l.Regions, func(i, j int) bool { return l.Regions[i].Begin < l.Regions[j].Begin })
+	// Ties (empty tensors at the offset where a non-empty one begins) go empty first.
+	sort.Slice(l.Regions, func(i, j int) bool {
+		a, b := l.Regions[i], l.Regions[j]
+		return a.Begin < b.Begin || (a.Begin == b.Begin && a.End < b.End)
+	})
 	pos := int64(0)
 	for i, rg := range l.Regions {
 		if rg.Begin != pos {
