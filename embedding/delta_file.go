@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
@@ -67,13 +68,17 @@ func WriteDelta(path string, d *Delta, dim int) error {
 	}
 	tmp := path + ".tmp"
 	os.Remove(tmp)
+	// The checksums are in the header, so they were taken above; the regions lie back to back
+	// in the order of data, so a sequential write is the layout.
 	err = writeSynced(tmp, func(out io.Writer) error {
-		w, err := newSTWriter(out.(*os.File), l, hdr)
-		if err != nil {
+		if _, err := out.Write(hdr); err != nil {
 			return err
 		}
 		for i, b := range data {
-			if err := w.write(i, b); err != nil {
+			if r := l.Tensors[i]; int64(len(b)) != r.End-r.Begin {
+				return fmt.Errorf("region %q: %d bytes for %d", r.Name, len(b), r.End-r.Begin)
+			}
+			if _, err := out.Write(b); err != nil {
 				return err
 			}
 		}
