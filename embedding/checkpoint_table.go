@@ -136,12 +136,12 @@ func firstErr(errs ...error) error {
 func loadTableFile(path string, e tableEntry, dst *cgotorch.Table) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return corrupt("load", e.Name, "%v", err)
+		return corrupt("load", e.Name, "%w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return corrupt("load", e.Name, "%v", err)
+		return corrupt("load", e.Name, "%w", err)
 	}
 	if fi.Size() != e.Size {
 		return corrupt("load", e.Name, "file has %d bytes, the manifest says %d", fi.Size(), e.Size)
@@ -154,7 +154,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	fail := func(format string, args ...any) error { return corrupt("load", e.Name, format, args...) }
 	l, err := readLayout(f, size)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if l.Meta["format"] != tableFormat || l.Meta["version"] != tableVersion {
 		return fail("format %q version %q, want %q version %q", l.Meta["format"], l.Meta["version"], tableFormat, tableVersion)
@@ -205,7 +205,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 		errs = append(errs, rd.next("last_step", int64Bytes(r.LastStep)), rd.next("frequency", int64Bytes(r.Frequency)),
 			rd.next("stamp", int64Bytes(r.Stamp)))
 		if err := firstErr(errs...); err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 		if err := dst.Import(r); err != nil {
 			return importError(e.Name, err)
@@ -214,14 +214,14 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	for off := int64(0); off < e.Counts; off += cr {
 		n := min(cr, e.Counts-off)
 		if err := firstErr(rd.next("admission.ids", int64Bytes(ids[:n])), rd.next("admission.counts", int64Bytes(freq[:n]))); err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 		if err := dst.ImportCounts(ids[:n], freq[:n]); err != nil {
 			return importError(e.Name, err)
 		}
 	}
 	if err := rd.verify(e.Checksums); err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	st2, err := dst.Stats()
 	if err != nil {
@@ -240,7 +240,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 // corrupt file.
 func importError(table string, err error) error {
 	if errors.Is(err, cgotorch.ErrInvalidArgument) {
-		return corrupt("load", table, "%v", err)
+		return corrupt("load", table, "%w", err)
 	}
 	return wrap("load", table, err)
 }

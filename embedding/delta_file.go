@@ -112,7 +112,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 	}
 	l, err := readLayout(f, fi.Size())
 	if err != nil {
-		return nil, 0, corrupt(op, "", "%v", err)
+		return nil, 0, corrupt(op, "", "%w", err)
 	}
 	dim, err1 := strconv.Atoi(l.Meta["dim"])
 	step, err2 := strconv.ParseInt(l.Meta["step"], 10, 64)
@@ -159,7 +159,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 		sums[r.Name] = uint32(v)
 	}
 	if err := firstErr(append(errs, rd.verify(sums))...); err != nil {
-		return nil, 0, corrupt(op, "", "%v", err)
+		return nil, 0, corrupt(op, "", "%w", err)
 	}
 	return d, dim, nil
 }

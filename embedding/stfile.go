@@ -105,7 +105,7 @@ func (r *stReader) next(name string, b []byte) error {
 		return nil
 	}
 	if _, err := r.f.ReadAt(b, r.l.DataStart+rg.Begin+pos); err != nil {
-		return fmt.Errorf("tensor %q: %v", name, err)
+		return fmt.Errorf("tensor %q: %w", name, err)
 	}
 	r.crc[name] = crc32.Update(r.crc[name], castagnoli, b)
 	r.read[name] = pos + int64(len(b))

@@ -184,7 +184,7 @@ func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error)
 		return nil, nil, fmt.Errorf("nn: reading safetensors data: %w", err)
 	}
 	if int64(len(data)) != size {
-		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes", ErrFormat, len(data), size)
+		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes: %w", ErrFormat, len(data), size, io.ErrUnexpectedEOF)
 	}
 	out := make(map[string]*Tensor, len(h.Tensors))
 	for _, e := range h.Tensors {
