@@ -263,7 +263,7 @@ func parseManifest(b []byte) (manifest, error) {
 	const op = "load"
 	var m manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return m, corrupt(op, "", "manifest: %v", err)
+		return m, corrupt(op, "", "manifest: %w", err)
 	}
 	if m.Format != manifestFormat {
 		return m, corrupt(op, "", "manifest: format %q, want %q", m.Format, manifestFormat)
@@ -398,7 +398,7 @@ func readExtraFile(path string, e fileEntry, read func(io.Reader) error) error {
 	const op = "load"
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return corrupt(op, "", "file %q: %v", e.Name, err)
+		return corrupt(op, "", "file %q: %w", e.Name, err)
 	}
 	if int64(len(b)) != e.Size || crc32.Checksum(b, castagnoli) != e.CRC32C {
 		return corrupt(op, "", "file %q: size or checksum does not match the manifest", e.Name)
@@ -453,7 +453,7 @@ func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorK
 	ct, err := cgotorch.NewTable(name, cc)
 	if err != nil {
 		if errors.Is(err, cgotorch.ErrInvalidArgument) {
-			return nil, corrupt("load", e.Name, "manifest: %v", err)
+			return nil, corrupt("load", e.Name, "manifest: %w", err)
 		}
 		return nil, wrap("load", e.Name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/safetensors"
 )
 
 // checkpoint_table.go: one table as one safetensors file, streamed in chunks of rows.
@@ -18,20 +19,20 @@ import (
 // admission.counts I64 [C]. Metadata: format "gorec-table", version "1", step.
 
 // tableRegions lists the tensors of a table file with M rows and C admission counts.
-func tableRegions(m, c, dim int64, states []string, widths []int64) []stRegion {
-	r := []stRegion{
-		{Name: "ids", DType: "I64", Shape: []int64{m}},
-		{Name: "rows", DType: "F32", Shape: []int64{m, dim}},
+func tableRegions(m, c, dim int64, states []string, widths []int64) []safetensors.Tensor {
+	r := []safetensors.Tensor{
+		{Name: "ids", DType: safetensors.I64, Shape: []int64{m}},
+		{Name: "rows", DType: safetensors.F32, Shape: []int64{m, dim}},
 	}
 	for i, s := range states {
-		r = append(r, stRegion{Name: "state." + s, DType: "F32", Shape: []int64{m, widths[i]}})
+		r = append(r, safetensors.Tensor{Name: "state." + s, DType: safetensors.F32, Shape: []int64{m, widths[i]}})
 	}
 	return append(r,
-		stRegion{Name: "last_step", DType: "I64", Shape: []int64{m}},
-		stRegion{Name: "frequency", DType: "I64", Shape: []int64{m}},
-		stRegion{Name: "stamp", DType: "I64", Shape: []int64{m}},
-		stRegion{Name: "admission.ids", DType: "I64", Shape: []int64{c}},
-		stRegion{Name: "admission.counts", DType: "I64", Shape: []int64{c}},
+		safetensors.Tensor{Name: "last_step", DType: safetensors.I64, Shape: []int64{m}},
+		safetensors.Tensor{Name: "frequency", DType: safetensors.I64, Shape: []int64{m}},
+		safetensors.Tensor{Name: "stamp", DType: safetensors.I64, Shape: []int64{m}},
+		safetensors.Tensor{Name: "admission.ids", DType: safetensors.I64, Shape: []int64{c}},
+		safetensors.Tensor{Name: "admission.counts", DType: safetensors.I64, Shape: []int64{c}},
 	)
 }
 
@@ -86,15 +87,17 @@ func writeTableFile(path string, t *Table) (tableEntry, error) {
 			if w == nil {
 				e.Rows, e.Counts, e.Step = c.TotalRows, c.TotalCounts, c.Step
 				meta := map[string]string{"format": tableFormat, "version": tableVersion, "step": strconv.FormatInt(c.Step, 10)}
-				l, hdr := newLayout(tableRegions(c.TotalRows, c.TotalCounts, cc.Dim, states, widths), meta)
-				var err error
+				l, hdr, err := safetensors.Place(tableRegions(c.TotalRows, c.TotalCounts, cc.Dim, states, widths), meta)
+				if err != nil {
+					return err
+				}
 				if w, err = newSTWriter(f, l, hdr); err != nil {
 					return err
 				}
-				e.Size = l.size()
+				e.Size = l.FileSize()
 			}
 			if c.Kind == cgotorch.ChunkCounts {
-				return firstErr(w.write(len(w.l.Regions)-2, int64Bytes(c.IDs)), w.write(len(w.l.Regions)-1, int64Bytes(c.Counts)))
+				return firstErr(w.write(len(w.l.Tensors)-2, int64Bytes(c.IDs)), w.write(len(w.l.Tensors)-1, int64Bytes(c.Counts)))
 			}
 			errs := []error{w.write(0, int64Bytes(c.IDs)), w.write(1, float32Bytes(c.Rows))}
 			for i := range states {
@@ -133,12 +136,12 @@ func firstErr(errs ...error) error {
 func loadTableFile(path string, e tableEntry, dst *cgotorch.Table) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return corrupt("load", e.Name, "%v", err)
+		return corrupt("load", e.Name, "%w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return corrupt("load", e.Name, "%v", err)
+		return corrupt("load", e.Name, "%w", err)
 	}
 	if fi.Size() != e.Size {
 		return corrupt("load", e.Name, "file has %d bytes, the manifest says %d", fi.Size(), e.Size)
@@ -151,7 +154,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	fail := func(format string, args ...any) error { return corrupt("load", e.Name, format, args...) }
 	l, err := readLayout(f, size)
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	if l.Meta["format"] != tableFormat || l.Meta["version"] != tableVersion {
 		return fail("format %q version %q, want %q version %q", l.Meta["format"], l.Meta["version"], tableFormat, tableVersion)
@@ -168,11 +171,11 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 		return wrap("load", e.Name, err)
 	}
 	want := tableRegions(e.Rows, e.Counts, cc.Dim, states, widths)
-	if len(want) != len(l.Regions) {
-		return fail("%d tensors, want %d", len(l.Regions), len(want))
+	if len(want) != len(l.Tensors) {
+		return fail("%d tensors, want %d", len(l.Tensors), len(want))
 	}
 	for _, w := range want {
-		g, ok := l.region(w.Name)
+		g, ok := l.Tensor(w.Name)
 		if !ok || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) {
 			return fail("tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
 		}
@@ -202,7 +205,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 		errs = append(errs, rd.next("last_step", int64Bytes(r.LastStep)), rd.next("frequency", int64Bytes(r.Frequency)),
 			rd.next("stamp", int64Bytes(r.Stamp)))
 		if err := firstErr(errs...); err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 		if err := dst.Import(r); err != nil {
 			return importError(e.Name, err)
@@ -211,14 +214,14 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	for off := int64(0); off < e.Counts; off += cr {
 		n := min(cr, e.Counts-off)
 		if err := firstErr(rd.next("admission.ids", int64Bytes(ids[:n])), rd.next("admission.counts", int64Bytes(freq[:n]))); err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 		if err := dst.ImportCounts(ids[:n], freq[:n]); err != nil {
 			return importError(e.Name, err)
 		}
 	}
 	if err := rd.verify(e.Checksums); err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	st2, err := dst.Stats()
 	if err != nil {
@@ -237,7 +240,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 // corrupt file.
 func importError(table string, err error) error {
 	if errors.Is(err, cgotorch.ErrInvalidArgument) {
-		return corrupt("load", table, "%v", err)
+		return corrupt("load", table, "%w", err)
 	}
 	return wrap("load", table, err)
 }

@@ -1,12 +1,15 @@
 package embedding
 
 import (
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/gorec/gorec/internal/safetensors"
 )
 
 // delta_file.go: a Delta as one safetensors file, for shipping to serving or as an incremental
@@ -17,12 +20,18 @@ import (
 
 const deltaFormat = "gorec-delta"
 
-func deltaRegions(m, d, dim int64, widths []int64) []stRegion {
-	r := []stRegion{{Name: "ids", DType: "I64", Shape: []int64{m}}, {Name: "rows", DType: "F32", Shape: []int64{m, dim}}}
-	for i, w := range widths {
-		r = append(r, stRegion{Name: "state" + strconv.Itoa(i), DType: "F32", Shape: []int64{m, w}})
+func deltaRegions(m, d, dim int64, widths []int64) []safetensors.Tensor {
+	r := []safetensors.Tensor{
+		{Name: "ids", DType: safetensors.I64, Shape: []int64{m}},
+		{Name: "rows", DType: safetensors.F32, Shape: []int64{m, dim}},
 	}
-	return append(r, stRegion{Name: "meta", DType: "I64", Shape: []int64{m, 3}}, stRegion{Name: "deleted", DType: "I64", Shape: []int64{d}})
+	for i, w := range widths {
+		r = append(r, safetensors.Tensor{Name: "state" + strconv.Itoa(i), DType: safetensors.F32, Shape: []int64{m, w}})
+	}
+	return append(r,
+		safetensors.Tensor{Name: "meta", DType: safetensors.I64, Shape: []int64{m, 3}},
+		safetensors.Tensor{Name: "deleted", DType: safetensors.I64, Shape: []int64{d}},
+	)
 }
 
 // WriteDelta writes d (a delta of a table of dim columns) to path atomically.
@@ -53,16 +62,23 @@ func WriteDelta(path string, d *Delta, dim int) error {
 	for i, r := range regions {
 		meta["crc32c."+r.Name] = strconv.FormatUint(uint64(crc32.Checksum(data[i], castagnoli)), 10)
 	}
-	l, hdr := newLayout(regions, meta)
+	l, hdr, err := safetensors.Place(regions, meta)
+	if err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
 	tmp := path + ".tmp"
 	os.Remove(tmp)
-	err := writeSynced(tmp, func(out io.Writer) error {
-		w, err := newSTWriter(out.(*os.File), l, hdr)
-		if err != nil {
+	// The checksums are in the header, so they were taken above; the regions lie back to back
+	// in the order of data, so a sequential write is the layout.
+	err = writeSynced(tmp, func(out io.Writer) error {
+		if _, err := out.Write(hdr); err != nil {
 			return err
 		}
 		for i, b := range data {
-			if err := w.write(i, b); err != nil {
+			if r := l.Tensors[i]; int64(len(b)) != r.End-r.Begin {
+				return fmt.Errorf("region %q: %d bytes for %d", r.Name, len(b), r.End-r.Begin)
+			}
+			if _, err := out.Write(b); err != nil {
 				return err
 			}
 		}
@@ -96,12 +112,12 @@ func ReadDelta(path string) (*Delta, int, error) {
 	}
 	l, err := readLayout(f, fi.Size())
 	if err != nil {
-		return nil, 0, corrupt(op, "", "%v", err)
+		return nil, 0, corrupt(op, "", "%w", err)
 	}
 	dim, err1 := strconv.Atoi(l.Meta["dim"])
 	step, err2 := strconv.ParseInt(l.Meta["step"], 10, 64)
-	ids, ok1 := l.region("ids")
-	del, ok2 := l.region("deleted")
+	ids, ok1 := l.Tensor("ids")
+	del, ok2 := l.Tensor("deleted")
 	if l.Meta["format"] != deltaFormat || l.Meta["version"] != "1" || err1 != nil || err2 != nil || dim <= 0 ||
 		!ok1 || !ok2 || len(ids.Shape) != 1 || len(del.Shape) != 1 {
 		return nil, 0, corrupt(op, "", "not a gorec delta of version 1")
@@ -109,18 +125,18 @@ func ReadDelta(path string) (*Delta, int, error) {
 	m := ids.Shape[0]
 	var widths []int64
 	for i := 0; ; i++ {
-		r, ok := l.region("state" + strconv.Itoa(i))
+		r, ok := l.Tensor("state" + strconv.Itoa(i))
 		if !ok || len(r.Shape) != 2 {
 			break
 		}
 		widths = append(widths, r.Shape[1])
 	}
 	want := deltaRegions(m, del.Shape[0], int64(dim), widths)
-	if len(want) != len(l.Regions) {
-		return nil, 0, corrupt(op, "", "%d tensors, want %d", len(l.Regions), len(want))
+	if len(want) != len(l.Tensors) {
+		return nil, 0, corrupt(op, "", "%d tensors, want %d", len(l.Tensors), len(want))
 	}
 	for _, w := range want {
-		g, ok := l.region(w.Name)
+		g, ok := l.Tensor(w.Name)
 		if !ok || g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) {
 			return nil, 0, corrupt(op, "", "tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
 		}
@@ -135,7 +151,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 	}
 	errs = append(errs, rd.next("meta", int64Bytes(d.Meta)), rd.next("deleted", int64Bytes(d.Deleted)))
 	sums := map[string]uint32{}
-	for _, r := range l.Regions {
+	for _, r := range l.Tensors {
 		v, err := strconv.ParseUint(l.Meta["crc32c."+r.Name], 10, 32)
 		if err != nil {
 			return nil, 0, corrupt(op, "", "tensor %q has no checksum", r.Name)
@@ -143,7 +159,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 		sums[r.Name] = uint32(v)
 	}
 	if err := firstErr(append(errs, rd.verify(sums))...); err != nil {
-		return nil, 0, corrupt(op, "", "%v", err)
+		return nil, 0, corrupt(op, "", "%w", err)
 	}
 	return d, dim, nil
 }

@@ -20,14 +20,14 @@ func LoadTableBytes(data []byte) error {
 		Optimizer: "adagrad", OptParams: [8]float64{0.01, 0, 0, 1e-10}, ReadDefault: "zeros",
 		Size: int64(len(data)), Checksums: map[string]uint32{}}
 	if l, err := readLayout(bytes.NewReader(data), int64(len(data))); err == nil {
-		if r, ok := l.region("ids"); ok && len(r.Shape) == 1 {
+		if r, ok := l.Tensor("ids"); ok && len(r.Shape) == 1 {
 			e.Rows = r.Shape[0]
 		}
-		if r, ok := l.region("admission.ids"); ok && len(r.Shape) == 1 {
+		if r, ok := l.Tensor("admission.ids"); ok && len(r.Shape) == 1 {
 			e.Counts = r.Shape[0]
 		}
 		e.Step, _ = strconv.ParseInt(l.Meta["step"], 10, 64)
-		for _, r := range l.Regions {
+		for _, r := range l.Tensors {
 			e.Checksums[r.Name] = crc32.Checksum(data[l.DataStart+r.Begin:l.DataStart+r.End], castagnoli)
 		}
 	}

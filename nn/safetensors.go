@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,13 +13,11 @@ import (
 	"sort"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/safetensors"
 )
 
-// The safetensors format (https://huggingface.co/docs/safetensors): an 8-byte little-endian
-// header length N, N bytes of JSON mapping each tensor name to {"dtype", "shape",
-// "data_offsets": [begin, end]} (offsets into the data that follows the header; an optional
-// "__metadata__" entry maps strings to strings), then the raw little-endian row-major data. The
-// data of the tensors must cover the data section exactly, without overlaps or holes.
+// The safetensors layout (header, dtype names, alignment) is in internal/safetensors; this file
+// moves whole tensors through it, in memory, to an io.Writer and from an io.Reader.
 
 // ErrFormat is wrapped by the errors of ReadSafetensors and LoadState for malformed input.
 var ErrFormat = errors.New("nn: malformed safetensors data")
@@ -28,42 +25,34 @@ var ErrFormat = errors.New("nn: malformed safetensors data")
 // maxHeader bounds the JSON header, as the reference implementation does (100 MB).
 const maxHeader = 100_000_000
 
-type stDType struct {
-	name string
+// stDTypes are the dtypes WriteSafetensors and ReadSafetensors convert.
+var stDTypes = []struct {
+	name safetensors.DType
 	dt   cgotorch.DType
-	size int
+}{
+	{safetensors.F32, cgotorch.Float32},
+	{safetensors.F64, cgotorch.Float64},
+	{safetensors.I64, cgotorch.Int64},
+	{safetensors.I32, cgotorch.Int32},
+	{safetensors.Bool, cgotorch.Bool},
 }
 
-var stDTypes = []stDType{
-	{"F32", cgotorch.Float32, 4},
-	{"F64", cgotorch.Float64, 8},
-	{"I64", cgotorch.Int64, 8},
-	{"I32", cgotorch.Int32, 4},
-	{"BOOL", cgotorch.Bool, 1},
-}
-
-func stByName(name string) (stDType, bool) {
+func stByName(name safetensors.DType) (cgotorch.DType, bool) {
 	for _, d := range stDTypes {
 		if d.name == name {
-			return d, true
+			return d.dt, true
 		}
 	}
-	return stDType{}, false
+	return 0, false
 }
 
-func stByDType(dt cgotorch.DType) (stDType, bool) {
+func stByDType(dt cgotorch.DType) (safetensors.DType, bool) {
 	for _, d := range stDTypes {
 		if d.dt == dt {
-			return d, true
+			return d.name, true
 		}
 	}
-	return stDType{}, false
-}
-
-type stEntry struct {
-	DType       string   `json:"dtype"`
-	Shape       []int64  `json:"shape"`
-	DataOffsets [2]int64 `json:"data_offsets"`
+	return "", false
 }
 
 // WriteSafetensors writes tensors (Float32, Float64, Int64, Int32 or Bool, any device) and
@@ -71,52 +60,33 @@ type stEntry struct {
 // padded with spaces to a multiple of 8 bytes). Names must be unique and non-empty and may not
 // be "__metadata__".
 func WriteSafetensors(w io.Writer, tensors []NamedParameter, metadata map[string]string) error {
-	header := map[string]any{}
-	if len(metadata) > 0 {
-		header["__metadata__"] = metadata
-	}
-	datas := make([][]byte, len(tensors))
-	var offset int64
+	entries := make([]safetensors.Tensor, len(tensors))
 	for i, nt := range tensors {
-		if nt.Name == "" || nt.Name == "__metadata__" {
-			return fmt.Errorf("%w: invalid tensor name %q", cgotorch.ErrInvalidArgument, nt.Name)
-		}
-		if _, dup := header[nt.Name]; dup {
-			return fmt.Errorf("%w: duplicate tensor name %q", cgotorch.ErrInvalidArgument, nt.Name)
-		}
 		if nt.Tensor == nil || nt.Tensor.Closed() {
 			return fmt.Errorf("%w: tensor %q is nil or closed", cgotorch.ErrInvalidArgument, nt.Name)
 		}
-		d, ok := stByDType(nt.Tensor.DType())
+		dt, ok := stByDType(nt.Tensor.DType())
 		if !ok {
 			return fmt.Errorf("%w: tensor %q: dtype %v not supported", cgotorch.ErrInvalidArgument, nt.Name, nt.Tensor.DType())
 		}
-		data, err := tensorBytes(nt.Tensor, d.dt)
-		if err != nil {
+		entries[i] = safetensors.Tensor{Name: nt.Name, DType: dt, Shape: nt.Tensor.Shape()}
+	}
+	h, header, err := safetensors.Place(entries, metadata)
+	if err != nil {
+		return fmt.Errorf("%w: %w", cgotorch.ErrInvalidArgument, err)
+	}
+	// Every tensor is read before anything is written.
+	datas := make([][]byte, len(tensors))
+	for i, nt := range tensors {
+		if datas[i], err = tensorBytes(nt.Tensor, nt.Tensor.DType()); err != nil {
 			return fmt.Errorf("nn: tensor %q: %w", nt.Name, err)
 		}
-		shape := nt.Tensor.Shape()
-		if shape == nil {
-			shape = []int64{}
+		if e := h.Tensors[i]; int64(len(datas[i])) != e.End-e.Begin {
+			return fmt.Errorf("nn: tensor %q: %d bytes for %s %v", nt.Name, len(datas[i]), e.DType, e.Shape)
 		}
-		header[nt.Name] = stEntry{DType: d.name, Shape: shape, DataOffsets: [2]int64{offset, offset + int64(len(data))}}
-		datas[i] = data
-		offset += int64(len(data))
-	}
-	js, err := json.Marshal(header)
-	if err != nil {
-		return err
-	}
-	// Pad the header with spaces so that the data starts 8-byte aligned, as the reference
-	// writer does.
-	for len(js)%8 != 0 {
-		js = append(js, ' ')
 	}
 	bw := bufio.NewWriter(w)
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(js)))
-	bw.Write(n[:])
-	bw.Write(js)
+	bw.Write(header)
 	for _, d := range datas {
 		bw.Write(d)
 	}
@@ -200,94 +170,35 @@ func tensorFromBytes(data []byte, dt cgotorch.DType, shape []int64) (*Tensor, er
 
 // ReadSafetensors reads a safetensors stream into new CPU tensors keyed by name, and its
 // metadata. Malformed input (a truncated stream, bad JSON, an unknown dtype, offsets that do not
-// match the shapes or do not tile the data) gives an error wrapping ErrFormat; it never panics.
+// match the shapes or do not tile the data) gives an error wrapping ErrFormat (and the cause: the
+// reader's or the JSON decoder's error); it never panics.
 func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error) {
-	var n [8]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, nil, fmt.Errorf("%w: reading the header length: %v", ErrFormat, err)
+	h, err := safetensors.ReadHeader(r, maxHeader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	hlen := binary.LittleEndian.Uint64(n[:])
-	if hlen < 2 || hlen > maxHeader {
-		return nil, nil, fmt.Errorf("%w: header length %d", ErrFormat, hlen)
-	}
-	hdr := make([]byte, hlen)
-	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, nil, fmt.Errorf("%w: reading the %d-byte header: %v", ErrFormat, hlen, err)
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(hdr, &raw); err != nil {
-		return nil, nil, fmt.Errorf("%w: header: %v", ErrFormat, err)
-	}
-	var metadata map[string]string
-	if m, ok := raw["__metadata__"]; ok {
-		if err := json.Unmarshal(m, &metadata); err != nil {
-			return nil, nil, fmt.Errorf("%w: __metadata__: %v", ErrFormat, err)
-		}
-		delete(raw, "__metadata__")
-	}
-	type item struct {
-		name string
-		e    stEntry
-		d    stDType
-	}
-	items := make([]item, 0, len(raw))
-	for name, msg := range raw {
-		var e stEntry
-		dec := json.NewDecoder(bytes.NewReader(msg))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
-			return nil, nil, fmt.Errorf("%w: entry %q: %v", ErrFormat, name, err)
-		}
-		d, ok := stByName(e.DType)
-		if !ok {
-			return nil, nil, fmt.Errorf("%w: entry %q: unsupported dtype %q", ErrFormat, name, e.DType)
-		}
-		numel := int64(1)
-		for _, s := range e.Shape {
-			if s < 0 || (s > 0 && numel > math.MaxInt64/8/s) {
-				return nil, nil, fmt.Errorf("%w: entry %q: bad shape %v", ErrFormat, name, e.Shape)
-			}
-			numel *= s
-		}
-		b, end := e.DataOffsets[0], e.DataOffsets[1]
-		if b < 0 || end < b || end-b != numel*int64(d.size) {
-			return nil, nil, fmt.Errorf("%w: entry %q: data offsets %v do not fit %s %v", ErrFormat, name,
-				e.DataOffsets, e.DType, e.Shape)
-		}
-		items = append(items, item{name, e, d})
-	}
-	// The tensors' data must tile [0, size) exactly.
-	sort.Slice(items, func(i, j int) bool {
-		if items[i].e.DataOffsets[0] != items[j].e.DataOffsets[0] {
-			return items[i].e.DataOffsets[0] < items[j].e.DataOffsets[0]
-		}
-		return items[i].e.DataOffsets[1] < items[j].e.DataOffsets[1]
-	})
-	var size int64
-	for _, it := range items {
-		if it.e.DataOffsets[0] != size {
-			return nil, nil, fmt.Errorf("%w: entry %q starts at %d, expected %d (overlap or hole)", ErrFormat,
-				it.name, it.e.DataOffsets[0], size)
-		}
-		size = it.e.DataOffsets[1]
-	}
+	size := h.DataSize()
 	// Read what is there rather than allocating what the header claims.
 	data, err := io.ReadAll(io.LimitReader(r, size))
 	if err != nil {
 		return nil, nil, fmt.Errorf("nn: reading safetensors data: %w", err)
 	}
 	if int64(len(data)) != size {
-		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes", ErrFormat, len(data), size)
+		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes: %w", ErrFormat, len(data), size, io.ErrUnexpectedEOF)
 	}
-	out := make(map[string]*Tensor, len(items))
-	for _, it := range items {
-		t, err := tensorFromBytes(data[it.e.DataOffsets[0]:it.e.DataOffsets[1]], it.d.dt, it.e.Shape)
-		if err != nil {
-			return nil, nil, fmt.Errorf("nn: entry %q: %w", it.name, err)
+	out := make(map[string]*Tensor, len(h.Tensors))
+	for _, e := range h.Tensors {
+		dt, ok := stByName(e.DType)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: entry %q: unsupported dtype %q", ErrFormat, e.Name, e.DType)
 		}
-		out[it.name] = t
+		t, err := tensorFromBytes(data[e.Begin:e.End], dt, e.Shape)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nn: entry %q: %w", e.Name, err)
+		}
+		out[e.Name] = t
 	}
-	return out, metadata, nil
+	return out, h.Meta, nil
 }
 
 // SaveState writes m's StateDict (parameters, then buffers) to w in the safetensors format,

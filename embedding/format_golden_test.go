@@ -1,0 +1,117 @@
+package embedding_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gorec/gorec/embedding"
+)
+
+// The on-disk formats are fixed: testdata/golden holds a checkpoint and a delta file written
+// by an earlier gorec. They must keep loading, and writing the same content again must give
+// the same bytes. GOREC_WRITE_GOLDEN=1 go test ./embedding -run Golden rewrites them: only on
+// purpose, with a format version bump, since files already written must keep loading.
+
+const goldenDir = "testdata/golden"
+
+func writeGolden() bool { return os.Getenv("GOREC_WRITE_GOLDEN") != "" }
+
+// goldenTable builds the same small table every time: written rows, Adagrad updates (one
+// inserting a new id), access metadata and admission counts.
+func goldenTable(t *testing.T) *embedding.Table {
+	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{LR: 0.1}, BlockRows: 4,
+		Initializer: embedding.Constant{Value: 0.5}, TrackAccess: true}, "golden")
+	write(t, tbl, []int64{7, -3, 42, 1000}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+	update(t, tbl, []int64{42, 7, 5}, 0.5, -1, 2, 0.25, 0.125, -4, 1, 1, 1)
+	update(t, tbl, []int64{5}, 3, -3, 0.75)
+	if err := tbl.SetAdmission(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.LookupIDs([]int64{99, 5}); err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// withoutGeneration is a manifest with its generation prefix replaced by "G".
+func withoutGeneration(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct{ Generation string }
+	if err := json.Unmarshal(b, &m); err != nil || m.Generation == "" {
+		t.Fatalf("%s: generation %q, %v", path, m.Generation, err)
+	}
+	return strings.ReplaceAll(string(b), m.Generation, "G")
+}
+
+func TestGoldenCheckpoint(t *testing.T) {
+	want := goldenTable(t)
+	dir := filepath.Join(goldenDir, "checkpoint")
+	if writeGolden() {
+		os.RemoveAll(dir)
+		if err := embedding.Save(dir, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-loaded" })
+	if err != nil {
+		t.Fatalf("loading the checkpoint of an earlier gorec: %v", err)
+	}
+	defer loaded[0].Close()
+	if len(loaded) != 1 {
+		t.Fatalf("%d tables", len(loaded))
+	}
+	sameDump(t, "golden checkpoint", dump(t, loaded[0]), dump(t, want))
+
+	again := t.TempDir()
+	if err := embedding.Save(again, want); err != nil {
+		t.Fatal(err)
+	}
+	gm, gtf := checkpointFiles(t, dir)
+	am, atf := checkpointFiles(t, again)
+	if g, a := withoutGeneration(t, gm), withoutGeneration(t, am); g != a {
+		t.Errorf("manifest differs from the golden one:\n%s\nwant:\n%s", a, g)
+	}
+	gb, _ := os.ReadFile(gtf)
+	ab, _ := os.ReadFile(atf)
+	if len(gb) == 0 || !bytes.Equal(gb, ab) {
+		t.Errorf("table file (%d bytes) differs from the golden one (%d bytes)", len(ab), len(gb))
+	}
+}
+
+func TestGoldenDelta(t *testing.T) {
+	d := &embedding.Delta{
+		IDs:     []int64{-3, 7, 42},
+		Rows:    []float32{1, -2, 0.5, 4, 1e-3, -7},
+		States:  [][]float32{{0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, {9, 8, 7}},
+		Meta:    []int64{5, 1, 5, 6, 2, 6, 7, 3, 4},
+		Deleted: []int64{5, 11},
+		Step:    17,
+	}
+	path := filepath.Join(goldenDir, "delta.safetensors")
+	if writeGolden() {
+		if err := embedding.WriteDelta(path, d, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, dim, err := embedding.ReadDelta(path)
+	if err != nil || dim != 2 || !reflect.DeepEqual(got, d) {
+		t.Fatalf("ReadDelta of an earlier gorec's file: %+v, dim %d, %v; want %+v", got, dim, err, d)
+	}
+	again := filepath.Join(t.TempDir(), "delta")
+	if err := embedding.WriteDelta(again, d, 2); err != nil {
+		t.Fatal(err)
+	}
+	gb, _ := os.ReadFile(path)
+	ab, _ := os.ReadFile(again)
+	if len(gb) == 0 || !bytes.Equal(gb, ab) {
+		t.Errorf("WriteDelta wrote %d bytes that differ from the golden file's %d", len(ab), len(gb))
+	}
+}
