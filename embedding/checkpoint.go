@@ -254,7 +254,7 @@ func writeExtraFile(path string, f func(io.Writer) error) (fileEntry, error) {
 func readManifest(dir string) (manifest, error) {
 	b, err := os.ReadFile(filepath.Join(dir, manifestName))
 	if err != nil {
-		return manifest{}, &Error{Op: "load", Kind: ErrNotFound, Err: err}
+		return manifest{}, fileError("load", err)
 	}
 	return parseManifest(b)
 }

@@ -103,7 +103,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 	const op = "read delta"
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, &Error{Op: op, Kind: ErrNotFound, Err: err}
+		return nil, 0, fileError(op, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()

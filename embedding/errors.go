@@ -3,6 +3,7 @@ package embedding
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -17,7 +18,8 @@ var (
 	ErrClosed = errors.New("embedding: table is closed")
 	// ErrNameTaken: an open table already has that name.
 	ErrNameTaken = errors.New("embedding: table name is taken")
-	// ErrNotFound: no open table has that name.
+	// ErrNotFound: no open table has that name, or the checkpoint or delta file to load is not
+	// there (the OS error is wrapped too: errors.Is(err, fs.ErrNotExist)).
 	ErrNotFound = errors.New("embedding: no such table")
 	// ErrUnknownPrefetch: the prefetch was already waited for or discarded.
 	ErrUnknownPrefetch = errors.New("embedding: unknown prefetch")
@@ -78,4 +80,14 @@ func wrap(op, table string, err error) error {
 // badInput is an ErrBadInput detected on the Go side.
 func badInput(op, table, format string, args ...any) error {
 	return &Error{Op: op, Table: table, Kind: ErrBadInput, Err: fmt.Errorf(format, args...)}
+}
+
+// fileError is the error of opening or reading a checkpoint or delta file: ErrNotFound when it
+// is not there, ErrInternal for any other failure (permissions, I/O); err stays wrapped.
+func fileError(op string, err error) error {
+	kind := ErrInternal
+	if errors.Is(err, fs.ErrNotExist) {
+		kind = ErrNotFound
+	}
+	return &Error{Op: op, Kind: kind, Err: err}
 }

@@ -33,6 +33,16 @@ func TestMissingFilesKeepTheOSError(t *testing.T) {
 	_, _, err = embedding.ReadDelta(missing)
 	isBoth(t, "ReadDelta of a missing file", err, embedding.ErrNotFound, fs.ErrNotExist)
 
+	// A manifest that is there but cannot be read is not "not found".
+	unreadable := t.TempDir()
+	if err := os.Mkdir(filepath.Join(unreadable, "manifest.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = embedding.Load(unreadable)
+	if !errors.Is(err, embedding.ErrInternal) || errors.Is(err, embedding.ErrNotFound) {
+		t.Errorf("Load of a manifest that is a directory: %v; want ErrInternal, not ErrNotFound", err)
+	}
+
 	// A file the manifest names is gone: the checkpoint is corrupt, and the cause is kept.
 	dir := t.TempDir()
 	tbl := newTable(t, embedding.Config{Dim: 2}, "t")

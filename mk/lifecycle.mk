@@ -7,5 +7,6 @@ FUZZTIME ?= 20s
 fuzz-checkpoint: deps
 	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzLoadTable$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/safetensors -run '^$$' -fuzz '^FuzzReadHeader$$' -fuzztime $(FUZZTIME)
 
 test: fuzz-checkpoint

@@ -187,14 +187,20 @@ func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error)
 		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes: %w", ErrFormat, len(data), size, io.ErrUnexpectedEOF)
 	}
 	out := make(map[string]*Tensor, len(h.Tensors))
+	fail := func(err error) (map[string]*Tensor, map[string]string, error) {
+		for _, t := range out { // the tensors built before the bad entry
+			t.Close()
+		}
+		return nil, nil, err
+	}
 	for _, e := range h.Tensors {
 		dt, ok := stByName(e.DType)
 		if !ok {
-			return nil, nil, fmt.Errorf("%w: entry %q: unsupported dtype %q", ErrFormat, e.Name, e.DType)
+			return fail(fmt.Errorf("%w: entry %q: unsupported dtype %q", ErrFormat, e.Name, e.DType))
 		}
 		t, err := tensorFromBytes(data[e.Begin:e.End], dt, e.Shape)
 		if err != nil {
-			return nil, nil, fmt.Errorf("nn: entry %q: %w", e.Name, err)
+			return fail(fmt.Errorf("nn: entry %q: %w", e.Name, err))
 		}
 		out[e.Name] = t
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
 	"github.com/gorec/gorec/nn"
 )
@@ -32,6 +33,20 @@ func TestReadSafetensorsKeepsTheCause(t *testing.T) {
 	err := nn.LoadState(bytes.NewReader(stFile(`{"a":{"dtype":`, nil)), interopModel())
 	if !errors.Is(err, nn.ErrFormat) || !errors.As(err, &syn) {
 		t.Errorf("bad JSON: %v; want ErrFormat and a *json.SyntaxError", err)
+	}
+}
+
+// A file that fails at its second entry leaves no tensor behind: the first entry's is closed
+// at once, not left to the finalizer.
+func TestReadSafetensorsClosesWhatItBuiltOnFailure(t *testing.T) {
+	data := stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"BOOL","shape":[1],"data_offsets":[4,5]}}`,
+		[]byte{0, 0, 128, 63, 2})
+	base := cgotorch.LiveTensors()
+	if _, _, err := nn.ReadSafetensors(bytes.NewReader(data)); !errors.Is(err, nn.ErrFormat) {
+		t.Fatalf("%v; want ErrFormat (bool byte 2)", err)
+	}
+	if n := cgotorch.LiveTensors(); n != base {
+		t.Errorf("%d live tensors after the failed read, %d before", n, base)
 	}
 }
 
