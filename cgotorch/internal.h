@@ -3,6 +3,7 @@
 #define CGOTORCH_INTERNAL_H
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>  // NoGradGuard (ATen.h stopped bringing it in libtorch 2.x)
 
 #include <exception>
 #include <stdexcept>

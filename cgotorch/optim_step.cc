@@ -77,7 +77,7 @@ ct_error ct_optim_step(ct_tensor param, ct_tensor grad, ct_tensor state0, ct_ten
     at::Tensor p = ct::get(param);
     const at::Tensor &g = ct::get(grad);
     if (!g.sizes().equals(p.sizes())) throw ct::arg_error("gradient is not shaped like the parameter");
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     switch (o->kind) {
       case CT_OPTIM_SGD:
         sgd(p, g, state0, step, *o);

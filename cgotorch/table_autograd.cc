@@ -98,7 +98,7 @@ struct RowsBackward : torch::autograd::Node {
     }
     at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
     if (!g.defined()) g = at::zeros({uids.size(0), table_dim(*table)}, at::kFloat);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     table_accept_grad(*table, uids, g, fused);
     return {};  // no next edges
   }
@@ -116,7 +116,7 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
                        const Options &o) {
   at::Tensor rows;
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm);
   }
   if (o.train && c10::GradMode::is_enabled()) {
@@ -241,7 +241,7 @@ ct_error ct_table_forward_bag(ct_tensor *out, ct_table h, ct_tensor ids, ct_tens
 ct_error ct_table_step(int32_t *stepped, ct_table h) {
   return guard([&] {
     auto t = ct::table::table_ref(h);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     const bool s = ct::table::table_step(*t);
     if (stepped != nullptr) *stepped = s ? 1 : 0;
   });
@@ -255,7 +255,7 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table h) {
   return guard([&] {
     need_out(ids);
     need_out(grads);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     auto p = ct::table::table_pending(*ct::table::table_ref(h));
     ct_tensor a = ct::wrap(std::move(p.first));
     try {

@@ -499,9 +499,9 @@ func TestCUDATable(t *testing.T) {
 	}
 	for _, layout := range []embedding.Layout{embedding.Interleaved, embedding.Separate} {
 		cfg := embedding.Config{Dim: 4, Seed: 8, Optimizer: embedding.SparseAdam{LR: 0.1}, Layout: layout, BlockRows: 8}
-		cpu := newTable(t, cfg, "cpu")
+		cpu := newTable(t, cfg, "cpu", strconv.Itoa(int(layout)))
 		cfg.Device = cgotorch.CUDA(0)
-		gpu := newTable(t, cfg, "gpu")
+		gpu := newTable(t, cfg, "gpu", strconv.Itoa(int(layout)))
 		ids := []int64{1, 2, 3, 2, 50, 1000}
 		grads := make([]float32, len(ids)*4)
 		for i := range grads {
@@ -528,9 +528,22 @@ func TestCUDATable(t *testing.T) {
 			}
 			want := lookup(t, cpu, ids...)
 			got, _ := embedding.Rows(r)
+			// a CPU table given keys on the GPU: the id map works on a host copy, the rows
+			// come back on the keys' device
+			rc, err := cpu.Lookup(kg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc.Device().Type != cgotorch.DeviceCUDA {
+				t.Fatalf("CPU table, CUDA keys: rows on %v, want the keys' device", rc.Device())
+			}
+			gotc, _ := embedding.Rows(rc)
 			for i := range want {
 				if !rowsNear(got[i], want[i], 1e-5) {
 					t.Fatalf("step %d id %d: gpu %v cpu %v", step, ids[i], got[i], want[i])
+				}
+				if !rowsNear(gotc[i], want[i], 0) {
+					t.Fatalf("step %d id %d: CPU table with CUDA keys %v, with CPU keys %v", step, ids[i], gotc[i], want[i])
 				}
 			}
 		}
