@@ -15,8 +15,19 @@ import (
 // Many goroutines look up, update, delete, read, prefetch and export one table at once. Every
 // update adds exactly 1 to each element of each occurrence's row (SGD, lr 1, gradient -1), so:
 // a row's elements are always equal small integers; ids never deleted end with exactly the
-// number of updates they got; exports are consistent; Len matches the export.
+// number of updates they got; exports are consistent; Len matches the export. On the CPU, and
+// on a GPU when there is one (the table's storage there, ids and rows crossing to the host).
 func TestConcurrentOperations(t *testing.T) {
+	t.Run("cpu", func(t *testing.T) { concurrentOperations(t, cgotorch.CPU) })
+	t.Run("cuda", func(t *testing.T) {
+		if !cgotorch.CUDAAvailable() {
+			t.Skip("no CUDA device")
+		}
+		concurrentOperations(t, cgotorch.CUDA(0))
+	})
+}
+
+func concurrentOperations(t *testing.T, device cgotorch.Device) {
 	const (
 		dim      = 8
 		stable   = 400 // ids [0, 400) are never deleted
@@ -26,7 +37,7 @@ func TestConcurrentOperations(t *testing.T) {
 		maxBatch = 64
 	)
 	tbl := newTable(t, embedding.Config{Dim: dim, BlockRows: 32, Initializer: embedding.Zeros{},
-		Optimizer: embedding.SGD{LR: 1}})
+		Optimizer: embedding.SGD{LR: 1}, Device: device})
 	var counts [stable]atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, 64)
