@@ -13,7 +13,8 @@ type Config struct {
 	// Optimizer is what Update applies; default SGD{LR: 0.01}. NoOptimizer{} makes Update an
 	// error (a table for inference or for Write only).
 	Optimizer Optimizer
-	// BlockRows is the number of rows per storage block; default 4096.
+	// BlockRows is the number of rows per storage block; default 4096 (65536 for a table on a
+	// GPU, where each block a batch touches costs kernel launches).
 	BlockRows int
 	// Capacity is how many ids to make room for up front; the table grows beyond it as needed.
 	Capacity int
@@ -286,7 +287,9 @@ func (cfg Config) resolve(name string) (Config, cgotorch.TableConfig, error) {
 	if cfg.Optimizer == nil {
 		cfg.Optimizer = SGD{LR: 0.01}
 	}
-	if cfg.BlockRows == 0 {
+	if cfg.BlockRows == 0 && cfg.Device.Type == cgotorch.DeviceCUDA {
+		cfg.BlockRows = 65536 // each block a batch touches costs GPU kernel launches
+	} else if cfg.BlockRows == 0 {
 		cfg.BlockRows = 4096
 	}
 	if cfg.Device.Type == cgotorch.DeviceCPU {
