@@ -283,6 +283,18 @@ struct Snapshot {
   int64_t step = 0;
 };
 
+// A batch's rows grouped by block for the tensor kernels: pos (indices into the batch) and off
+// (offsets within the block), in block order, on the storage device; blocks[k] covers
+// [begin[k], begin[k + 1]) of them. One host-to-device copy for the whole batch, however many
+// blocks it touches (a copy per block had made a GPU lookup of 4,096 random rows take 10 ms);
+// an update makes one plan for all its gathers and scatters.
+struct BlockPlan {
+  at::Tensor pos, off;
+  std::vector<int64_t> blocks, begin;
+  bool in_order = true;  // pos is 0, 1, ..., n-1
+  int64_t n = 0;
+};
+
 class Table : public std::enable_shared_from_this<Table> {
  public:
   Table(std::string name, const ct_table_config &cfg);
@@ -421,6 +433,9 @@ class Table : public std::enable_shared_from_this<Table> {
   void gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const;
   at::Tensor gather_slot_tensor(const std::vector<int64_t> &rows, int s) const;
   void scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src);
+  BlockPlan plan(const std::vector<int64_t> &rows) const;
+  at::Tensor gather_slot_tensor(const BlockPlan &p, int s) const;
+  void scatter_slot_tensor(const BlockPlan &p, int s, const at::Tensor &src);
   // Rows of rows[0, n) with defaults for rows[i] < 0 (ids[i] gives the initial value).
   at::Tensor gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const;
   // Tensor-kernel momentum factors of rows: lr * S(k) and m^k as [n, 1] tensors.
@@ -725,16 +740,6 @@ at::Tensor index_tensor(const std::vector<int64_t> &v, at::Device d) {
   return d.is_cpu() ? t : t.to(d);
 }
 
-// A batch's rows grouped by block for the tensor kernels: pos (indices into the batch) and off
-// (offsets within the block), in block order, on the storage device; blocks[k] covers
-// [begin[k], begin[k + 1]) of them. One host-to-device copy for the whole batch, however many
-// blocks it touches (a copy per block had made a GPU lookup of 4,096 random rows take 10 ms).
-struct BlockPlan {
-  at::Tensor pos, off;
-  std::vector<int64_t> blocks, begin;
-  bool in_order = true;  // pos is 0, 1, ..., n-1
-};
-
 BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, at::Device d) {
   const size_t n = rows.size();
   std::vector<int64_t> order(n);
@@ -756,6 +761,7 @@ BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, at::
     p.in_order = p.in_order && order[i] == static_cast<int64_t>(i);
   }
   p.begin.push_back(static_cast<int64_t>(n));
+  p.n = static_cast<int64_t>(n);
   auto dev = d.is_cpu() ? host : host.to(d);
   p.pos = dev[0];
   p.off = dev[1];
@@ -763,13 +769,22 @@ BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, at::
 }
 }  // namespace
 
+BlockPlan Table::plan(const std::vector<int64_t> &rows) const { return plan_blocks(rows, block_rows_, device_); }
+
 at::Tensor Table::gather_slot_tensor(const std::vector<int64_t> &rows, int s) const {
-  const BlockPlan p = plan_blocks(rows, block_rows_, device_);
+  return gather_slot_tensor(plan(rows), s);
+}
+
+void Table::scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src) {
+  scatter_slot_tensor(plan(rows), s, src);
+}
+
+at::Tensor Table::gather_slot_tensor(const BlockPlan &p, int s) const {
   auto slot = [&](size_t k) {
     return blocks_[static_cast<size_t>(p.blocks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
   };
   if (p.blocks.size() == 1 && p.in_order) return slot(0).index_select(0, p.off);
-  auto out = at::empty({static_cast<int64_t>(rows.size()), width_[s]}, float_opts());
+  auto out = at::empty({p.n, width_[s]}, float_opts());
   for (size_t k = 0; k < p.blocks.size(); k++) {
     const int64_t b0 = p.begin[k], m = p.begin[k + 1] - b0;
     out.index_copy_(0, p.pos.narrow(0, b0, m), slot(k).index_select(0, p.off.narrow(0, b0, m)));
@@ -777,8 +792,7 @@ at::Tensor Table::gather_slot_tensor(const std::vector<int64_t> &rows, int s) co
   return out;
 }
 
-void Table::scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src) {
-  const BlockPlan p = plan_blocks(rows, block_rows_, device_);
+void Table::scatter_slot_tensor(const BlockPlan &p, int s, const at::Tensor &src) {
   for (size_t k = 0; k < p.blocks.size(); k++) {
     auto view = blocks_[static_cast<size_t>(p.blocks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
     const int64_t b0 = p.begin[k], m = p.begin[k + 1] - b0;
@@ -1123,10 +1137,11 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
 
 void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {
   if (rows.empty()) return;
-  at::Tensor w = gather_slot_tensor(rows, 0);
+  const BlockPlan p = plan(rows);
+  at::Tensor w = gather_slot_tensor(p, 0);
   at::Tensor s0, s1;
-  if (nstates_ > 0) s0 = gather_slot_tensor(rows, 1);
-  if (nstates_ > 1) s1 = gather_slot_tensor(rows, 2);
+  if (nstates_ > 0) s0 = gather_slot_tensor(p, 1);
+  if (nstates_ > 1) s1 = gather_slot_tensor(p, 2);
   if (opt_.has_momentum()) {
     at::Tensor mv, dc;
     momentum_factors(rows, c.t - 1, &mv, &dc);
@@ -1135,9 +1150,9 @@ void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vec
   }
   opt_.apply(c, g, w, nstates_ > 0 ? &s0 : nullptr, nstates_ > 1 ? &s1 : nullptr);
   // Everything is computed; now the scatters.
-  scatter_slot_tensor(rows, 0, w);
-  if (nstates_ > 0) scatter_slot_tensor(rows, 1, s0);
-  if (nstates_ > 1) scatter_slot_tensor(rows, 2, s1);
+  scatter_slot_tensor(p, 0, w);
+  if (nstates_ > 0) scatter_slot_tensor(p, 1, s0);
+  if (nstates_ > 1) scatter_slot_tensor(p, 2, s1);
   if (!stamp_.empty()) {
     for (int64_t r : rows) stamp_[static_cast<size_t>(r)] = c.t;
   }
