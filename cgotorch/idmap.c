@@ -90,9 +90,9 @@ typedef struct slab slab_t;
 typedef struct seg {
     slot_t *slots;
     slab_t *slab; /* the slab slots were carved from, or NULL (see slots_release) */
-    size_t cap; /* power of two */
+    size_t cap; /* a multiple of 16 slots */
     size_t size;
-    size_t limit;    /* max ids before growth: cap * 3/4 */
+    size_t limit;    /* max ids before growth: limit_for(cap) */
     uint64_t prefix; /* the segment's top `depth` hash bits */
     unsigned depth;
     /* planning scratch, zero outside of a growth plan */
@@ -471,11 +471,11 @@ static inline void split_slot(slot_t *a, slot_t *b, uint64_t cap, uint64_t capb,
 
 /* Split s in two by its next hash bit: ids of half 1 move to p[1].slots (p[1].cap slots,
  * filled in about the order of their homes there: a near-streaming write); ids of half 0
- * stay in s->slots and are re-placed in one pass. A pass starts after an empty slot, so no probe run wraps into the part already
- * re-placed; an id only moves backwards within its run. Probe runs never cross an empty
- * slot, so the regions between four empty slots are independent: they are walked
- * interleaved, which breaks the chain of store-to-load dependencies between consecutive
- * slots. Sizes land in p[0/1].need, the halves' split-bit counts in p[0/1].hi. */
+ * stay in s->slots and are re-placed in one pass. A pass starts after an empty slot, so no
+ * probe run wraps into the part already re-placed; an id only moves backwards within its
+ * run. Probe runs never cross an empty slot, so the regions between four empty slots are
+ * independent: they are walked interleaved, which breaks the chain of store-to-load
+ * dependencies between consecutive slots. Sizes land in p[0/1].need, the halves' split-bit counts in p[0/1].hi. */
 static void split_in_place(const seg_t *s, piece_t *p) {
     slot_t *a = s->slots, *b = p[1].slots;
     const uint64_t cap = s->cap, capb = p[1].cap;

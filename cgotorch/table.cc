@@ -178,9 +178,9 @@ at::Tensor check_rows(const at::Tensor &v, const char *what, int64_t n, int64_t 
 }
 
 void check_finite(const float *p, int64_t n, const char *what) {
-  for (int64_t i = 0; i < n; i++) {
-    if (!std::isfinite(p[i])) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
-  }
+  bool finite = true;  // no early exit: the loop stays branch-free (vectorized)
+  for (int64_t i = 0; i < n; i++) finite &= std::isfinite(p[i]);
+  if (!finite) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
 }
 
 void check_finite(const at::Tensor &v, const char *what) {
@@ -291,8 +291,9 @@ struct Snapshot {
 struct BlockPlan {
   at::Tensor pos, off;
   std::vector<int64_t> blocks, begin;
-  bool in_order = true;  // pos is 0, 1, ..., n-1
   int64_t n = 0;
+  // One block: the (stable) grouping kept the batch order, so pos is 0, 1, ..., n-1.
+  bool one_block() const { return blocks.size() == 1; }
 };
 
 class Table : public std::enable_shared_from_this<Table> {
@@ -717,14 +718,15 @@ void Table::init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint
   }
   const int64_t m = static_cast<int64_t>(fresh_rows.size());
   if (m == 0) return;
+  const BlockPlan p = plan(fresh_rows);
   if (!skip_embedding) {
     auto host = at::empty({m, dim_}, at::kFloat);
-    float *p = host.data_ptr<float>();
-    for (int64_t i = 0; i < m; i++) init_.row(fresh_ids[static_cast<size_t>(i)], p + i * dim_);
-    scatter_slot_tensor(fresh_rows, 0, host.to(device_));
+    float *v = host.data_ptr<float>();
+    for (int64_t i = 0; i < m; i++) init_.row(fresh_ids[static_cast<size_t>(i)], v + i * dim_);
+    scatter_slot_tensor(p, 0, host.to(device_));
   }
   for (int s = 1; s < nslots(); s++) {
-    scatter_slot_tensor(fresh_rows, s, at::full({m, width_[s]}, sinit_[s], float_opts()));
+    scatter_slot_tensor(p, s, at::full({m, width_[s]}, sinit_[s], float_opts()));
   }
   for (int64_t r : fresh_rows) {
     if (!stamp_.empty()) stamp_[static_cast<size_t>(r)] = step_;
@@ -740,25 +742,26 @@ at::Tensor index_tensor(const std::vector<int64_t> &v, at::Device d) {
   return d.is_cpu() ? t : t.to(d);
 }
 
-BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, at::Device d) {
+BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, int block_shift, at::Device d) {
   const size_t n = rows.size();
-  std::vector<int64_t> order(n);
-  for (size_t i = 0; i < n; i++) order[i] = static_cast<int64_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return rows[static_cast<size_t>(a)] / block_rows < rows[static_cast<size_t>(b)] / block_rows;
-  });
+  std::vector<int64_t> order(n), blk(n);
+  for (size_t i = 0; i < n; i++) {
+    order[i] = static_cast<int64_t>(i);
+    blk[i] = block_shift >= 0 ? rows[i] >> block_shift : rows[i] / block_rows;  // once per row
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return blk[static_cast<size_t>(a)] < blk[static_cast<size_t>(b)]; });
   BlockPlan p;
   auto host = at::empty({2, static_cast<int64_t>(n)}, at::kLong);
   int64_t *pos = host.data_ptr<int64_t>(), *off = pos + n;
   for (size_t i = 0; i < n; i++) {
-    const int64_t r = rows[static_cast<size_t>(order[i])], b = r / block_rows;
+    const int64_t r = rows[static_cast<size_t>(order[i])], b = blk[static_cast<size_t>(order[i])];
     if (p.blocks.empty() || p.blocks.back() != b) {
       p.blocks.push_back(b);
       p.begin.push_back(static_cast<int64_t>(i));
     }
     pos[i] = order[i];
     off[i] = r - b * block_rows;
-    p.in_order = p.in_order && order[i] == static_cast<int64_t>(i);
   }
   p.begin.push_back(static_cast<int64_t>(n));
   p.n = static_cast<int64_t>(n);
@@ -769,7 +772,7 @@ BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, at::
 }
 }  // namespace
 
-BlockPlan Table::plan(const std::vector<int64_t> &rows) const { return plan_blocks(rows, block_rows_, device_); }
+BlockPlan Table::plan(const std::vector<int64_t> &rows) const { return plan_blocks(rows, block_rows_, block_shift_, device_); }
 
 at::Tensor Table::gather_slot_tensor(const std::vector<int64_t> &rows, int s) const {
   return gather_slot_tensor(plan(rows), s);
@@ -783,7 +786,7 @@ at::Tensor Table::gather_slot_tensor(const BlockPlan &p, int s) const {
   auto slot = [&](size_t k) {
     return blocks_[static_cast<size_t>(p.blocks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
   };
-  if (p.blocks.size() == 1 && p.in_order) return slot(0).index_select(0, p.off);
+  if (p.one_block()) return slot(0).index_select(0, p.off);
   auto out = at::empty({p.n, width_[s]}, float_opts());
   for (size_t k = 0; k < p.blocks.size(); k++) {
     const int64_t b0 = p.begin[k], m = p.begin[k + 1] - b0;
@@ -796,7 +799,7 @@ void Table::scatter_slot_tensor(const BlockPlan &p, int s, const at::Tensor &src
   for (size_t k = 0; k < p.blocks.size(); k++) {
     auto view = blocks_[static_cast<size_t>(p.blocks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
     const int64_t b0 = p.begin[k], m = p.begin[k + 1] - b0;
-    auto part = p.in_order && p.blocks.size() == 1 ? src : src.index_select(0, p.pos.narrow(0, b0, m));
+    auto part = p.one_block() ? src : src.index_select(0, p.pos.narrow(0, b0, m));
     view.index_copy_(0, p.off.narrow(0, b0, m), part);
   }
 }
@@ -854,12 +857,13 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
     return;
   }
   std::vector<int64_t> rv(rows, rows + n);
-  auto g = gather_slot_tensor(rv, s);
+  const BlockPlan p = plan(rv);
+  auto g = gather_slot_tensor(p, s);
   if (momentum) {
     at::Tensor mv, dc;
     momentum_factors(rv, step_, &mv, &dc);
     if (s == 0) {
-      g.sub_(gather_slot_tensor(rv, 1) * mv);
+      g.sub_(gather_slot_tensor(p, 1) * mv);
     } else {
       g.mul_(dc);
     }
@@ -1015,14 +1019,15 @@ void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, con
   // Tensor kernels: compute everything, then scatter.
   if (u == 0) return;
   auto sel = src == nullptr ? vals : vals.index_select(0, index_tensor(std::vector<int64_t>(src, src + u), device_));
+  const BlockPlan p = plan(rows);
   at::Tensor buf;
   if (momentum) {
     at::Tensor mv, dc;
     momentum_factors(rows, step_, &mv, &dc);
-    buf = gather_slot_tensor(rows, 1).mul_(dc);
+    buf = gather_slot_tensor(p, 1).mul_(dc);
   }
-  scatter_slot_tensor(rows, 0, sel);
-  if (buf.defined()) scatter_slot_tensor(rows, 1, buf);
+  scatter_slot_tensor(p, 0, sel);
+  if (buf.defined()) scatter_slot_tensor(p, 1, buf);
   for (int64_t r : rows) {
     if (momentum) stamp_[static_cast<size_t>(r)] = step_;
   }

@@ -287,10 +287,11 @@ func (cfg Config) resolve(name string) (Config, cgotorch.TableConfig, error) {
 	if cfg.Optimizer == nil {
 		cfg.Optimizer = SGD{LR: 0.01}
 	}
-	if cfg.BlockRows == 0 && cfg.Device.Type == cgotorch.DeviceCUDA {
-		cfg.BlockRows = 65536 // each block a batch touches costs GPU kernel launches
-	} else if cfg.BlockRows == 0 {
+	if cfg.BlockRows == 0 {
 		cfg.BlockRows = 4096
+		if cfg.Device.Type == cgotorch.DeviceCUDA {
+			cfg.BlockRows = 65536 // each block a batch touches costs GPU kernel launches
+		}
 	}
 	if cfg.Device.Type == cgotorch.DeviceCPU {
 		cfg.Device = cgotorch.CPU

@@ -45,3 +45,9 @@ func ParseManifest(b []byte) error {
 	_, err := parseManifest(b)
 	return err
 }
+
+// DefaultBlockRows is the BlockRows a table on device gets when its Config leaves it 0.
+func DefaultBlockRows(device cgotorch.Device) (int, error) {
+	cfg, _, err := Config{Dim: 1, Device: device}.resolve("block-rows")
+	return cfg.BlockRows, err
+}

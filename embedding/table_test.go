@@ -493,6 +493,19 @@ func TestSingleIDDim1Update(t *testing.T) {
 	}
 }
 
+// A table on a GPU defaults to blocks of 65536 rows (each block a batch touches costs kernel
+// launches), one on the CPU to 4096; no GPU is needed to resolve the configuration.
+func TestDefaultBlockRowsByDevice(t *testing.T) {
+	for _, c := range []struct {
+		dev  cgotorch.Device
+		want int
+	}{{cgotorch.CPU, 4096}, {cgotorch.CUDA(0), 65536}} {
+		if got, err := embedding.DefaultBlockRows(c.dev); err != nil || got != c.want {
+			t.Errorf("%v: BlockRows %d (%v), want %d", c.dev, got, err, c.want)
+		}
+	}
+}
+
 func TestCUDATable(t *testing.T) {
 	if !cgotorch.CUDAAvailable() {
 		t.Skip("no CUDA device")

@@ -45,7 +45,7 @@ func TestReadSafetensorsClosesWhatItBuiltOnFailure(t *testing.T) {
 	if _, _, err := nn.ReadSafetensors(bytes.NewReader(data)); !errors.Is(err, nn.ErrFormat) {
 		t.Fatalf("%v; want ErrFormat (bool byte 2)", err)
 	}
-	if n := cgotorch.LiveTensors(); n != base {
+	if n := cgotorch.LiveTensors(); n > base { // (a finalizer may free an older test's tensor meanwhile)
 		t.Errorf("%d live tensors after the failed read, %d before", n, base)
 	}
 }
