@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>  // NoGradGuard (ATen.h stopped bringing it in libtorch 2.x)
 
+#include <atomic>
+#include <cstdint>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -23,10 +25,27 @@ namespace ct {
 // An error message on the heap (ct_error); never NULL.
 ct_error make_error(const char *msg) noexcept;
 
+// The intra-op thread count is per OS thread in OpenMP builds of libtorch (omp_set_num_threads
+// sets the calling thread's value, and a thread takes libtorch's count only the first time it runs
+// parallel work), while goroutines move between OS threads. So ct_set_num_threads bumps
+// threads_epoch, and every entry point re-applies the count on a thread that has not seen the
+// latest epoch: one relaxed load and a thread-local compare per call.
+extern std::atomic<uint32_t> threads_epoch;
+void apply_thread_count();  // sets the calling thread's count (state.cc)
+inline void sync_thread_count() {
+  static thread_local uint32_t seen = 0;
+  const uint32_t e = threads_epoch.load(std::memory_order_acquire);
+  if (e != seen) {
+    apply_thread_count();
+    seen = e;
+  }
+}
+
 // Runs f, converting anything it throws into a ct_error. Every C entry point goes through it.
 template <class F>
 ct_error guard(F &&f) noexcept {
   try {
+    sync_thread_count();
     f();
     return nullptr;
   } catch (const c10::Error &e) {

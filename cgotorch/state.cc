@@ -7,12 +7,26 @@
 
 using ct::guard;
 
+namespace ct {
+
+std::atomic<uint32_t> threads_epoch{0};  // 0: never set; libtorch's own default applies
+static std::atomic<int32_t> thread_count{0};
+
+void apply_thread_count() {
+  const int32_t n = thread_count.load(std::memory_order_relaxed);
+  if (n > 0) at::set_num_threads(n);
+}
+
+}  // namespace ct
+
 extern "C" {
 
 ct_error ct_set_num_threads(int32_t n) {
   return guard([&] {
     if (n <= 0) throw ct::arg_error("thread count must be positive, got " + std::to_string(n));
     at::set_num_threads(n);
+    ct::thread_count.store(n, std::memory_order_relaxed);
+    ct::threads_epoch.fetch_add(1, std::memory_order_release);
   });
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -259,6 +260,38 @@ func TestThreads(t *testing.T) {
 	}
 	if err := SetNumThreads(0); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("set 0: %v", err)
+	}
+}
+
+// TestThreadsAcrossOSThreads: the count is process-wide although OpenMP keeps it per OS thread.
+// A goroutine locked to its own OS thread reads the count, the test sets another one from its own
+// thread, and the locked goroutine must then see (and compute with) the new count. Without the
+// per-call sync in the C guard, the locked thread kept the count it first saw.
+func TestThreadsAcrossOSThreads(t *testing.T) {
+	prev := NumThreads()
+	defer func() { _ = SetNumThreads(prev) }()
+	if err := SetNumThreads(3); err != nil {
+		t.Fatal(err)
+	}
+	read, seen := make(chan struct{}), make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for range read {
+			x := Ones([]int64{1 << 16})
+			_ = x.Sum() // parallel work on this thread
+			seen <- NumThreads()
+		}
+	}()
+	defer close(read)
+	for _, want := range []int{3, 2, 4} {
+		if err := SetNumThreads(want); err != nil {
+			t.Fatal(err)
+		}
+		read <- struct{}{}
+		if got := <-seen; got != want {
+			t.Fatalf("set %d, another OS thread sees %d", want, got)
+		}
 	}
 }
 
