@@ -465,6 +465,10 @@ class Table : public std::enable_shared_from_this<Table> {
   std::atomic<bool> closed_{false};
   bool freed_ = false;
   ct_idmap *map_ = nullptr;
+  // Bumped (mu_ held exclusively) by everything that may take an id's row away or give it
+  // another: erase, clear, load (swap_contents), compaction. Inserts never do (rows never move),
+  // so rows found under the shared lock stay valid while it is unchanged (lookup's insert path).
+  uint64_t remaps_ = 0;
   std::vector<at::Tensor> blocks_;  // blocks_[b * narr_ + a]: [block_rows, arr_width_[a]]
   std::shared_ptr<Mapping> slab_[3];  // CPU tables: the slab of array a that new blocks come from
   size_t slab_used_[3] = {0, 0, 0};   // bytes of it handed out
@@ -497,10 +501,19 @@ class Table : public std::enable_shared_from_this<Table> {
   // Removes ids (present or not) from the map, logging them for deltas; returns how many.
   int64_t erase_ids(const int64_t *ids, int64_t n);
   // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not
-  // admitted, whose rows in the result are zeros.
-  at::Tensor lookup_admitting(const Keys &k, std::vector<int64_t> &rows);
-  // Admission on: keeps the ids (and their gradient rows) present in the table.
-  void drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr);
+  // admitted, whose rows in the result are zeros. found: rows[] holds a find of k's ids that is
+  // still valid (see remaps_); else they are looked up here.
+  at::Tensor lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found);
+  // The insert path of a training lookup (mu_ held exclusively): inserts k's absent ids (with
+  // found, only those rows[] marks -1: rows[] holds a still valid find), initialises the new
+  // rows, gathers every row into out, then runs then(); if anything throws, the ids this
+  // call inserted are removed. rows[] ends with every id's row (-1: not admitted).
+  template <class F>
+  void lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out, F then);
+  // Admission on: keeps the ids (and their gradient rows) present in the table; rows gets
+  // theirs.
+  void drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr,
+                       std::vector<int64_t> &rows);
   void read_raw(const std::vector<int64_t> &rows, int s, float *out) const;
   void write_raw(const std::vector<int64_t> &rows, int s, const float *src);
   // The ids and current rows of rows[] (ids on the table's device), which are then erased.
@@ -679,6 +692,7 @@ void Table::insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is
 }
 
 void Table::rollback(const int64_t *ids, const uint8_t *is_new, int64_t n) {
+  remaps_++;
   std::vector<int64_t> fresh;
   for (int64_t i = 0; i < n; i++) {
     if (is_new[i]) fresh.push_back(ids[i]);
@@ -908,6 +922,7 @@ at::Tensor Table::lookup(const Keys &k) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
   auto out = at::empty({n, dim_}, float_opts());
+  uint64_t remaps;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     check_open();
@@ -917,23 +932,40 @@ at::Tensor Table::lookup(const Keys &k) {
       lock.unlock();
       return to_caller(out, k);
     }
+    remaps = remaps_;
   }
-  std::vector<uint8_t> is_new(static_cast<size_t>(n));
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  if (admit_after_ > 1) {
-    out = lookup_admitting(k, rows);
-    lock.unlock();
-    return to_caller(out, k);
-  }
-  insert_ids(k.ptr(), n, rows.data(), is_new.data());
-  guarded(k.ptr(), is_new.data(), n, [&] {
-    init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
-    gather(rows.data(), n, 0, out);
-  });
-  touch(rows.data(), n, step_);
+  lookup_inserting(k, rows, remaps == remaps_, out, [] {});
   lock.unlock();
   return to_caller(out, k);
+}
+
+template <class F>
+void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out, F then) {
+  const int64_t n = k.n;
+  const int64_t *ids = k.ptr();
+  if (admit_after_ > 1) {
+    out = lookup_admitting(k, rows, found);
+    then();  // admitted rows stay when it throws (they are the admission's, not the lookup's)
+    return;
+  }
+  std::vector<uint8_t> is_new(static_cast<size_t>(n));
+  if (found) {  // insert only the ids the find missed (another thread may have inserted some)
+    Missing m(ids, rows.data(), n);
+    std::vector<uint8_t> mnew(m.ids.size());
+    insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
+    m.put(rows.data());
+    for (size_t j = 0; j < m.ids.size(); j++) is_new[static_cast<size_t>(m.pos[j])] = mnew[j];
+  } else {
+    insert_ids(ids, n, rows.data(), is_new.data());
+  }
+  guarded(ids, is_new.data(), n, [&] {
+    init_rows(ids, rows.data(), is_new.data(), n, false);
+    gather(rows.data(), n, 0, out);
+    touch(rows.data(), n, step_);
+    then();
+  });
 }
 
 at::Tensor Table::indices(const Keys &k, bool do_insert) {
@@ -1081,16 +1113,17 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  if (admit_after_ > 1) {
-    drop_unadmitted(dd.uids, g, gptr);
+  std::vector<int64_t> rows(static_cast<size_t>(u));
+  const bool admitting = admit_after_ > 1;
+  if (admitting) {  // no new ids: the rows of the admitted ones
+    drop_unadmitted(dd.uids, g, gptr, rows);
     u = dd.size();
   }
-  std::vector<int64_t> rows(static_cast<size_t>(u));
   std::vector<uint8_t> is_new(static_cast<size_t>(u));
   const int64_t t = step_ + 1;
   const StepConsts c = opt_.begin(t);
   const int64_t *ids = dd.uids.data();
-  insert_ids(ids, u, rows.data(), is_new.data());
+  if (!admitting) insert_ids(ids, u, rows.data(), is_new.data());
   guarded(ids, is_new.data(), u, [&] {
     init_rows(ids, rows.data(), is_new.data(), u, false);
     if (raw_) {
@@ -1179,6 +1212,7 @@ void Table::clear() {
     deleted_.insert(deleted_.end(), ids.begin(), ids.end());
   }
   ct_idmap_clear(map_);
+  remaps_++;
   seen_.clear();
 }
 
@@ -1277,22 +1311,11 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm) {
 at::Tensor Table::lookup_renorm(const Keys &k, double max_norm) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
-  std::vector<uint8_t> is_new(static_cast<size_t>(n));
   auto out = at::empty({n, dim_}, float_opts());
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  const bool admitting = admit_after_ > 1;
-  if (admitting) {
-    out = lookup_admitting(k, rows);  // rows not admitted are zeros: never over max_norm
-  } else {
-    insert_ids(k.ptr(), n, rows.data(), is_new.data());
-  }
-  guarded(k.ptr(), is_new.data(), admitting ? 0 : n, [&] {
-    if (!admitting) {
-      init_rows(k.ptr(), rows.data(), is_new.data(), n, false);
-      gather(rows.data(), n, 0, out);
-      touch(rows.data(), n, step_);
-    }
+  // Rows not admitted are zeros: never over max_norm.
+  lookup_inserting(k, rows, false, out, [&] {
     std::vector<int64_t> pos = renorm_rows(out, max_norm);
     if (pos.empty()) return;
     std::vector<int64_t> sel;

@@ -59,6 +59,24 @@ struct Dedupe {
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 
+// The entries of a batch that a find left at -1: their places, ids and rows (to be filled by a
+// find or insert of ids), which put() writes back.
+struct Missing {
+  std::vector<int64_t> pos, ids, rows;
+  Missing(const int64_t *all_ids, const int64_t *all_rows, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+      if (all_rows[i] < 0) {
+        pos.push_back(i);
+        ids.push_back(all_ids[i]);
+      }
+    }
+    rows.resize(ids.size());
+  }
+  void put(int64_t *all_rows) const {
+    for (size_t j = 0; j < pos.size(); j++) all_rows[pos[j]] = rows[j];
+  }
+};
+
 // ---- the table's side of autograd (table.cc; used by table_autograd.cc) -------------------
 
 class Table;

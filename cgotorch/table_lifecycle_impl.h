@@ -65,6 +65,7 @@ int64_t Table::erase_ids(const int64_t *ids, int64_t n) {
     freed.resize(static_cast<size_t>(n));
     deleted_.reserve(deleted_.size() + static_cast<size_t>(n));
   }
+  remaps_++;
   const int64_t r = ct_idmap_erase(map_, ids, static_cast<size_t>(n), track_deletes ? freed.data() : nullptr);
   if (r < 0) throw std::bad_alloc();
   for (size_t i = 0; i < freed.size(); i++) {
@@ -247,6 +248,8 @@ void Table::swap_contents(Table &o) {
   swap(opt_, o.opt_);
   swap(sinit_, o.sinit_);  // initial state values follow the optimizer's parameters
   swap(map_, o.map_);
+  remaps_++;
+  o.remaps_++;
   swap(blocks_, o.blocks_);
   swap(ptr_, o.ptr_);
   swap(stamp_, o.stamp_);
@@ -295,15 +298,22 @@ void Table::import_counts(int64_t n, const int64_t *ids, const int64_t *counts) 
   seen_.swap(next);
 }
 
-at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows) {
+at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found) {
   const int64_t n = k.n;
   const int64_t *ids = k.ptr();
   Dedupe dd(ids, n);
   const int64_t u = dd.size();
   std::vector<int64_t> urows(static_cast<size_t>(u)), occ(static_cast<size_t>(u), 0);
-  ct_idmap_find(map_, dd.uids.data(), static_cast<size_t>(u), urows.data());
+  if (found) {  // look up again only the ids the find missed (another thread may have inserted some)
+    for (int64_t i = 0; i < n; i++) urows[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])] = rows[static_cast<size_t>(i)];
+    Missing m(dd.uids.data(), urows.data(), u);
+    ct_idmap_find(map_, m.ids.data(), m.ids.size(), m.rows.data());
+    m.put(urows.data());
+  } else {
+    ct_idmap_find(map_, dd.uids.data(), static_cast<size_t>(u), urows.data());
+  }
   for (int64_t i = 0; i < n; i++) occ[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])]++;
-  std::vector<int64_t> admit;
+  std::vector<int64_t> admit, admit_at;  // admitted ids and their places in dd.uids
   std::vector<std::pair<int64_t, int64_t>> counted;
   for (size_t j = 0; j < static_cast<size_t>(u); j++) {
     if (urows[j] >= 0) continue;
@@ -311,6 +321,7 @@ at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows) {
     const int64_t c = (it == seen_.end() ? 0 : it->second) + occ[j];
     if (c >= admit_after_) {
       admit.push_back(dd.uids[j]);
+      admit_at.push_back(static_cast<int64_t>(j));
     } else {
       counted.emplace_back(dd.uids[j], c);
     }
@@ -323,7 +334,8 @@ at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows) {
   at::Tensor out;
   guarded(admit.data(), anew.data(), a, [&] {
     init_rows(admit.data(), arows.data(), anew.data(), a, false);
-    ct_idmap_find(map_, ids, static_cast<size_t>(n), rows.data());
+    for (int64_t j = 0; j < a; j++) urows[static_cast<size_t>(admit_at[static_cast<size_t>(j)])] = arows[static_cast<size_t>(j)];
+    for (int64_t i = 0; i < n; i++) rows[static_cast<size_t>(i)] = urows[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])];
     out = gather_rows(ids, rows.data(), n, CT_READ_ZEROS);
     for (const auto &p : counted) seen_[p.first] = p.second;
   });
@@ -332,22 +344,25 @@ at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows) {
   return out;
 }
 
-void Table::drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr) {
+void Table::drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr,
+                             std::vector<int64_t> &rows) {
   const size_t u = uids.size();
-  std::vector<int64_t> r(u);
-  if (ct_idmap_find(map_, uids.data(), u, r.data()) == u) return;
-  std::vector<int64_t> keep_ids, keep_pos;
+  rows.resize(u);
+  if (ct_idmap_find(map_, uids.data(), u, rows.data()) == u) return;
+  std::vector<int64_t> keep_ids, keep_pos, keep_rows;
   std::vector<const float *> keep_ptr;
   for (size_t j = 0; j < u; j++) {
-    if (r[j] < 0) continue;
+    if (rows[j] < 0) continue;
     keep_ids.push_back(uids[j]);
     keep_pos.push_back(static_cast<int64_t>(j));
+    keep_rows.push_back(rows[j]);
     if (!gptr.empty()) keep_ptr.push_back(gptr[j]);
   }
   // The gradients: a tensor (tensor kernels) or pointers into the batch (raw kernels).
   if (g.defined()) g = g.index_select(0, index_tensor(keep_pos, g.device())).contiguous();
   gptr.swap(keep_ptr);
   uids.swap(keep_ids);
+  rows.swap(keep_rows);
 }
 
 // ---- eviction and compaction --------------------------------------------------------------------
@@ -504,6 +519,7 @@ void Table::compact() {
   }
   ct_idmap_free(map_);
   map_ = nm;
+  remaps_++;
 }
 
 // ---- deltas -----------------------------------------------------------------------------------

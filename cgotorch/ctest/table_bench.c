@@ -30,6 +30,7 @@
  * The reference loops are plain: no software prefetch (the table's kernels prefetch rows 16
  * ahead, which is why they can beat them on updates).
  *
+ * table_lookup_new10_d16: lookups where every tenth id of a batch is new (see bench_new_ids).
  * Also: table_lookup_c_d64 (ns per batch of 4,096 through the C ABI at D = 64: 32 batches
  * cycled, wall-clock, best 32-batch mean, exactly as the Go benchmark BenchmarkTableLookupGo
  * times the same call from Go on the same kind of table) and the table's bytes per
@@ -346,6 +347,39 @@ static void bench(int64_t d, int32_t opt) {
   close_table(t);
 }
 
+/* Training lookups at dim d where every tenth id of a batch is new to the table (the others
+ * random ids it holds, as in table_lookup_dD): ns per row, the best pass (-reps) of -batches
+ * batches, each pass with new ids of its own. A batch with a new id takes the insert path: it
+ * inserts the ids the first (shared-lock) find missed, initialises their rows and gathers. */
+static void bench_new_ids(int64_t d) {
+  const int64_t n = n_ids > 0 ? n_ids : ((int64_t)1 << 26) / d;
+  const int64_t total = (int64_t)n_reps * n_batches;
+  ct_table t = make_table("bench_new", n, d, CT_OPT_NONE, n + total * (BATCH / 10 + 1), table_flags, NULL);
+  ct_tensor *keys = malloc(sizeof(ct_tensor) * (size_t)total);
+  int64_t ids[BATCH], fresh = n;
+  rng_state = 11;
+  for (int64_t j = 0; j < total; j++) {
+    for (int i = 0; i < BATCH; i++) ids[i] = key_of(i % 10 == 0 ? fresh++ : (int64_t)(rng_next() % (uint64_t)n));
+    keys[j] = ids_tensor(ids, BATCH);
+  }
+  double best = 1e300;
+  for (int rep = 0; rep < n_reps; rep++) {
+    const double t0 = now_ns();
+    for (int j = rep * n_batches; j < (rep + 1) * n_batches; j++) {
+      ct_tensor r = NULL;
+      die(ct_table_lookup(&r, t, keys[j]), "lookup");
+      ct_tensor_free(r);
+    }
+    const double dt = (now_ns() - t0) / ((double)n_batches * BATCH);
+    if (dt < best) best = dt;
+  }
+  printf("BENCH table_lookup_new10_d%ld%s %.2f ns/row\n", (long)d, name_sfx, best);
+  fflush(stdout);
+  for (int64_t j = 0; j < total; j++) ct_tensor_free(keys[j]);
+  free(keys);
+  close_table(t);
+}
+
 /* Bytes per stored id beyond the rows: (stats.bytes - size * dim * 4) / size. */
 static void overhead(int64_t n, int64_t capacity, int32_t flags, const char *what) {
   ct_table t = make_table("bench-overhead", n, 16, CT_OPT_SGD, capacity, flags, NULL);
@@ -392,6 +426,7 @@ int main(int argc, char **argv) {
     for (int oi = 0; oi < 4; oi++) {
       if (op == NULL || strcmp(op, opt_name(ops[oi])) == 0) bench(dims[di], ops[oi]);
     }
+    if (dims[di] == 16 && (op == NULL || strcmp(op, "lookup") == 0)) bench_new_ids(dims[di]);
   }
   if (op == NULL || strcmp(op, "overhead") == 0) {
     const int64_t n = n_ids > 0 ? n_ids : (int64_t)1 << 22;
