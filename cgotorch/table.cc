@@ -947,7 +947,7 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
   const int64_t *ids = k.ptr();
   if (admit_after_ > 1) {
     out = lookup_admitting(k, rows, found);
-    then();  // admitted rows stay when it throws (they are the admission's, not the lookup's)
+    then();  // if this throws, the ids admitted stay (initialised; their counts are spent)
     return;
   }
   std::vector<uint8_t> is_new(static_cast<size_t>(n));
