@@ -1441,6 +1441,7 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
     at::Tensor rows, found;
     std::string err;
     try {
+      ct::sync_thread_count();  // this worker thread follows SetNumThreads too
       c10::NoGradGuard no_grad;
       std::tie(rows, found) = self->read(copy, mode);
     } catch (const c10::Error &e) {

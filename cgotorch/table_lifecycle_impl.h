@@ -19,14 +19,33 @@ namespace table {
 namespace {
 constexpr int64_t kCompactChunk = 65536;
 
-// Every (id, row index) of a map, ordered by row index (sequential reads of the blocks).
+// Every (row index, id) of a map, ordered by row index (sequential reads of the blocks). Indices
+// are unique and below the high water mark, so while at most half of those are free, placing
+// each id at its index and walking the indices replaces a sort (10M ids: one pass, not 23).
 std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
   const size_t m = ct_idmap_size(map);
+  const size_t hw = static_cast<size_t>(ct_idmap_high_water(map));
   std::vector<int64_t> ids(m), idx(m);
   ct_idmap_export(map, ids.data(), idx.data(), m);
-  std::vector<std::pair<int64_t, int64_t>> p(m);  // (index, id)
-  for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
-  std::sort(p.begin(), p.end());
+  std::vector<std::pair<int64_t, int64_t>> p;
+  if (hw / 2 > m) {
+    p.resize(m);
+    for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
+    std::sort(p.begin(), p.end());
+    return p;
+  }
+  std::vector<int64_t> id_at(hw);
+  std::vector<uint8_t> live(hw, 0);
+  for (size_t i = 0; i < m; i++) {
+    id_at[static_cast<size_t>(idx[i])] = ids[i];
+    live[static_cast<size_t>(idx[i])] = 1;
+  }
+  std::vector<int64_t>().swap(ids);
+  std::vector<int64_t>().swap(idx);
+  p.reserve(m);
+  for (size_t r = 0; r < hw; r++) {
+    if (live[r]) p.emplace_back(static_cast<int64_t>(r), id_at[r]);
+  }
   return p;
 }
 }  // namespace
