@@ -14,7 +14,9 @@ static std::atomic<int32_t> thread_count{0};
 
 void apply_thread_count() {
   const int32_t n = thread_count.load(std::memory_order_relaxed);
-  if (n > 0) at::set_num_threads(n);
+  // Only when it differs: a thread's first parallel work already takes libtorch's global count,
+  // and the native (non-OpenMP) backend warns about changes after its pool started.
+  if (n > 0 && at::get_num_threads() != n) at::set_num_threads(n);
 }
 
 }  // namespace ct
