@@ -27,8 +27,8 @@
 //
 // Locking
 //   - Each table has one std::shared_mutex `mu_`. Shared: lookups whose ids are all present
-//     (the common case; a lookup that must insert drops the shared lock and retakes it
-//     exclusively), read, indices without insert, export, stats. Exclusive: lookups that insert,
+//     (the common case; a lookup that must insert drops the shared lock, retakes it
+//     exclusively and inserts only the ids it missed unless remaps_ moved), read, indices without insert, export, stats. Exclusive: lookups that insert,
 //     indices with insert, write, update, delete, clear, close. Every operation checks `closed_`
 //     after taking the lock.
 //   - close sets `closed_` and then takes `mu_` exclusively: it waits for the operations in
@@ -467,7 +467,9 @@ class Table : public std::enable_shared_from_this<Table> {
   ct_idmap *map_ = nullptr;
   // Bumped (mu_ held exclusively) by everything that may take an id's row away or give it
   // another: erase, clear, load (swap_contents), compaction. Inserts never do (rows never move),
-  // so rows found under the shared lock stay valid while it is unchanged (lookup's insert path).
+  // nor does a rollback (it removes only ids its own call inserted, which no find made outside
+  // the lock saw), so rows found under the shared lock stay valid while it is unchanged
+  // (lookup's insert path).
   uint64_t remaps_ = 0;
   std::vector<at::Tensor> blocks_;  // blocks_[b * narr_ + a]: [block_rows, arr_width_[a]]
   std::shared_ptr<Mapping> slab_[3];  // CPU tables: the slab of array a that new blocks come from
@@ -692,7 +694,6 @@ void Table::insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is
 }
 
 void Table::rollback(const int64_t *ids, const uint8_t *is_new, int64_t n) {
-  remaps_++;
   std::vector<int64_t> fresh;
   for (int64_t i = 0; i < n; i++) {
     if (is_new[i]) fresh.push_back(ids[i]);
@@ -950,16 +951,13 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
     then();  // if this throws, the ids admitted stay (initialised; their counts are spent)
     return;
   }
-  std::vector<uint8_t> is_new(static_cast<size_t>(n));
-  if (found) {  // insert only the ids the find missed (another thread may have inserted some)
-    Missing m(ids, rows.data(), n);
-    std::vector<uint8_t> mnew(m.ids.size());
-    insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
-    m.put(rows.data());
-    for (size_t j = 0; j < m.ids.size(); j++) is_new[static_cast<size_t>(m.pos[j])] = mnew[j];
-  } else {
-    insert_ids(ids, n, rows.data(), is_new.data());
-  }
+  // Insert the ids the find missed (another thread may have inserted some since), or all.
+  if (!found) std::fill(rows.begin(), rows.end(), -1);
+  Missing m(ids, rows.data(), n);
+  std::vector<uint8_t> mnew(m.ids.size()), is_new(static_cast<size_t>(n), 0);
+  insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
+  m.put(rows.data());
+  for (size_t j = 0; j < m.ids.size(); j++) is_new[static_cast<size_t>(m.pos[j])] = mnew[j];
   guarded(ids, is_new.data(), n, [&] {
     init_rows(ids, rows.data(), is_new.data(), n, false);
     gather(rows.data(), n, 0, out);

@@ -322,15 +322,13 @@ at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bo
   const int64_t *ids = k.ptr();
   Dedupe dd(ids, n);
   const int64_t u = dd.size();
-  std::vector<int64_t> urows(static_cast<size_t>(u)), occ(static_cast<size_t>(u), 0);
-  if (found) {  // look up again only the ids the find missed (another thread may have inserted some)
+  std::vector<int64_t> urows(static_cast<size_t>(u), -1), occ(static_cast<size_t>(u), 0);
+  if (found) {  // then look up only the ids the find missed (another thread may have inserted some)
     for (int64_t i = 0; i < n; i++) urows[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])] = rows[static_cast<size_t>(i)];
-    Missing m(dd.uids.data(), urows.data(), u);
-    ct_idmap_find(map_, m.ids.data(), m.ids.size(), m.rows.data());
-    m.put(urows.data());
-  } else {
-    ct_idmap_find(map_, dd.uids.data(), static_cast<size_t>(u), urows.data());
   }
+  Missing m(dd.uids.data(), urows.data(), u);
+  ct_idmap_find(map_, m.ids.data(), m.ids.size(), m.rows.data());
+  m.put(urows.data());
   for (int64_t i = 0; i < n; i++) occ[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])]++;
   std::vector<int64_t> admit, admit_at;  // admitted ids and their places in dd.uids
   std::vector<std::pair<int64_t, int64_t>> counted;
