@@ -178,9 +178,7 @@ at::Tensor check_rows(const at::Tensor &v, const char *what, int64_t n, int64_t 
 }
 
 void check_finite(const float *p, int64_t n, const char *what) {
-  bool finite = true;  // no early exit: the loop stays branch-free (vectorized)
-  for (int64_t i = 0; i < n; i++) finite &= std::isfinite(p[i]);
-  if (!finite) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+  if (!all_finite(p, n)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
 }
 
 void check_finite(const at::Tensor &v, const char *what) {

@@ -27,37 +27,18 @@ struct not_found_error : std::runtime_error {
 };
 
 // Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
-// uids. An open-addressing table of at least twice the batch size (no allocation per id). With
-// skip, occurrences of *skip are left out of uids and get inverse -1 (a padding id).
+// uids. An open-addressing table of at least 4 slots per id, kept per thread between
+// batches (table_batch.cc): no allocation or clearing per batch, none per id. With skip,
+// occurrences of *skip are left out of uids and get inverse -1 (a padding id).
 struct Dedupe {
   std::vector<int64_t> uids, inverse;
   int64_t skipped = 0;  // occurrences of *skip
-  Dedupe(const int64_t *ids, int64_t n, const int64_t *skip = nullptr)
-      : inverse(static_cast<size_t>(n)) {
-    size_t cap = 16;
-    while (cap < 2 * static_cast<size_t>(n)) cap *= 2;
-    std::vector<int64_t> key(cap), pos(cap, -1);
-    const size_t mask = cap - 1;
-    uids.reserve(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; i++) {
-      if (skip != nullptr && ids[i] == *skip) {
-        inverse[static_cast<size_t>(i)] = -1;
-        skipped++;
-        continue;
-      }
-      uint64_t h = static_cast<uint64_t>(ids[i]) * 0x9E3779B97F4A7C15ULL;
-      size_t j = static_cast<size_t>(h >> 17) & mask;
-      while (pos[j] >= 0 && key[j] != ids[i]) j = (j + 1) & mask;
-      if (pos[j] < 0) {
-        key[j] = ids[i];
-        pos[j] = static_cast<int64_t>(uids.size());
-        uids.push_back(ids[i]);
-      }
-      inverse[static_cast<size_t>(i)] = pos[j];
-    }
-  }
+  Dedupe(const int64_t *ids, int64_t n, const int64_t *skip = nullptr);
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
+
+// True when none of p[0, n) is NaN or Inf (table_batch.cc; vectorised).
+bool all_finite(const float *p, int64_t n);
 
 // The entries of a batch that a find left at -1: their places, ids and rows (to be filled by a
 // find or insert of ids), which put() writes back.
