@@ -61,13 +61,16 @@ gotest:
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g -O1
+# The C++ is compiled as cgo compiles it: the unity_*.cc translation units, which include the
+# .hxx sources (see cgotorch/unity_tensor.cc).
 CT_CC_SRCS := $(wildcard cgotorch/*.cc)
+CT_HEADERS := $(wildcard cgotorch/*.h cgotorch/*.hxx)
 CT_C_SRCS := $(wildcard cgotorch/*.c)
 SAN_OBJS := $(CT_CC_SRCS:cgotorch/%.cc=$(BUILD)/san/%.o) $(CT_C_SRCS:cgotorch/%.c=$(BUILD)/san/%.o)
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 
-$(BUILD)/san/%.o: cgotorch/%.cc $(wildcard cgotorch/*.h) | $(BUILD)/san
+$(BUILD)/san/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/san
 	$(CXX) -std=c++17 $(SAN) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/san/%.o: cgotorch/%.c | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
@@ -78,7 +81,13 @@ $(BUILD)/san/abi_test: $(BUILD)/san/abi_test.o $(SAN_OBJS)
 $(BUILD)/san:
 	mkdir -p $@
 
-sanitize: deps $(BUILD)/san/abi_test
+# The objects are built first, in parallel (the two C++ units take a core each) whatever make's -j.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+.PHONY: san-objs
+san-objs: | $(BUILD)/san
+	@$(MAKE) --no-print-directory -j$(NPROC) $(SAN_OBJS)
+
+sanitize: deps san-objs $(BUILD)/san/abi_test
 	$(BUILD)/san/abi_test
 
 -include mk/*.mk

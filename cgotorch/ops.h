@@ -1,4 +1,4 @@
-// ops.h: C++ helpers shared by the ops_*.cc files (the tensor operations of the C ABI).
+// ops.h: C++ helpers shared by the ops_*.hxx files (the tensor operations of the C ABI).
 #ifndef CGOTORCH_OPS_H
 #define CGOTORCH_OPS_H
 

@@ -1,4 +1,4 @@
-// table_internal.h: the C++ side of the embedding tables (table.cc, table_math.cc); never
+// table_internal.h: the C++ side of the embedding tables (table.hxx, table_math.hxx); never
 // included by callers of the C ABI.
 #ifndef CGOTORCH_TABLE_INTERNAL_H
 #define CGOTORCH_TABLE_INTERNAL_H
@@ -28,7 +28,7 @@ struct not_found_error : std::runtime_error {
 
 // Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
 // uids. An open-addressing table of at least 4 slots per id, kept per thread between
-// batches (table_batch.cc): no allocation or clearing per batch, none per id. With skip,
+// batches (table_batch.hxx): no allocation or clearing per batch, none per id. With skip,
 // occurrences of *skip are left out of uids and get inverse -1 (a padding id).
 struct Dedupe {
   std::vector<int64_t> uids, inverse;
@@ -37,7 +37,7 @@ struct Dedupe {
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 
-// True when none of p[0, n) is NaN or Inf (table_batch.cc; vectorised).
+// True when none of p[0, n) is NaN or Inf (table_batch.hxx; vectorised).
 bool all_finite(const float *p, int64_t n);
 
 // The entries of a batch that a find left at -1: their places, ids and rows (to be filled by a
@@ -58,7 +58,7 @@ struct Missing {
   }
 };
 
-// ---- the table's side of autograd (table.cc; used by table_autograd.cc) -------------------
+// ---- the table's side of autograd (table.hxx; used by table_autograd.hxx) -------------------
 
 class Table;
 
@@ -85,7 +85,7 @@ void table_zero_grad(Table &t);
 // The pending gradients coalesced: ids ascending [m] and their summed gradients [m, dim].
 std::pair<at::Tensor, at::Tensor> table_pending(Table &t);
 
-// ---- initializers (table_math.cc) ---------------------------------------------------------
+// ---- initializers (table_math.hxx) ---------------------------------------------------------
 
 // A row's initial value is a pure function of (kind, params, seed, id, column): a counter-based
 // generator (splitmix64 keyed by seed and id, counted by column) replaces libtorch's global RNG,
@@ -101,7 +101,7 @@ struct Init {
   void row(int64_t id, float *out) const;
 };
 
-// ---- optimizers (table_math.cc) -----------------------------------------------------------
+// ---- optimizers (table_math.hxx) -----------------------------------------------------------
 
 // One optimizer state slot: a row-aligned array of `width` floats per row (dim or 1), set to
 // `init` when a row is created.
@@ -128,7 +128,7 @@ struct Optim {
   int num_states() const;
   StateSpec state(int i) const;
   // SGD with momentum: rows absent from a step keep moving (PyTorch's semantics), applied
-  // lazily from a per-row stamp (see table_math.cc).
+  // lazily from a per-row stamp (see table_math.hxx).
   bool has_momentum() const { return kind == CT_OPT_SGD && p[1] != 0; }
   StepConsts begin(int64_t t) const;
 

@@ -1,7 +1,7 @@
 // table_lifecycle_impl.h: the table lifecycle (checkpoint streams and imports, per-row metadata,
 // eviction, compaction, admission, deltas) and its ct_table_* entry points. Included once, at
-// the end of table.cc, because these members need the definition of class Table (kept out of
-// table.cc to keep that file about the hot paths).
+// the end of table.hxx, because these members need the definition of class Table (kept out of
+// table.hxx to keep that file about the hot paths).
 //
 // Per-row metadata lives in meta_ (RowMeta, table_meta.h), in chunks grown and freed with the
 // blocks: with CT_TABLE_TRACK_ACCESS, the step of the last training lookup or update and the

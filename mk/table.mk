@@ -2,9 +2,8 @@
 # UndefinedBehaviorSanitizer, built like abi_test. `make table-sanitize`; `make sanitize` runs it too.
 .PHONY: table-sanitize
 
-$(BUILD)/san/table.o $(BUILD)/san/table_math.o: cgotorch/table_internal.h cgotorch/idmap.h
 # Dedupe's batch stamps wrap every 3 batches here, so the C tests exercise the wrap.
-$(BUILD)/san/table_batch.o: SAN += -DCT_DEDUPE_MAX_STAMP=3
+$(BUILD)/san/unity_table.o: SAN += -DCT_DEDUPE_MAX_STAMP=3
 $(BUILD)/san/table_test.o: cgotorch/ctest/table_test.c cgotorch/cgotorch.h | $(BUILD)/san
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
 $(BUILD)/san/table_test: $(BUILD)/san/table_test.o $(SAN_OBJS)
@@ -26,9 +25,9 @@ TABLE_BENCH_ARGS ?=
 
 $(BUILD)/opt:
 	mkdir -p $@
-$(BUILD)/opt/%.o: cgotorch/%.cc $(wildcard cgotorch/*.h) | $(BUILD)/opt
+$(BUILD)/opt/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/opt
 	$(CXX) -std=c++17 -O2 $(TORCH_INC) -Wall -Wno-unused-parameter -c $< -o $@
-$(BUILD)/opt/%.o: cgotorch/%.c $(wildcard cgotorch/*.h) | $(BUILD)/opt
+$(BUILD)/opt/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/opt
 	$(CC) -O3 -std=gnu11 -Wall -c $< -o $@
 $(BUILD)/opt/table_bench.o: cgotorch/ctest/table_bench.c cgotorch/cgotorch.h | $(BUILD)/opt
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -Icgotorch -c $< -o $@

@@ -433,7 +433,7 @@ static void test_kernels_agree(void) {
 }
 
 /* Distinct ids of a batch come from a hash table that each thread keeps between batches and
- * never clears (cgotorch/table_batch.cc), its slots told apart by batch stamps; the sanitizer
+ * never clears (cgotorch/table_batch.hxx), its slots told apart by batch stamps; the sanitizer
  * build wraps the stamps every 3 batches. Across 40 batches with repeated ids (updates: summed
  * gradients; writes: the last value wins), including one batch too big for the kept table,
  * every row must match a plain model of the rules. */

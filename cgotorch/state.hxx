@@ -1,4 +1,4 @@
-// state.cc: process-wide library state: threads, seed, CUDA presence, version.
+// state.hxx: process-wide library state: threads, seed, CUDA presence, version.
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 #include <c10/core/DeviceType.h>

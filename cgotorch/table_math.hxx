@@ -1,4 +1,4 @@
-// table_math.cc: the numbers of the embedding tables: initializers of new rows (a counter-based
+// table_math.hxx: the numbers of the embedding tables: initializers of new rows (a counter-based
 // generator) and the optimizer rules, each as a raw CPU kernel for one row and as a tensor
 // kernel (any device) for gathered rows.
 //

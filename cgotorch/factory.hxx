@@ -1,4 +1,4 @@
-// factory.cc: tensors made from nothing (zeros, ones, full, rand, randn, empty, arange).
+// factory.hxx: tensors made from nothing (zeros, ones, full, rand, randn, empty, arange).
 #include "internal.h"
 
 using ct::guard;

@@ -1,4 +1,4 @@
-// autograd.cc: requires-grad, backward, gradients, detach and the grad mode.
+// autograd.hxx: requires-grad, backward, gradients, detach and the grad mode.
 #include <c10/core/GradMode.h>
 
 #include "internal.h"

@@ -1,4 +1,4 @@
-// table.cc: dynamic hash embedding tables (the RecIS design) behind the C ABI's ct_table_*.
+// table.hxx: dynamic hash embedding tables (the RecIS design) behind the C ABI's ct_table_*.
 //
 // Structure
 //   - An id map (idmap.c) turns raw int64 ids into contiguous row indices 0, 1, 2, ... and
@@ -94,6 +94,10 @@ constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kSlabMin = 2 * kHugePage;
 constexpr size_t kSlabMax = size_t{256} << 20;
 
+}  // namespace
+
+// A slab's mapping (named, not in the anonymous namespace: class Table holds it, and this file is
+// compiled as part of unity_table.cc).
 struct Mapping {
   void *p = nullptr;
   size_t bytes = 0;
@@ -102,6 +106,8 @@ struct Mapping {
   Mapping &operator=(const Mapping &) = delete;
   ~Mapping() { munmap(p, bytes); }
 };
+
+namespace {
 
 // A zero-filled mapping of bytes (a multiple of kHugePage), kHugePage-aligned.
 std::shared_ptr<Mapping> map_slab(size_t bytes) {

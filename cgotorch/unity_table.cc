@@ -1,0 +1,6 @@
+// unity_table.cc: one translation unit for the embedding tables (see unity_tensor.cc for why
+// the C++ sources are compiled through two such units).
+#include "table.hxx"
+#include "table_autograd.hxx"
+#include "table_batch.hxx"
+#include "table_math.hxx"
