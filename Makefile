@@ -72,7 +72,7 @@ export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 
 $(BUILD)/san/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/san
 	$(CXX) -std=c++17 $(SAN) $(TORCH_INC) -Wall -c $< -o $@
-$(BUILD)/san/%.o: cgotorch/%.c | $(BUILD)/san
+$(BUILD)/san/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
 $(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/cgotorch.h | $(BUILD)/san
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
