@@ -74,4 +74,10 @@ inline void wrap_outputs(std::initializer_list<std::pair<ct_tensor *, at::Tensor
 
 }  // namespace ct
 
+// The helpers every entry point of the ops_*.hxx files uses.
+using ct::get;
+using ct::guard;
+using ct::need_out;
+using ct::wrap;
+
 #endif

@@ -80,11 +80,6 @@ void inplace(int32_t op, const at::Tensor &self, const Other &other, const at::S
 
 }  // namespace
 
-using ct::get;
-using ct::guard;
-using ct::need_out;
-using ct::wrap;
-
 extern "C" {
 
 ct_error ct_unary(ct_tensor *out, int32_t op, ct_tensor a) {

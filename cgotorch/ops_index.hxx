@@ -2,11 +2,6 @@
 // scattering counterparts (index_add, scatter, scatter_add) and unique.
 #include "ops.h"
 
-using ct::get;
-using ct::guard;
-using ct::need_out;
-using ct::wrap;
-
 extern "C" {
 
 ct_error ct_index(ct_tensor *out, int32_t op, ct_tensor a, int64_t dim, ct_tensor index) {

@@ -26,11 +26,6 @@ at::Tensor loss(int32_t op, const at::Tensor &input, const at::Tensor &target, i
 
 }  // namespace
 
-using ct::get;
-using ct::guard;
-using ct::need_out;
-using ct::wrap;
-
 extern "C" {
 
 ct_error ct_mm(ct_tensor *out, ct_tensor a, ct_tensor b) {

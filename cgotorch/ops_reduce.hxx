@@ -45,11 +45,6 @@ at::Tensor reduce(int32_t op, const at::Tensor &a, at::IntArrayRef dims, bool ke
 
 }  // namespace
 
-using ct::get;
-using ct::guard;
-using ct::need_out;
-using ct::wrap;
-
 extern "C" {
 
 ct_error ct_reduce(ct_tensor *out, int32_t op, ct_tensor a, const int64_t *dims, int32_t ndims,

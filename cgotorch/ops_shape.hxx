@@ -39,11 +39,6 @@ at::Tensor shape_op(int32_t op, const at::Tensor &a, at::IntArrayRef args) {
 
 }  // namespace
 
-using ct::get;
-using ct::guard;
-using ct::need_out;
-using ct::wrap;
-
 extern "C" {
 
 ct_error ct_shape_op(ct_tensor *out, int32_t op, ct_tensor a, const int64_t *args,
