@@ -546,7 +546,7 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
 
 
 /* ------------------------------------------------------------------------------------------ */
-/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle_impl.h) */
+/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle.hxx) */
 /*
  * Rows carry metadata: in tables created with CT_TABLE_TRACK_ACCESS, the step counter at its
  * last training lookup or update (last_step) and how many training lookups and updates touched

@@ -336,7 +336,7 @@ class Table : public std::enable_shared_from_this<Table> {
   bool wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found);
   void discard(int64_t id);
 
-  // ---- lifecycle (table_lifecycle_impl.h): checkpoints, metadata, eviction, admission, deltas
+  // ---- lifecycle (table_lifecycle.hxx): checkpoints, metadata, eviction, admission, deltas
   ct_table_config config();
   void save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
   void import(int64_t n, const int64_t *ids, const float *rows, const float *s0, const float *s1,
@@ -483,7 +483,7 @@ class Table : public std::enable_shared_from_this<Table> {
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
 
-  // ---- lifecycle state (table_lifecycle_impl.h)
+  // ---- lifecycle state (table_lifecycle.hxx)
   ct_table_config cfg_{};
   // per row: last step and frequency (CT_TABLE_TRACK_ACCESS), delta epoch (table_meta.h)
   RowMeta meta_{block_rows_, (cfg_.flags & CT_TABLE_TRACK_ACCESS) != 0};
@@ -1822,5 +1822,3 @@ ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int
 
 }  // extern "C"
 
-// The lifecycle members and entry points need the class definition above.
-#include "table_lifecycle_impl.h"

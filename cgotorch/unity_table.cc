@@ -1,6 +1,7 @@
 // unity_table.cc: one translation unit for the embedding tables (see unity_tensor.cc for why
 // the C++ sources are compiled through two such units).
 #include "table.hxx"
+#include "table_lifecycle.hxx"  // after table.hxx: needs the definition of class Table
 #include "table_autograd.hxx"
 #include "table_batch.hxx"
 #include "table_math.hxx"

@@ -1,15 +1,13 @@
-// table_lifecycle_impl.h: the table lifecycle (checkpoint streams and imports, per-row metadata,
-// eviction, compaction, admission, deltas) and its ct_table_* entry points. Included once, at
-// the end of table.hxx, because these members need the definition of class Table (kept out of
-// table.hxx to keep that file about the hot paths).
+// table_lifecycle.hxx: the table lifecycle (checkpoint streams and imports, per-row metadata,
+// eviction, compaction, admission, deltas) and its ct_table_* entry points. It comes right after
+// table.hxx in unity_table.cc, because these members need the definition of class Table (kept
+// out of table.hxx to keep that file about the hot paths).
 //
 // Per-row metadata lives in meta_ (RowMeta, table_meta.h), in chunks grown and freed with the
 // blocks: with CT_TABLE_TRACK_ACCESS, the step of the last training lookup or update and the
 // number of training lookups + updates (8 bytes a row), and, from the first delta mark on, the delta epoch of the last change
 // (4 bytes a row). Lookups holding the lock shared update the first two with relaxed atomic
 // stores (no lost row data, possibly lost increments under concurrent lookups of one row).
-#ifndef CGOTORCH_TABLE_LIFECYCLE_IMPL_H
-#define CGOTORCH_TABLE_LIFECYCLE_IMPL_H
 
 #include <numeric>
 
@@ -732,5 +730,3 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
 }
 
 }  // extern "C"
-
-#endif
