@@ -31,10 +31,7 @@
  * ahead, which is why they can beat them on updates).
  *
  * table_lookup_new10_d16: lookups where every tenth id of a batch is new (see bench_new_ids).
- * Also: table_lookup_c_d64 (ns per batch of 4,096 through the C ABI at D = 64: 32 batches
- * cycled, wall-clock, best 32-batch mean, exactly as the Go benchmark BenchmarkTableLookupGo
- * times the same call from Go on the same kind of table) and the table's bytes per
- * stored id beyond the rows themselves (ct_table_stats: id map, blocks' slack, per-row
+ * Also: the table's bytes per stored id beyond the rows themselves (ct_table_stats: id map, blocks' slack, per-row
  * bookkeeping), pre-sized and grown from empty, with and without access tracking.
  * -track: the kernel benchmarks on tables created with CT_TABLE_TRACK_ACCESS (each training
  * lookup and update also writes the row's access record); names get a _track suffix. */
@@ -319,24 +316,6 @@ static void bench(int64_t d, int32_t opt) {
   (void)sink;
   report(opt_name(opt), d, best_t, best_r);
   if (opt == CT_OPT_NONE) printf("BENCH table_find_d%ld%s %.2f ns/row\n", (long)d, name_sfx, best_f);
-  if (opt == CT_OPT_NONE && d == 64) {
-    /* The Go comparison, timed as BenchmarkTableLookupGo times it: the same 32 batches cycled,
-     * wall-clock time, the best mean over a group of 32 lookups (of -reps * 8 groups). */
-    double best = 1e300;
-    for (int grp = 0; grp < n_reps * 8; grp++) {
-      struct timespec a, z;
-      clock_gettime(CLOCK_MONOTONIC, &a);
-      for (int j = 0; j < 32; j++) {
-        ct_tensor r = NULL;
-        die(ct_table_lookup(&r, t, b.keys[j % b.count]), "lookup");
-        ct_tensor_free(r);
-      }
-      clock_gettime(CLOCK_MONOTONIC, &z);
-      const double dt = ((double)(z.tv_sec - a.tv_sec) * 1e9 + (double)(z.tv_nsec - a.tv_nsec)) / 32;
-      if (dt < best) best = dt;
-    }
-    printf("BENCH table_lookup_c_d64%s %.0f ns/batch\n", name_sfx, best);
-  }
   ct_tensor_free(grads);
   free_batches(&b);
   free(w);
