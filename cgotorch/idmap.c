@@ -36,16 +36,24 @@
  * branch. find_or_insert first claims slots for absent ids, then assigns their indices in
  * batch order, so indices come out exactly as a one-at-a-time loop would give them.
  */
-#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
-#define _DEFAULT_SOURCE /* mmap, madvise */
-#endif
-#include "idmap.h"
+#include "idmap_isa.h" /* first: it sets the feature macros both builds need */
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#endif
+
+/* The batched operations are defined as BATCH_OP(name): the public ct_idmap_<name>, or with
+ * ISA dispatch (idmap_isa.h) ct_idmap_base_<name> here and ct_idmap_v3_<name> in idmap_v3.c's
+ * build of this file (CT_IDMAP_V3), which the public names choose between (end of file). */
+#if defined(CT_IDMAP_V3)
+#define BATCH_OP(name) ct_idmap_v3_##name
+#elif defined(CT_IDMAP_DISPATCH)
+#define BATCH_OP(name) ct_idmap_base_##name
+#else
+#define BATCH_OP(name) ct_idmap_##name
 #endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
@@ -126,7 +134,9 @@ struct ct_idmap {
 
 /* ---------------------------------------------------------------- allocation */
 
+#ifndef CT_IDMAP_V3 /* one hook for both builds */
 long ct_idmap_fail_after = -1;
+#endif
 
 static int fail_now(void) {
     if (ct_idmap_fail_after < 0) return 0;
@@ -743,6 +753,7 @@ out:
 
 /* ---------------------------------------------------------------- lifecycle */
 
+#ifndef CT_IDMAP_V3 /* (the x86-64-v3 build has the batched operations only) */
 ct_idmap *ct_idmap_new(size_t capacity_hint) {
     ct_idmap *m = (ct_idmap *)xcalloc(1, sizeof(ct_idmap));
     if (!m) return NULL;
@@ -800,8 +811,9 @@ size_t ct_idmap_capacity(const ct_idmap *m) {
     for (size_t j = 0; j < n; j = next_seg(m, j)) c += m->dir[j].seg->limit;
     return c;
 }
+#endif /* !CT_IDMAP_V3 */
 
-int ct_idmap_reserve(ct_idmap *m, size_t additional) {
+int BATCH_OP(reserve)(ct_idmap *m, size_t additional) {
     if (additional == 0) return 0;
     size_t n = (size_t)1 << m->gdepth;
     seg_t **segs = (seg_t **)xmalloc(m->nsegs * sizeof(seg_t *));
@@ -823,6 +835,7 @@ int ct_idmap_reserve(ct_idmap *m, size_t additional) {
     return rc;
 }
 
+#ifndef CT_IDMAP_V3
 void ct_idmap_clear(ct_idmap *m) {
     size_t n = (size_t)1 << m->gdepth;
     for (size_t j = 0; j < n; j = next_seg(m, j)) {
@@ -850,6 +863,7 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
     }
     return m->size;
 }
+#endif /* !CT_IDMAP_V3 */
 
 /* ---------------------------------------------------------------- batched ops */
 
@@ -1081,7 +1095,7 @@ static void assign_chunk(ct_idmap *m, size_t c0, size_t c1, int64_t *out, uint8_
     m->free_len = fl_len;
 }
 
-size_t ct_idmap_find(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+size_t BATCH_OP(find)(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
     return probe_batch(NULL, m, ids, n, out, NULL, 0, 0);
 }
 
@@ -1139,8 +1153,8 @@ static int plan_batch(ct_idmap *m, const int64_t *ids, size_t n, int64_t *hout) 
     return rc;
 }
 
-int64_t ct_idmap_find_or_insert(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
-                                uint8_t *is_new) {
+int64_t BATCH_OP(find_or_insert)(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out,
+                                 uint8_t *is_new) {
     if (n == 0) return 0;
     size_t claimed;
     /* phase 1 claims slots for absent ids, phase 2 assigns their indices (per chunk);
@@ -1158,7 +1172,7 @@ int64_t ct_idmap_find_or_insert(ct_idmap *m, const int64_t *ids, size_t n, int64
 
 /* Erase runs one id at a time in order (backward shifts move ids, so probes cannot be
  * deferred), prefetching the home line of id i+PF. */
-int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+int64_t BATCH_OP(erase)(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
     if (n == 0) return 0;
     if (m->free_cap - m->free_len < n) {
         size_t want = m->free_len + n;
@@ -1232,6 +1246,7 @@ int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) 
 
 /* ---------------------------------------------------------------- self-check (tests) */
 
+#ifndef CT_IDMAP_V3
 int ct_idmap_check(const ct_idmap *m) {
     const size_t nd = (size_t)1 << m->gdepth;
     size_t total = 0, nsegs = 0;
@@ -1274,3 +1289,34 @@ int ct_idmap_check(const ct_idmap *m) {
     if (m->free_len > m->free_cap || (int64_t)m->size + (int64_t)m->free_len != m->high_water) return 11;
     return 0;
 }
+
+/* ---------------------------------------------------------------- ISA dispatch */
+
+int ct_idmap_baseline_only = 0;
+
+#ifdef CT_IDMAP_DISPATCH
+/* __builtin_cpu_supports reads what libgcc found at startup: a load and a test per batch */
+static inline int use_v3(void) { return !ct_idmap_baseline_only && __builtin_cpu_supports("x86-64-v3"); }
+
+size_t ct_idmap_find(const ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+    return use_v3() ? ct_idmap_v3_find(m, ids, n, out) : ct_idmap_base_find(m, ids, n, out);
+}
+
+int64_t ct_idmap_find_or_insert(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out, uint8_t *is_new) {
+    return use_v3() ? ct_idmap_v3_find_or_insert(m, ids, n, out, is_new)
+                    : ct_idmap_base_find_or_insert(m, ids, n, out, is_new);
+}
+
+int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
+    return use_v3() ? ct_idmap_v3_erase(m, ids, n, out) : ct_idmap_base_erase(m, ids, n, out);
+}
+
+int ct_idmap_reserve(ct_idmap *m, size_t additional) {
+    return use_v3() ? ct_idmap_v3_reserve(m, additional) : ct_idmap_base_reserve(m, additional);
+}
+
+const char *ct_idmap_isa(void) { return use_v3() ? "x86-64-v3" : "baseline"; }
+#else
+const char *ct_idmap_isa(void) { return "baseline"; }
+#endif
+#endif /* !CT_IDMAP_V3 */

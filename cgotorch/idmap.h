@@ -84,6 +84,14 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
  * allocation fails until it is set back to -1 (the default). Not thread-safe. */
 extern long ct_idmap_fail_after;
 
+/* Which build of the batched operations runs: "x86-64-v3" (chosen at run time on CPUs that
+ * have it, when built with GCC >= 12 for x86-64 Linux) or "baseline" (what the compiler
+ * targets). Both give the same results. */
+const char *ct_idmap_isa(void);
+
+/* Test-only hook: nonzero makes every call use the baseline build. Not thread-safe. */
+extern int ct_idmap_baseline_only;
+
 /* Test-only: verify the map's internal invariants; 0 when consistent. O(capacity). */
 int ct_idmap_check(const ct_idmap *m);
 

@@ -160,7 +160,8 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < kN; i++)  // 50% present (random positions), 50% fresh random ids
         q[i] = (rng.next() & 1) ? ids[rng.next() % kN] : static_cast<int64_t>(rng.next());
 
-    std::printf("idmap bench: %zu random int64 ids, our batch size %zu, best of %d\n", kN, kBatch, kReps);
+    std::printf("idmap bench: %zu random int64 ids, our batch size %zu, best of %d; our batched operations: %s\n", kN,
+                kBatch, kReps, ct_idmap_isa());
     const char* mode[2] = {"grow", "presized"};
     // Repetitions outermost and tables interleaved, so that load from other processes on
     // the machine hits every table alike; each figure is the best of its kReps runs.

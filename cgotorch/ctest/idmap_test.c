@@ -680,7 +680,63 @@ static void test_oom(void) {
     free(o2);
 }
 
-int main(void) {
+/* The two builds of the batched operations (idmap_isa.h) give the same results, and a map is
+ * one data structure whichever build touched it: one map switches build every batch, its twin
+ * stays on the baseline, and every output and the final contents agree. */
+static void test_isa_builds_agree(void) {
+    enum { NBATCH = 120, B = 3000 };
+    ct_idmap *a = ct_idmap_new(0), *b = ct_idmap_new(0);
+    if (!a || !b) exit(2);
+    int64_t *ids = (int64_t *)xalloc(B * sizeof(int64_t));
+    int64_t *oa = (int64_t *)xalloc(B * sizeof(int64_t)), *ob = (int64_t *)xalloc(B * sizeof(int64_t));
+    uint8_t na[B], nb[B];
+    int ok = 1;
+    const int saved = ct_idmap_baseline_only;
+    for (int k = 0; k < NBATCH; k++) {
+        for (int i = 0; i < B; i++) /* new ids, repeats of recent ones, and duplicates */
+            ids[i] = (int64_t)(rnd() % (uint64_t)(B * (k + 1))) * 0x9E3779B97F4A7C15LL;
+        ct_idmap_baseline_only = k & 1;
+        int64_t ra;
+        size_t fa;
+        switch (k % 4) {
+        case 0:
+        case 1:
+            ra = ct_idmap_find_or_insert(a, ids, B, oa, na);
+            ct_idmap_baseline_only = 1;
+            LOOP_CHECK(ok, ra == ct_idmap_find_or_insert(b, ids, B, ob, nb) && memcmp(na, nb, B) == 0);
+            break;
+        case 2:
+            ra = ct_idmap_erase(a, ids, B / 3, oa);
+            ct_idmap_baseline_only = 1;
+            LOOP_CHECK(ok, ra == ct_idmap_erase(b, ids, B / 3, ob));
+            break;
+        default:
+            fa = ct_idmap_find(a, ids, B, oa);
+            ct_idmap_baseline_only = 1;
+            LOOP_CHECK(ok, fa == ct_idmap_find(b, ids, B, ob));
+            ct_idmap_baseline_only = k & 2;
+            LOOP_CHECK(ok, ct_idmap_reserve(a, B) == 0);
+            ct_idmap_baseline_only = 1;
+            LOOP_CHECK(ok, ct_idmap_reserve(b, B) == 0);
+        }
+        LOOP_CHECK(ok, memcmp(oa, ob, (k % 4 == 2 ? B / 3 : B) * sizeof(int64_t)) == 0);
+    }
+    ct_idmap_baseline_only = saved;
+    CHECK(ok);
+    CHECK(maps_equal(a, b));
+    CHECK(ct_idmap_check(a) == 0 && ct_idmap_check(b) == 0);
+    CHECK(ct_idmap_size(a) > 100000); /* the maps grew through many splits */
+    ct_idmap_baseline_only = 1;
+    CHECK(strcmp(ct_idmap_isa(), "baseline") == 0);
+    ct_idmap_baseline_only = saved;
+    ct_idmap_free(a);
+    ct_idmap_free(b);
+    free(ids);
+    free(oa);
+    free(ob);
+}
+
+static void run_all(void) {
     test_empty_and_null();
     test_contiguous_and_dups();
     test_find_never_inserts();
@@ -693,6 +749,16 @@ int main(void) {
     test_churn(0);
     test_churn(60000);
     test_oom();
+}
+
+int main(void) {
+    /* every test with the build the CPU gets, then with the baseline build */
+    printf("idmap_test: batched operations built for %s\n", ct_idmap_isa());
+    run_all();
+    ct_idmap_baseline_only = 1;
+    run_all();
+    ct_idmap_baseline_only = 0;
+    test_isa_builds_agree();
     printf("idmap: %ld passed, %ld failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

@@ -1,0 +1,14 @@
+/* idmap_v3.c - the id map's batched operations (find, find_or_insert, erase, reserve) built for
+ * x86-64-v3: idmap.c compiled a second time under a target pragma, its entry points named
+ * ct_idmap_v3_*. idmap.c's public functions call them on CPUs that have x86-64-v3 (see
+ * idmap_isa.h). The same source, so the same results: only the instructions differ (VEX
+ * encoding, BMI, wider compares), and on this kind of code that is what bounds the speed. */
+#include "idmap_isa.h"
+
+#ifdef CT_IDMAP_DISPATCH
+#pragma GCC target("arch=x86-64-v3")
+#define CT_IDMAP_V3 1
+#include "idmap.c"
+#else
+typedef int ct_idmap_v3_unused; /* nothing to build: ISO C wants a declaration */
+#endif
