@@ -2,7 +2,8 @@
  * x86-64-v3: idmap.c compiled a second time under a target pragma, its entry points named
  * ct_idmap_v3_*. idmap.c's public functions call them on CPUs that have x86-64-v3 (see
  * idmap_isa.h). The same source, so the same results: only the instructions differ (VEX
- * encoding, BMI, wider compares), and on this kind of code that is what bounds the speed. */
+ * encoding, BMI, SSE4.1's one-instruction 64-bit compares), and on this kind of code that is
+ * what bounds the speed. */
 #include "idmap_isa.h"
 
 #ifdef CT_IDMAP_DISPATCH
