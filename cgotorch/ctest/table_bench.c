@@ -31,8 +31,9 @@
  * ahead, which is why they can beat them on updates).
  *
  * table_lookup_new10_d16: lookups where every tenth id of a batch is new (see bench_new_ids).
- * Also: the table's bytes per stored id beyond the rows themselves (ct_table_stats: id map, blocks' slack, per-row
- * bookkeeping), pre-sized and grown from empty, with and without access tracking.
+ * Also: the table's bytes per stored id beyond the rows themselves (ct_table_stats: id map,
+ * blocks' slack, per-row bookkeeping), pre-sized and grown from empty, with and without access
+ * tracking.
  * -track: the kernel benchmarks on tables created with CT_TABLE_TRACK_ACCESS (each training
  * lookup and update also writes the row's access record); names get a _track suffix. */
 #define _GNU_SOURCE
