@@ -77,8 +77,33 @@ constexpr int64_t kMaxDim = int64_t{1} << 20;
 constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
 // How many rows ahead the raw kernels prefetch.
 constexpr int64_t kAhead = 16;
-// Rows per chunk of at::parallel_for: about 32K floats of work per chunk.
-int64_t grain_rows(int64_t width) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1)); }
+// Asks the CPU to bring the bytes at p into the cache, to read or to write. Always inlined: as a
+// function of its own, GCC finds it has no side effects (prefetches do not count) and deletes
+// every call to it, which it did before (no prefetch was issued).
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+inline void prefetch_lines(const void *p, size_t bytes, bool write) {
+  const char *c = static_cast<const char *>(p);
+  for (size_t off = 0; off < bytes; off += 64) {
+    if (write) {
+      __builtin_prefetch(c + off, 1, 3);
+    } else {
+      __builtin_prefetch(c + off, 0, 3);
+    }
+  }
+}
+// Runs body(begin, end) over rows [0, n): in this thread for small batches, else in chunks of
+// at::parallel_for of about 32K floats of work each (width: floats touched per row).
+template <class F>
+void for_rows(int64_t n, int64_t width, const F &body) {
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1));
+  if (n < grain) {
+    body(int64_t{0}, n);
+  } else {
+    at::parallel_for(0, n, grain, body);
+  }
+}
 
 // ---- huge-page backed row storage (CPU tables) ---------------------------------------------
 //
@@ -360,33 +385,41 @@ class Table : public std::enable_shared_from_this<Table> {
   // ---- storage
   int nslots() const { return 1 + nstates_; }
   int64_t slot_width(int s) const { return width_[s]; }
-  float *slot_ptr(int s, int64_t r) const {
-    // A shift for power-of-two block sizes (the default): a 64-bit division costs tens of
-    // cycles and is not pipelined, which made it the bottleneck of gathers (~2x on lookups).
-    const int64_t b = block_shift_ >= 0 ? r >> block_shift_ : r / block_rows_;
-    const int64_t o = r - b * block_rows_;
-    return ptr_[static_cast<size_t>(b * narr_ + arr_[s])] + o * stride_[s] + off_[s];
+  // Where slot s of row r lives (raw CPU tables), from copies of the table's fields: a kernel
+  // that copies rows with memcpy (which may write any object) holds one in a local, so the
+  // fields are not loaded again for every row.
+  struct SlotAddr {
+    float *const *ptrs;  // the slot's array of block 0; block b's is b * narr further
+    int shift;
+    int64_t block_rows, narr, stride, off;
+    float *operator()(int64_t r) const {
+      // A shift and a mask for power-of-two block sizes (the default): a 64-bit division costs
+      // tens of cycles and is not pipelined, which made it the bottleneck of gathers (~2x on
+      // lookups).
+      int64_t b, o;
+      if (shift >= 0) {
+        b = r >> shift;
+        o = r & (block_rows - 1);
+      } else {
+        b = r / block_rows;
+        o = r - b * block_rows;
+      }
+      return ptrs[narr == 1 ? b : b * narr] + o * stride + off;
+    }
+  };
+  SlotAddr slot_addr(int s) const {
+    return {ptr_.data() + arr_[s], block_shift_, block_rows_, narr_, stride_[s], off_[s]};
   }
+  float *slot_ptr(int s, int64_t r) const { return slot_addr(s)(r); }
   int64_t capacity() const { return nblocks_ * block_rows_; }
   // Asks the CPU to bring slots [s0, s1) of row r into the cache (raw kernels): random rows of
   // a large table are memory-latency bound, and the hardware prefetchers do not follow rows.
-  // Always inlined: as a function of its own, GCC finds it has no side effects (prefetches do
-  // not count) and deletes every call to it, which it did before (no prefetch was issued).
+  // Always inlined, as prefetch_lines is.
 #if defined(__GNUC__)
   __attribute__((always_inline))
 #endif
   void prefetch(int64_t r, int s0, int s1, bool write) const {
-    for (int s = s0; s < s1; s++) {
-      const char *p = reinterpret_cast<const char *>(slot_ptr(s, r));
-      const int64_t bytes = width_[s] * static_cast<int64_t>(sizeof(float));
-      for (int64_t off = 0; off < bytes; off += 64) {
-        if (write) {
-          __builtin_prefetch(p + off, 1, 3);
-        } else {
-          __builtin_prefetch(p + off, 0, 3);
-        }
-      }
-    }
+    for (int s = s0; s < s1; s++) prefetch_lines(slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]), write);
   }
   void ensure_rows(int64_t need);
   void free_storage();
@@ -436,6 +469,8 @@ class Table : public std::enable_shared_from_this<Table> {
   // The current value of slot s of rows[0, n) (rows[i] >= 0) into out [n, width] on the storage
   // device, with SGD momentum brought up to date (without changing the table).
   void gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const;
+  // gather's raw kernel without momentum catch-up: out [n, width_[s]] on the host.
+  void gather_plain(const int64_t *rows, int64_t n, int s, float *out) const;
   at::Tensor gather_slot_tensor(const std::vector<int64_t> &rows, int s) const;
   void scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src);
   BlockPlan plan(const std::vector<int64_t> &rows) const;
@@ -718,12 +753,7 @@ void Table::init_rows_raw(const int64_t *ids, const int64_t *rows, const uint8_t
       if (!stamp_.empty()) stamp_[static_cast<size_t>(r)] = now;
     }
   };
-  const int64_t grain = grain_rows(dim_ * 4);
-  if (n < grain) {
-    body(0, n);
-  } else {
-    at::parallel_for(0, n, grain, body);
-  }
+  for_rows(n, dim_ * 4, body);
 }
 
 void Table::init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint8_t *is_new,
@@ -845,6 +875,11 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
   if (raw_) {
     float *o = out.data_ptr<float>();
     const int64_t w = width_[s];
+    if (!momentum) {
+      gather_plain(rows, n, s, o);
+      return;
+    }
+    // SGD with momentum: rows brought up to date on the way.
     auto body = [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], s, s + 1, false);
       for (int64_t i = begin; i < end; i++) {
@@ -852,7 +887,6 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
         const int64_t r = rows[i];
         float *dst = o + i * w;
         std::memcpy(dst, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(w));
-        if (!momentum) continue;
         const int64_t k = step_ - stamp_[static_cast<size_t>(r)];
         if (k <= 0) continue;
         double S, decay;
@@ -867,12 +901,7 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
         }
       }
     };
-    const int64_t grain = grain_rows(w);
-    if (n < grain) {
-      body(0, n);
-    } else {
-      at::parallel_for(0, n, grain, body);
-    }
+    for_rows(n, w, body);
     return;
   }
   std::vector<int64_t> rv(rows, rows + n);
@@ -888,6 +917,40 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
     }
   }
   out.copy_(g);
+}
+
+namespace {
+// Copies rows[begin, end) of one slot (w floats each, at addr(rows[i])) to out + i * w,
+// prefetching rows kAhead ahead. W > 0: w == W, known to the compiler, whose inline copy of a
+// short constant size is a few vector moves where a call to memcpy costs as much again (~15%
+// on lookups at D = 16 and 64). W == 0: any w, through memcpy (for 512 bytes and more GCC's
+// inline copy is rep movs, slower here than the library's).
+// (addr by value: a reference would be read again after every copy, as the fields were.)
+template <int64_t W, class Addr>
+void gather_span(const int64_t *rows, int64_t begin, int64_t end, int64_t w, const Addr addr, float *out) {
+  const int64_t width = W > 0 ? W : w;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(width);
+  for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch_lines(addr(rows[i]), bytes, false);
+  for (int64_t i = begin; i < end; i++) {
+    if (i + kAhead < end) prefetch_lines(addr(rows[i + kAhead]), bytes, false);
+    std::memcpy(out + i * width, addr(rows[i]), bytes);
+  }
+}
+}  // namespace
+
+void Table::gather_plain(const int64_t *rows, int64_t n, int s, float *out) const {
+  const SlotAddr addr = slot_addr(s);
+  const int64_t w = width_[s];
+  auto body = [&](int64_t begin, int64_t end) {
+    switch (w) {
+      case 8: gather_span<8>(rows, begin, end, w, addr, out); break;
+      case 16: gather_span<16>(rows, begin, end, w, addr, out); break;
+      case 32: gather_span<32>(rows, begin, end, w, addr, out); break;
+      case 64: gather_span<64>(rows, begin, end, w, addr, out); break;
+      default: gather_span<0>(rows, begin, end, w, addr, out); break;
+    }
+  };
+  for_rows(n, w, body);
 }
 
 at::Tensor Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const {
@@ -1167,12 +1230,7 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
       opt_.apply(c, gp[i], w, s0, s1);
     }
   };
-  const int64_t grain = grain_rows(dim_ * 8);
-  if (u < grain) {
-    body(0, u);
-  } else {
-    at::parallel_for(0, u, grain, body);
-  }
+  for_rows(u, dim_ * 8, body);
 }
 
 void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {

@@ -432,6 +432,54 @@ static void test_kernels_agree(void) {
   }
 }
 
+/* Lookups copy rows with a kernel per row width (8, 16, 32 and 64 floats have their own; other
+ * widths share one), addressing rows by shift and mask when block_rows is a power of two and by
+ * division otherwise. For each width, both layouts (with Adagrad's state the interleaved row
+ * is wider than what is copied) and both kinds of block size: written rows, then a lookup of a
+ * batch large enough to be split among threads, in scrambled order with repeats. */
+static void test_gather_widths(void) {
+  enum { N = 3000, B = 4500 };
+  const int64_t dims[5] = {5, 8, 16, 32, 64}, blocks[2] = {64, 48};
+  int64_t *ids = malloc(sizeof(int64_t) * N), *batch = malloc(sizeof(int64_t) * B);
+  float *vals = malloc(sizeof(float) * N * 64), *got = malloc(sizeof(float) * B * 64);
+  for (int64_t i = 0; i < N; i++) ids[i] = (i * 7919) ^ (int64_t)0x5DEECE66DLL;
+  for (int64_t i = 0; i < B; i++) batch[i] = ids[(i * 613) % N];
+  for (int di = 0; di < 5; di++) {
+    for (int layout = 0; layout < 2; layout++) {
+      for (int bi = 0; bi < 2; bi++) {
+        const int64_t d = dims[di];
+        ct_table t = NULL;
+        ct_table_config cfg = config(d, CT_OPT_ADAGRAD);
+        const double adagrad[4] = {0.1, 0.01, 0.1, 1e-10};
+        memcpy(cfg.opt_params, adagrad, sizeof adagrad);
+        cfg.layout = layout;
+        cfg.block_rows = blocks[bi];
+        CHECK(ok(ct_table_new(&t, "widths", &cfg)));
+        for (int64_t i = 0; i < N * d; i++) vals[i] = (float)(i % 1009) * 0.25f + (float)d;
+        ct_tensor k = ids_tensor(ids, N), v = rows_tensor(vals, N, d), rows = NULL, bk = ids_tensor(batch, B);
+        CHECK(ok(ct_table_write(t, k, v)));
+        CHECK(ok(ct_table_lookup(&rows, t, bk)) && take_floats(rows, got, (size_t)(B * d)));
+        int same = 1;
+        for (int64_t i = 0; i < B; i++) {
+          const float *want = vals + ((i * 613) % N) * d;
+          same &= memcmp(got + i * d, want, sizeof(float) * (size_t)d) == 0;
+        }
+        if (!same) fprintf(stderr, "dim %ld layout %d block_rows %ld: wrong rows\n", (long)d, layout, (long)blocks[bi]);
+        CHECK(same);
+        ct_tensor_free(k);
+        ct_tensor_free(v);
+        ct_tensor_free(bk);
+        CHECK(ok(ct_table_close(t)));
+        ct_table_free(t);
+      }
+    }
+  }
+  free(ids);
+  free(batch);
+  free(vals);
+  free(got);
+}
+
 /* Distinct ids of a batch come from a hash table that each thread keeps between batches and
  * never clears (cgotorch/table_batch.hxx), its slots told apart by batch stamps; the sanitizer
  * build wraps the stamps every 3 batches. Across 40 batches with repeated ids (updates: summed
@@ -1044,6 +1092,7 @@ int main(void) {
   test_lookup_read_write();
   test_update_and_bad_input();
   test_kernels_agree();
+  test_gather_widths();
   test_duplicates_across_batches();
   test_prefetch();
   test_autograd();
