@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "table_internal.h"
+#include "table_lanes.h"
 
 namespace ct {
 namespace table {
@@ -258,57 +259,69 @@ void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
   *decay = mk;
 }
 
-// The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding.
+// The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding;
+// they run four elements at a time where they can (table_lanes.h: the results are the same).
+// In each body, T is the lane type (float, or four floats).
+#define CT_LANE_T using T = typename decltype(lane)::T
 void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
   const int64_t d = dim;
   switch (kind) {
     case CT_OPT_SGD: {
       const float nlr = static_cast<float>(-p[0]);
       if (!has_momentum()) {
-        for (int64_t j = 0; j < d; j++) w[j] += nlr * g[j];
+        for_lanes(d, [&](int64_t j, auto lane) {
+          CT_LANE_T;
+          lane_store(w + j, lane_load<T>(w + j) + nlr * lane_load<T>(g + j));
+        });
         return;
       }
       const float m = static_cast<float>(p[1]), a = static_cast<float>(1 - p[2]);
-      const bool nesterov = p[3] != 0;
-      for (int64_t j = 0; j < d; j++) {
-        float b = c.t == 1 ? g[j] : s0[j] * m + a * g[j];
-        s0[j] = b;
-        float step = nesterov ? g[j] + m * b : b;
-        w[j] += nlr * step;
-      }
+      const bool first = c.t == 1, nesterov = p[3] != 0;
+      for_lanes(d, [&](int64_t j, auto lane) {
+        CT_LANE_T;
+        const T gj = lane_load<T>(g + j);
+        const T b = first ? gj : lane_load<T>(s0 + j) * m + a * gj;
+        lane_store(s0 + j, b);
+        lane_store(w + j, lane_load<T>(w + j) + nlr * (nesterov ? gj + m * b : b));
+      });
       return;
     }
     case CT_OPT_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
-      for (int64_t j = 0; j < d; j++) {
-        s0[j] += g[j] * g[j];
-        float std = std::sqrt(s0[j]) + eps;
-        w[j] += nclr * (g[j] / std);
-      }
+      for_lanes(d, [&](int64_t j, auto lane) {
+        CT_LANE_T;
+        const T gj = lane_load<T>(g + j), s = lane_load<T>(s0 + j) + gj * gj;
+        lane_store(s0 + j, s);
+        lane_store(w + j, lane_load<T>(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
+      });
       return;
     }
     case CT_OPT_ROWWISE_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
       double ss = 0;
-      for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];
+      for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];  // in order
       s0[0] += static_cast<float>(ss / static_cast<double>(d));
       const float denom = std::sqrt(s0[0]) + eps;
-      for (int64_t j = 0; j < d; j++) w[j] += nclr * (g[j] / denom);
+      for_lanes(d, [&](int64_t j, auto lane) {
+        CT_LANE_T;
+        lane_store(w + j, lane_load<T>(w + j) + nclr * (lane_load<T>(g + j) / denom));
+      });
       return;
     }
     case CT_OPT_SPARSE_ADAM: {
       const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
       const float eps = static_cast<float>(p[3]), nss = static_cast<float>(-c.step_size);
-      for (int64_t j = 0; j < d; j++) {
-        const float m0 = s0[j], v0 = s1[j];
-        const float mu = (g[j] - m0) * a1;
-        const float vu = (g[j] * g[j] - v0) * a2;
-        s0[j] = m0 + mu;
-        s1[j] = v0 + vu;
-        const float numer = mu + m0;
-        const float denom = std::sqrt(vu + v0) + eps;
-        w[j] += nss * (numer / denom);
-      }
+      for_lanes(d, [&](int64_t j, auto lane) {
+        CT_LANE_T;
+        const T gj = lane_load<T>(g + j), m0 = lane_load<T>(s0 + j), v0 = lane_load<T>(s1 + j);
+        const T mu = (gj - m0) * a1;
+        const T vu = (gj * gj - v0) * a2;
+        lane_store(s0 + j, m0 + mu);
+        lane_store(s1 + j, v0 + vu);
+        const T numer = mu + m0;
+        const T denom = lane_sqrt(vu + v0) + eps;
+        lane_store(w + j, lane_load<T>(w + j) + nss * (numer / denom));
+      });
       return;
     }
     case CT_OPT_ADAMW: {
@@ -316,13 +329,16 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
       const float eps = static_cast<float>(p[3]), decay = static_cast<float>(1 - p[0] * p[4]);
       const float nss = static_cast<float>(-c.step_size), bc2s = static_cast<float>(c.bc2_sqrt);
-      for (int64_t j = 0; j < d; j++) {
-        w[j] *= decay;
-        s0[j] = s0[j] * b1 + a1 * g[j];
-        s1[j] = s1[j] * b2 + a2 * (g[j] * g[j]);
-        const float denom = std::sqrt(s1[j]) / bc2s + eps;
-        w[j] += nss * (s0[j] / denom);
-      }
+      for_lanes(d, [&](int64_t j, auto lane) {
+        CT_LANE_T;
+        const T gj = lane_load<T>(g + j), wd = lane_load<T>(w + j) * decay;
+        const T m = lane_load<T>(s0 + j) * b1 + a1 * gj;
+        const T v = lane_load<T>(s1 + j) * b2 + a2 * (gj * gj);
+        lane_store(s0 + j, m);
+        lane_store(s1 + j, v);
+        const T denom = lane_sqrt(v) / bc2s + eps;
+        lane_store(w + j, wd + nss * (m / denom));
+      });
       return;
     }
     case CT_OPT_FTRL: {
@@ -344,6 +360,7 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       throw arg_error("the table has no optimizer");
   }
 }
+#undef CT_LANE_T
 
 void Optim::apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,
                   at::Tensor *s1) const {
