@@ -62,6 +62,7 @@
 
 #include "idmap.h"
 #include "table_internal.h"
+#include "table_lanes.h"
 #include "table_meta.h"
 
 namespace ct {
@@ -892,13 +893,13 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
         double S, decay;
         opt_.catch_up_factors(k, &S, &decay);
         const float *buf = slot_ptr(1, r);
-        if (s == 0) {
-          const float mv = static_cast<float>(-opt_.p[0] * S);
-          for (int64_t j = 0; j < w; j++) dst[j] += mv * buf[j];
-        } else {
-          const float dc = static_cast<float>(decay);
-          for (int64_t j = 0; j < w; j++) dst[j] = buf[j] * dc;
-        }
+        // dst + mv * buf for the row, buf * decay for the buffer
+        const float mv = s == 0 ? static_cast<float>(-opt_.p[0] * S) : 0.f, dc = static_cast<float>(decay);
+        for_lanes(w, [&](int64_t j, auto lane) {
+          using T = typename decltype(lane)::T;
+          const T b = lane_load<T>(buf + j);
+          lane_store(dst + j, s == 0 ? lane_load<T>(dst + j) + mv * b : b * dc);
+        });
       }
     };
     for_rows(n, w, body);
@@ -1220,10 +1221,12 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
           double S, decay;
           opt_.catch_up_factors(kk, &S, &decay);
           const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
-          for (int64_t j = 0; j < dim_; j++) {
-            w[j] += mv * s0[j];
-            s0[j] *= dc;
-          }
+          for_lanes(dim_, [&](int64_t j, auto lane) {
+            using T = typename decltype(lane)::T;
+            const T b = lane_load<T>(s0 + j);
+            lane_store(w + j, lane_load<T>(w + j) + mv * b);
+            lane_store(s0 + j, b * dc);
+          });
         }
         stamp_[static_cast<size_t>(r)] = t;
       }
