@@ -1167,7 +1167,10 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
           continue;
         }
         float *d = sums.data() + static_cast<size_t>(slot[j]) * static_cast<size_t>(dim_);
-        for (int64_t c = 0; c < dim_; c++) d[c] += sr[c];
+        for_lanes(dim_, [&](int64_t c, auto lane) {
+          using T = typename decltype(lane)::T;
+          lane_store(d + c, lane_load<T>(d + c) + lane_load<T>(sr + c));
+        });
         gptr[j] = d;
       }
     } else {

@@ -557,7 +557,7 @@ static void test_lanes_match_scalar(void) {
  * gradients; writes: the last value wins), including one batch too big for the kept table,
  * every row must match a plain model of the rules. */
 static void test_duplicates_across_batches(void) {
-  enum { U = 60, D = 2, BIG = 40000 };
+  enum { U = 60, D = 5, BIG = 40000 }; /* D = 5: four lanes and one scalar element */
   static int64_t ids[BIG];
   static float vals[BIG * D];
   float want[U * D], got[U * D];
