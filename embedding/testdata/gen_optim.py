@@ -4,8 +4,9 @@ the reference the table's optimizers must match (embedding/optim_test.go).
 
 Run with Debian's python3-torch (1.13):  /usr/bin/python3 embedding/testdata/gen_optim.py
 
-Each case: a dense twin nn.Embedding(6, 3, sparse=True) with known initial rows, and steps of
-(ids, per-occurrence gradients). The ids repeat within a step (gradients are summed), row 3 is
+Each case: a dense twin nn.Embedding(6, 6, sparse=True) with known initial rows, and steps of
+(ids, per-occurrence gradients). Dim 6: the table's raw kernels take elements 0-3 four at a time
+and 4-5 one at a time (cgotorch/table_lanes.h), so both paths meet PyTorch's numbers. The ids repeat within a step (gradients are summed), row 3 is
 first seen at step 2 and row 4 at step 4, row 2 gets a zero gradient at step 2 after a non-zero
 one at step 1, row 0 is absent from steps 2 and 4, and row 5 is never seen. The gradient for
 the occurrences is pushed through the real lookup: loss = sum(emb(ids) * grads). After every
@@ -16,7 +17,7 @@ import os
 
 import torch
 
-DIM = 3
+DIM = 6
 ROWS = 6
 # The raw ids the table uses for rows 0..5 of the dense twin.
 TABLE_IDS = [1180210, 42, -7, 655922, 99, 3]
@@ -28,6 +29,14 @@ STEPS = [
     ([0, 0, 3], [[2.0, -0.5, 0.25], [-1.0, 1.0, 0.5], [0.7, 0.7, -0.7]]),
     ([4, 1, 4], [[0.2, -0.4, 0.6], [0.9, 0.1, -0.2], [0.3, 0.3, 0.3]]),
 ]
+
+
+def widen(g):
+    """A 3-column gradient row widened to DIM = 6 columns (a zero row stays zero)."""
+    return g + [-1.5 * g[0], 0.75 * g[1], 2.0 * g[2]]
+
+
+STEPS = [(ids, [widen(g) for g in grads]) for ids, grads in STEPS]
 
 # Per case: when each row first takes part (step index, 0-based); the Go test writes a row's
 # initial value just before that step, so the table first sees it then.
