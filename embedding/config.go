@@ -23,8 +23,9 @@ type Config struct {
 	// Device is where the rows live; default the CPU. A CUDA table needs a libtorch with CUDA.
 	Device cgotorch.Device
 	// Layout places optimizer states in block arrays of their own (Separate, the default) or
-	// beside the embedding in one block row (Interleaved). BenchmarkLayout compares them;
-	// Separate was the faster one where gorec was measured.
+	// beside the embedding in one block row (Interleaved). BenchmarkLayout compares them: where
+	// gorec was measured, Separate made lookups 1.17x faster and Interleaved SparseAdam updates
+	// 1.14x faster, so a training step is about even and lookup-only serving favours Separate.
 	Layout Layout
 	// ReadDefault is the row Read and Prefetch give for ids not in the table: ReadZeros (the
 	// default) or ReadInitial (the initializer's value, what Lookup would insert).
