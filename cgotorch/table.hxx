@@ -923,9 +923,10 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
 namespace {
 // Copies rows[begin, end) of one slot (w floats each, at addr(rows[i])) to out + i * w,
 // prefetching rows kAhead ahead. W > 0: w == W, known to the compiler, whose inline copy of a
-// short constant size is a few vector moves where a call to memcpy costs as much again (~15%
-// on lookups at D = 16 and 64). W == 0: any w, through memcpy (for 512 bytes and more GCC's
-// inline copy is rep movs, slower here than the library's).
+// short constant size is a few vector moves, where a call to memcpy of a run-time size costs
+// about as much again (with the addressing below, lookups got 10-15% faster at D = 16 and 64).
+// W == 0: any w, through memcpy (for 512 bytes and more GCC's inline copy is rep movs, slower
+// here than the library's).
 // (addr by value: a reference would be read again after every copy, as the fields were.)
 template <int64_t W, class Addr>
 void gather_span(const int64_t *rows, int64_t begin, int64_t end, int64_t w, const Addr addr, float *out) {
