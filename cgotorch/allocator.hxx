@@ -31,7 +31,12 @@ void counted_free(void *data) {
 
 // libtorch 1.x declares `allocate(size_t) const`; 2.x made it non-const and added the pure virtual
 // copy_data. Both allocate overloads are declared (each version overrides the one it has and sees
-// the other as a plain overload), and copy_data is a harmless extra member on 1.x.
+// the other as a plain overload), and copy_data is a harmless extra member on 1.x. (So only some
+// members can say `override`; Clang's warning about that is silenced here.)
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Winconsistent-missing-override"
+#endif
 struct CountingAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) { return allocate_counted(n); }
   c10::DataPtr allocate(size_t n) const { return allocate_counted(n); }
@@ -51,6 +56,9 @@ struct CountingAllocator final : c10::Allocator {
     return {data, data, &counted_free, c10::Device(c10::DeviceType::CPU)};
   }
 };
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 CountingAllocator counting_allocator;
 
