@@ -895,10 +895,9 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
         const float *buf = slot_ptr(1, r);
         // dst + mv * buf for the row, buf * decay for the buffer
         const float mv = s == 0 ? static_cast<float>(-opt_.p[0] * S) : 0.f, dc = static_cast<float>(decay);
-        for_lanes(w, [&](int64_t j, auto lane) {
-          using T = typename decltype(lane)::T;
-          const T b = lane_load<T>(buf + j);
-          lane_store(dst + j, s == 0 ? lane_load<T>(dst + j) + mv * b : b * dc);
+        for_lanes(w, [&](int64_t j, auto L) {
+          const auto b = L.load(buf + j);
+          L.store(dst + j, s == 0 ? L.load(dst + j) + mv * b : b * dc);
         });
       }
     };
@@ -1168,10 +1167,7 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
           continue;
         }
         float *d = sums.data() + static_cast<size_t>(slot[j]) * static_cast<size_t>(dim_);
-        for_lanes(dim_, [&](int64_t c, auto lane) {
-          using T = typename decltype(lane)::T;
-          lane_store(d + c, lane_load<T>(d + c) + lane_load<T>(sr + c));
-        });
+        for_lanes(dim_, [&](int64_t c, auto L) { L.store(d + c, L.load(d + c) + L.load(sr + c)); });
         gptr[j] = d;
       }
     } else {
@@ -1225,11 +1221,10 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
           double S, decay;
           opt_.catch_up_factors(kk, &S, &decay);
           const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
-          for_lanes(dim_, [&](int64_t j, auto lane) {
-            using T = typename decltype(lane)::T;
-            const T b = lane_load<T>(s0 + j);
-            lane_store(w + j, lane_load<T>(w + j) + mv * b);
-            lane_store(s0 + j, b * dc);
+          for_lanes(dim_, [&](int64_t j, auto L) {
+            const auto b = L.load(s0 + j);
+            L.store(w + j, L.load(w + j) + mv * b);
+            L.store(s0 + j, b * dc);
           });
         }
         stamp_[static_cast<size_t>(r)] = t;

@@ -27,33 +27,27 @@
 namespace ct {
 namespace table {
 
-struct Lane1 {
-  using T = float;
+// A lane of element type T (float, or four floats): unaligned loads and stores (movups for four).
+template <class T>
+struct Lane {
+  static T load(const float *p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(float *p, T v) { std::memcpy(p, &v, sizeof v); }
 };
+using Lane1 = Lane<float>;
 inline float lane_sqrt(float x) { return std::sqrt(x); }
 
 #ifdef CT_TABLE_LANES4
 typedef float float4 __attribute__((vector_size(16)));
-struct Lane4 {
-  using T = float4;
-};
+using Lane4 = Lane<float4>;
 inline float4 lane_sqrt(float4 x) { return reinterpret_cast<float4>(_mm_sqrt_ps(reinterpret_cast<__m128>(x))); }
 #endif
 
-// Unaligned loads and stores of one lane (movups for four floats).
-template <class T>
-inline T lane_load(const float *p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class T>
-inline void lane_store(float *p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
 // body(j, Lane4{}) for j = 0, 4, 8, ... while four elements remain, then body(j, Lane1{}) for
-// the rest; body is a generic lambda working on typename decltype(lane)::T.
+// the rest; body is a generic lambda: [&](int64_t j, auto L) { L.store(w + j, L.load(w + j) * 2); }
 template <class F>
 inline void for_lanes(int64_t d, const F &body) {
   int64_t j = 0;

@@ -261,38 +261,34 @@ void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
 
 // The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding;
 // they run four elements at a time where they can (table_lanes.h: the results are the same).
-// In each body, T is the lane type (float, or four floats).
-#define CT_LANE_T using T = typename decltype(lane)::T
+// In each body, L is the lane (L.load, L.store: one float, or four).
 void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
   const int64_t d = dim;
   switch (kind) {
     case CT_OPT_SGD: {
       const float nlr = static_cast<float>(-p[0]);
       if (!has_momentum()) {
-        for_lanes(d, [&](int64_t j, auto lane) {
-          CT_LANE_T;
-          lane_store(w + j, lane_load<T>(w + j) + nlr * lane_load<T>(g + j));
+        for_lanes(d, [&](int64_t j, auto L) {
+          L.store(w + j, L.load(w + j) + nlr * L.load(g + j));
         });
         return;
       }
       const float m = static_cast<float>(p[1]), a = static_cast<float>(1 - p[2]);
       const bool first = c.t == 1, nesterov = p[3] != 0;
-      for_lanes(d, [&](int64_t j, auto lane) {
-        CT_LANE_T;
-        const T gj = lane_load<T>(g + j);
-        const T b = first ? gj : lane_load<T>(s0 + j) * m + a * gj;
-        lane_store(s0 + j, b);
-        lane_store(w + j, lane_load<T>(w + j) + nlr * (nesterov ? gj + m * b : b));
+      for_lanes(d, [&](int64_t j, auto L) {
+        const auto gj = L.load(g + j);
+        const auto b = first ? gj : L.load(s0 + j) * m + a * gj;
+        L.store(s0 + j, b);
+        L.store(w + j, L.load(w + j) + nlr * (nesterov ? gj + m * b : b));
       });
       return;
     }
     case CT_OPT_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
-      for_lanes(d, [&](int64_t j, auto lane) {
-        CT_LANE_T;
-        const T gj = lane_load<T>(g + j), s = lane_load<T>(s0 + j) + gj * gj;
-        lane_store(s0 + j, s);
-        lane_store(w + j, lane_load<T>(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
+      for_lanes(d, [&](int64_t j, auto L) {
+        const auto gj = L.load(g + j), s = L.load(s0 + j) + gj * gj;
+        L.store(s0 + j, s);
+        L.store(w + j, L.load(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
       });
       return;
     }
@@ -302,25 +298,23 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];  // in order
       s0[0] += static_cast<float>(ss / static_cast<double>(d));
       const float denom = std::sqrt(s0[0]) + eps;
-      for_lanes(d, [&](int64_t j, auto lane) {
-        CT_LANE_T;
-        lane_store(w + j, lane_load<T>(w + j) + nclr * (lane_load<T>(g + j) / denom));
+      for_lanes(d, [&](int64_t j, auto L) {
+        L.store(w + j, L.load(w + j) + nclr * (L.load(g + j) / denom));
       });
       return;
     }
     case CT_OPT_SPARSE_ADAM: {
       const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
       const float eps = static_cast<float>(p[3]), nss = static_cast<float>(-c.step_size);
-      for_lanes(d, [&](int64_t j, auto lane) {
-        CT_LANE_T;
-        const T gj = lane_load<T>(g + j), m0 = lane_load<T>(s0 + j), v0 = lane_load<T>(s1 + j);
-        const T mu = (gj - m0) * a1;
-        const T vu = (gj * gj - v0) * a2;
-        lane_store(s0 + j, m0 + mu);
-        lane_store(s1 + j, v0 + vu);
-        const T numer = mu + m0;
-        const T denom = lane_sqrt(vu + v0) + eps;
-        lane_store(w + j, lane_load<T>(w + j) + nss * (numer / denom));
+      for_lanes(d, [&](int64_t j, auto L) {
+        const auto gj = L.load(g + j), m0 = L.load(s0 + j), v0 = L.load(s1 + j);
+        const auto mu = (gj - m0) * a1;
+        const auto vu = (gj * gj - v0) * a2;
+        L.store(s0 + j, m0 + mu);
+        L.store(s1 + j, v0 + vu);
+        const auto numer = mu + m0;
+        const auto denom = lane_sqrt(vu + v0) + eps;
+        L.store(w + j, L.load(w + j) + nss * (numer / denom));
       });
       return;
     }
@@ -329,15 +323,14 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
       const float eps = static_cast<float>(p[3]), decay = static_cast<float>(1 - p[0] * p[4]);
       const float nss = static_cast<float>(-c.step_size), bc2s = static_cast<float>(c.bc2_sqrt);
-      for_lanes(d, [&](int64_t j, auto lane) {
-        CT_LANE_T;
-        const T gj = lane_load<T>(g + j), wd = lane_load<T>(w + j) * decay;
-        const T m = lane_load<T>(s0 + j) * b1 + a1 * gj;
-        const T v = lane_load<T>(s1 + j) * b2 + a2 * (gj * gj);
-        lane_store(s0 + j, m);
-        lane_store(s1 + j, v);
-        const T denom = lane_sqrt(v) / bc2s + eps;
-        lane_store(w + j, wd + nss * (m / denom));
+      for_lanes(d, [&](int64_t j, auto L) {
+        const auto gj = L.load(g + j), wd = L.load(w + j) * decay;
+        const auto m = L.load(s0 + j) * b1 + a1 * gj;
+        const auto v = L.load(s1 + j) * b2 + a2 * (gj * gj);
+        L.store(s0 + j, m);
+        L.store(s1 + j, v);
+        const auto denom = lane_sqrt(v) / bc2s + eps;
+        L.store(w + j, wd + nss * (m / denom));
       });
       return;
     }
@@ -360,7 +353,6 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       throw arg_error("the table has no optimizer");
   }
 }
-#undef CT_LANE_T
 
 void Optim::apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,
                   at::Tensor *s1) const {
