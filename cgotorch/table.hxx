@@ -16,7 +16,8 @@
 //   - Kernels: CPU tables use raw loops over rows (at::parallel_for for large batches; rows are
 //     independent, so results do not depend on the thread count). CUDA tables (and CPU tables
 //     created with CT_TABLE_TENSOR_KERNELS, which is how the CUDA code path is tested on CPU)
-//     gather the touched rows of each slot per block with index_select, run the optimizer as
+//     keep their blocks in chunks (one tensor per array for each growth, see chunk_growth),
+//     gather the touched rows of each slot per chunk with index_select, run the optimizer as
 //     tensor ops and scatter back with index_copy_.
 //
 // Atomicity: every input is validated (dtype, rank, contiguity, sizes, finiteness) and every
@@ -28,7 +29,8 @@
 // Locking
 //   - Each table has one std::shared_mutex `mu_`. Shared: lookups whose ids are all present
 //     (the common case; a lookup that must insert drops the shared lock, retakes it
-//     exclusively and inserts only the ids it missed unless remaps_ moved), read, indices without insert, export, stats. Exclusive: lookups that insert,
+//     exclusively and inserts only the ids it missed unless remaps_ moved), read, indices
+//     without insert, export, stats. Exclusive: lookups that insert,
 //     indices with insert, write, update, delete, clear, close. Every operation checks `closed_`
 //     after taking the lock.
 //   - close sets `closed_` and then takes `mu_` exclusively: it waits for the operations in
@@ -71,8 +73,8 @@ namespace table {
 namespace {
 
 constexpr int64_t kDefaultBlockRows = 4096;
-// On a GPU a batch costs two kernels per block it touches (index_select, index_copy_): bigger
-// blocks, fewer launches (random rows of 2^20 touch 256 blocks of 4096, 16 of 65536).
+// On a GPU a batch costs kernels per chunk it touches (index_select, index_copy_), and a table
+// grown from nothing has about log2(rows / block_rows) chunks: bigger blocks, fewer chunks.
 constexpr int64_t kDefaultCudaBlockRows = 65536;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
 constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
@@ -119,6 +121,8 @@ void for_rows(int64_t n, int64_t width, const F &body) {
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kSlabMin = 2 * kHugePage;
 constexpr size_t kSlabMax = size_t{256} << 20;
+// Tensor-kernel tables: the most bytes (all arrays) a growth reserves beyond what it needs.
+constexpr size_t kChunkGrowMax = size_t{1} << 30;
 
 }  // namespace
 
@@ -313,17 +317,17 @@ struct Snapshot {
   int64_t step = 0;
 };
 
-// A batch's rows grouped by block for the tensor kernels: pos (indices into the batch) and off
-// (offsets within the block), in block order, on the storage device; blocks[k] covers
+// A batch's rows grouped by chunk for the tensor kernels: pos (indices into the batch) and off
+// (row offsets within the chunk), in chunk order, on the storage device; chunks[k] covers
 // [begin[k], begin[k + 1]) of them. One host-to-device copy for the whole batch, however many
-// blocks it touches (a copy per block had made a GPU lookup of 4,096 random rows take 10 ms);
+// chunks it touches (a copy per block had made a GPU lookup of 4,096 random rows take 10 ms);
 // an update makes one plan for all its gathers and scatters.
-struct BlockPlan {
+struct RowPlan {
   at::Tensor pos, off;
-  std::vector<int64_t> blocks, begin;
+  std::vector<int64_t> chunks, begin;
   int64_t n = 0;
-  // One block: the (stable) grouping kept the batch order, so pos is 0, 1, ..., n-1.
-  bool one_block() const { return blocks.size() == 1; }
+  // One chunk: the batch order is kept, so pos is 0, 1, ..., n-1.
+  bool one_chunk() const { return chunks.size() == 1; }
 };
 
 class Table : public std::enable_shared_from_this<Table> {
@@ -474,9 +478,14 @@ class Table : public std::enable_shared_from_this<Table> {
   void gather_plain(const int64_t *rows, int64_t n, int s, float *out) const;
   at::Tensor gather_slot_tensor(const std::vector<int64_t> &rows, int s) const;
   void scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const at::Tensor &src);
-  BlockPlan plan(const std::vector<int64_t> &rows) const;
-  at::Tensor gather_slot_tensor(const BlockPlan &p, int s) const;
-  void scatter_slot_tensor(const BlockPlan &p, int s, const at::Tensor &src);
+  RowPlan plan(const std::vector<int64_t> &rows) const;
+  at::Tensor gather_slot_tensor(const RowPlan &p, int s) const;
+  void scatter_slot_tensor(const RowPlan &p, int s, const at::Tensor &src);
+  // Tensor kernels: the block count that ensure_rows grows to when `want` blocks are needed.
+  int64_t chunk_growth(int64_t want) const;
+  // Compaction of a tensor-kernel table down to nb blocks: keeps whole the chunks that hold
+  // them (a chunk is one tensor) and drops the rest; returns the blocks kept.
+  int64_t trim_chunks(int64_t nb);
   // Rows of rows[0, n) with defaults for rows[i] < 0 (ids[i] gives the initial value).
   at::Tensor gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const;
   // Tensor-kernel momentum factors of rows: lr * S(k) and m^k as [n, 1] tensors.
@@ -515,6 +524,12 @@ class Table : public std::enable_shared_from_this<Table> {
   std::shared_ptr<Mapping> slab_[3];  // CPU tables: the slab of array a that new blocks come from
   size_t slab_used_[3] = {0, 0, 0};   // bytes of it handed out
   std::vector<float *> ptr_;        // their data pointers (CPU tables)
+  // Tensor-kernel tables (CUDA, or CPU with CT_TABLE_TENSOR_KERNELS): each growth allocates one
+  // tensor per array, a chunk, and cuts its new blocks out of it, so that a batch costs kernel
+  // launches per chunk it touches rather than per block (see chunk_growth).
+  std::vector<at::Tensor> chunks_;    // chunks_[c * narr_ + a]: [rows of chunk c, arr_width_[a]]
+  std::vector<int64_t> chunk_row0_;   // the first row of chunk c
+  std::vector<int32_t> block_chunk_;  // the chunk of block b
   std::vector<int64_t> stamp_;      // SGD momentum: the step each row is up to date with
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
@@ -655,20 +670,40 @@ Table::Table(std::string name, const ct_table_config &cfg)
 
 Table::~Table() { ct_idmap_free(map_); }
 
+// Tensor-kernel tables grow at least by the capacity they have (so a table of n blocks grown
+// from nothing has about log2(n) chunks, and a table given its capacity up front has one), by
+// at most kChunkGrowMax bytes beyond what is asked for: a doubling of a large GPU table could
+// otherwise fail for want of memory the rows themselves do not need.
+int64_t Table::chunk_growth(int64_t want) const {
+  int64_t row_bytes = 0;
+  for (int64_t w : arr_width_) row_bytes += w * static_cast<int64_t>(sizeof(float));
+  const int64_t max_extra = std::max<int64_t>(1, static_cast<int64_t>(kChunkGrowMax) / (row_bytes * block_rows_));
+  return std::max(want, nblocks_ + std::min(nblocks_, max_extra));
+}
+
 void Table::ensure_rows(int64_t need) {
   if (need <= capacity()) return;
-  const int64_t want = (need + block_rows_ - 1) / block_rows_;
+  int64_t want = (need + block_rows_ - 1) / block_rows_;
+  if (!raw_) want = chunk_growth(want);
   const size_t total = static_cast<size_t>(want * narr_);
   std::shared_ptr<Mapping> slab_next[3];
   size_t used_next[3] = {0, 0, 0};
-  std::vector<at::Tensor> fresh(total - blocks_.size());
-  for (int a = 0; a < narr_; a++) {
+  std::vector<at::Tensor> fresh(total - blocks_.size()), chunk;
+  // Tensor kernels: a chunk per array, the new blocks views of it.
+  for (int a = 0; !raw_ && a < narr_; a++) {
+    chunk.push_back(at::zeros({(want - nblocks_) * block_rows_, arr_width_[a]}, float_opts()));
+    for (int64_t j = 0; j < want - nblocks_; j++) {
+      fresh[static_cast<size_t>(j * narr_ + a)] = chunk.back().narrow(0, j * block_rows_, block_rows_);
+    }
+  }
+  // Raw kernels: blocks of their own while small, then carved out of slabs.
+  for (int a = 0; raw_ && a < narr_; a++) {
     const size_t bb = static_cast<size_t>(block_rows_ * arr_width_[a]) * sizeof(float);
     std::shared_ptr<Mapping> slab = slab_[a];
     size_t used = slab_used_[a];
     for (int64_t b = nblocks_; b < want; b++) {
       const size_t k = static_cast<size_t>((b - nblocks_) * narr_ + a);
-      if (!device_.is_cpu() || static_cast<size_t>(want) * bb < kSlabMin) {
+      if (static_cast<size_t>(want) * bb < kSlabMin) {
         fresh[k] = at::zeros({block_rows_, arr_width_[a]}, float_opts());
         continue;
       }
@@ -692,9 +727,19 @@ void Table::ensure_rows(int64_t need) {
   }
   blocks_.reserve(total);
   ptr_.reserve(total);
+  if (!raw_) {
+    chunks_.reserve(chunks_.size() + chunk.size());
+    chunk_row0_.reserve(chunk_row0_.size() + 1);
+    block_chunk_.reserve(static_cast<size_t>(want));
+  }
   if (opt_.has_momentum()) stamp_.resize(static_cast<size_t>(want * block_rows_), 0);
   meta_.grow(want);
   // nothing below throws
+  if (!raw_) {
+    block_chunk_.resize(static_cast<size_t>(want), static_cast<int32_t>(chunk_row0_.size()));
+    chunk_row0_.push_back(nblocks_ * block_rows_);
+    for (auto &c : chunk) chunks_.push_back(std::move(c));
+  }
   for (int a = 0; a < narr_; a++) {
     slab_[a] = std::move(slab_next[a]);
     slab_used_[a] = used_next[a];
@@ -710,6 +755,9 @@ void Table::free_storage() {
   if (freed_) return;
   freed_ = true;
   std::vector<at::Tensor>().swap(blocks_);
+  std::vector<at::Tensor>().swap(chunks_);
+  std::vector<int64_t>().swap(chunk_row0_);
+  std::vector<int32_t>().swap(block_chunk_);
   std::vector<float *>().swap(ptr_);
   std::vector<int64_t>().swap(stamp_);
   for (auto &sl : slab_) sl.reset();
@@ -768,7 +816,7 @@ void Table::init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint
   }
   const int64_t m = static_cast<int64_t>(fresh_rows.size());
   if (m == 0) return;
-  const BlockPlan p = plan(fresh_rows);
+  const RowPlan p = plan(fresh_rows);
   if (!skip_embedding) {
     auto host = at::empty({m, dim_}, at::kFloat);
     float *v = host.data_ptr<float>();
@@ -791,38 +839,54 @@ at::Tensor index_tensor(const std::vector<int64_t> &v, at::Device d) {
   if (!v.empty()) std::memcpy(t.data_ptr<int64_t>(), v.data(), v.size() * sizeof(int64_t));
   return d.is_cpu() ? t : t.to(d);
 }
+}  // namespace
 
-BlockPlan plan_blocks(const std::vector<int64_t> &rows, int64_t block_rows, int block_shift, at::Device d) {
+// Rows in one chunk (the usual case: a table given its capacity has one) keep the batch order;
+// otherwise a counting sort by chunk, which keeps the batch order within each chunk.
+RowPlan Table::plan(const std::vector<int64_t> &rows) const {
   const size_t n = rows.size();
-  std::vector<int64_t> order(n), blk(n);
+  std::vector<int32_t> ch(n);
+  bool mixed = false;
   for (size_t i = 0; i < n; i++) {
-    order[i] = static_cast<int64_t>(i);
-    blk[i] = block_shift >= 0 ? rows[i] >> block_shift : rows[i] / block_rows;  // once per row
+    const int64_t b = block_shift_ >= 0 ? rows[i] >> block_shift_ : rows[i] / block_rows_;
+    ch[i] = block_chunk_[static_cast<size_t>(b)];
+    mixed |= ch[i] != ch[0];
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return blk[static_cast<size_t>(a)] < blk[static_cast<size_t>(b)]; });
-  BlockPlan p;
-  auto host = at::empty({2, static_cast<int64_t>(n)}, at::kLong);
-  int64_t *pos = host.data_ptr<int64_t>(), *off = pos + n;
-  for (size_t i = 0; i < n; i++) {
-    const int64_t r = rows[static_cast<size_t>(order[i])], b = blk[static_cast<size_t>(order[i])];
-    if (p.blocks.empty() || p.blocks.back() != b) {
-      p.blocks.push_back(b);
-      p.begin.push_back(static_cast<int64_t>(i));
-    }
-    pos[i] = order[i];
-    off[i] = r - b * block_rows;
-  }
-  p.begin.push_back(static_cast<int64_t>(n));
+  RowPlan p;
   p.n = static_cast<int64_t>(n);
-  auto dev = d.is_cpu() ? host : host.to(d);
+  auto host = at::empty({2, p.n}, at::kLong);
+  int64_t *pos = host.data_ptr<int64_t>(), *off = pos + n;
+  if (!mixed) {
+    if (n > 0) {
+      p.chunks.push_back(ch[0]);
+      p.begin.push_back(0);
+    }
+    for (size_t i = 0; i < n; i++) {
+      pos[i] = static_cast<int64_t>(i);
+      off[i] = rows[i] - chunk_row0_[static_cast<size_t>(ch[0])];
+    }
+  } else {
+    std::vector<int64_t> next(chunk_row0_.size() + 1, 0);  // counts, then where each chunk's rows go
+    for (size_t i = 0; i < n; i++) next[static_cast<size_t>(ch[i]) + 1]++;
+    for (size_t c = 0; c + 1 < next.size(); c++) {
+      if (next[c + 1] > 0) {
+        p.chunks.push_back(static_cast<int64_t>(c));
+        p.begin.push_back(next[c]);
+      }
+      next[c + 1] += next[c];
+    }
+    for (size_t i = 0; i < n; i++) {
+      const int64_t j = next[static_cast<size_t>(ch[i])]++;
+      pos[j] = static_cast<int64_t>(i);
+      off[j] = rows[i] - chunk_row0_[static_cast<size_t>(ch[i])];
+    }
+  }
+  p.begin.push_back(p.n);
+  auto dev = device_.is_cpu() ? host : host.to(device_);
   p.pos = dev[0];
   p.off = dev[1];
   return p;
 }
-}  // namespace
-
-BlockPlan Table::plan(const std::vector<int64_t> &rows) const { return plan_blocks(rows, block_rows_, block_shift_, device_); }
 
 at::Tensor Table::gather_slot_tensor(const std::vector<int64_t> &rows, int s) const {
   return gather_slot_tensor(plan(rows), s);
@@ -832,24 +896,24 @@ void Table::scatter_slot_tensor(const std::vector<int64_t> &rows, int s, const a
   scatter_slot_tensor(plan(rows), s, src);
 }
 
-at::Tensor Table::gather_slot_tensor(const BlockPlan &p, int s) const {
+at::Tensor Table::gather_slot_tensor(const RowPlan &p, int s) const {
   auto slot = [&](size_t k) {
-    return blocks_[static_cast<size_t>(p.blocks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
+    return chunks_[static_cast<size_t>(p.chunks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
   };
-  if (p.one_block()) return slot(0).index_select(0, p.off);
+  if (p.one_chunk()) return slot(0).index_select(0, p.off);
   auto out = at::empty({p.n, width_[s]}, float_opts());
-  for (size_t k = 0; k < p.blocks.size(); k++) {
+  for (size_t k = 0; k < p.chunks.size(); k++) {
     const int64_t b0 = p.begin[k], m = p.begin[k + 1] - b0;
     out.index_copy_(0, p.pos.narrow(0, b0, m), slot(k).index_select(0, p.off.narrow(0, b0, m)));
   }
   return out;
 }
 
-void Table::scatter_slot_tensor(const BlockPlan &p, int s, const at::Tensor &src) {
-  for (size_t k = 0; k < p.blocks.size(); k++) {
-    auto view = blocks_[static_cast<size_t>(p.blocks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
+void Table::scatter_slot_tensor(const RowPlan &p, int s, const at::Tensor &src) {
+  for (size_t k = 0; k < p.chunks.size(); k++) {
+    auto view = chunks_[static_cast<size_t>(p.chunks[k] * narr_ + arr_[s])].narrow(1, off_[s], width_[s]);
     const int64_t b0 = p.begin[k], m = p.begin[k + 1] - b0;
-    auto part = p.one_block() ? src : src.index_select(0, p.pos.narrow(0, b0, m));
+    auto part = p.one_chunk() ? src : src.index_select(0, p.pos.narrow(0, b0, m));
     view.index_copy_(0, p.off.narrow(0, b0, m), part);
   }
 }
@@ -905,7 +969,7 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
     return;
   }
   std::vector<int64_t> rv(rows, rows + n);
-  const BlockPlan p = plan(rv);
+  const RowPlan p = plan(rv);
   auto g = gather_slot_tensor(p, s);
   if (momentum) {
     at::Tensor mv, dc;
@@ -1117,7 +1181,7 @@ void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, con
   // Tensor kernels: compute everything, then scatter.
   if (u == 0) return;
   auto sel = src == nullptr ? vals : vals.index_select(0, index_tensor(std::vector<int64_t>(src, src + u), device_));
-  const BlockPlan p = plan(rows);
+  const RowPlan p = plan(rows);
   at::Tensor buf;
   if (momentum) {
     at::Tensor mv, dc;
@@ -1237,7 +1301,7 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
 
 void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {
   if (rows.empty()) return;
-  const BlockPlan p = plan(rows);
+  const RowPlan p = plan(rows);
   at::Tensor w = gather_slot_tensor(p, 0);
   at::Tensor s0, s1;
   if (nstates_ > 0) s0 = gather_slot_tensor(p, 1);

@@ -268,6 +268,9 @@ void Table::swap_contents(Table &o) {
   remaps_++;
   o.remaps_++;
   swap(blocks_, o.blocks_);
+  swap(chunks_, o.chunks_);
+  swap(chunk_row0_, o.chunk_row0_);
+  swap(block_chunk_, o.block_chunk_);
   swap(ptr_, o.ptr_);
   swap(stamp_, o.stamp_);
   swap(nblocks_, o.nblocks_);
@@ -477,6 +480,18 @@ std::pair<at::Tensor, at::Tensor> Table::remove(const Keys &k) {
   return take(ids, rows);
 }
 
+int64_t Table::trim_chunks(int64_t nb) {
+  if (raw_) return nb;
+  size_t keep = 0;
+  while (keep < chunk_row0_.size() && chunk_row0_[keep] < nb * block_rows_) keep++;
+  const int64_t kept = keep < chunk_row0_.size() ? chunk_row0_[keep] / block_rows_ : nblocks_;
+  chunks_.resize(keep * static_cast<size_t>(narr_));
+  chunks_.shrink_to_fit();
+  chunk_row0_.resize(keep);
+  block_chunk_.resize(static_cast<size_t>(kept));
+  return kept;
+}
+
 void Table::compact() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
@@ -519,7 +534,7 @@ void Table::compact() {
     ct_idmap_free(nm);
     throw;
   }
-  const int64_t nb = (static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_;
+  const int64_t nb = trim_chunks((static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_);
   const size_t arrays = static_cast<size_t>(nb * narr_), slots = static_cast<size_t>(nb * block_rows_);
   for (size_t i = arrays; i < blocks_.size(); i++) release_slab_block(blocks_[i]);
   blocks_.resize(arrays);

@@ -14,7 +14,9 @@ type Config struct {
 	// error (a table for inference or for Write only).
 	Optimizer Optimizer
 	// BlockRows is the number of rows per storage block; default 4096 (65536 for a table on a
-	// GPU, where each block a batch touches costs kernel launches).
+	// GPU: there storage grows in chunks of whole blocks, each chunk a batch touches costs
+	// kernel launches, and a table grown from nothing has about log2(rows / BlockRows) chunks;
+	// one given its Capacity up front has one).
 	BlockRows int
 	// Capacity is how many ids to make room for up front; the table grows beyond it as needed.
 	Capacity int
@@ -291,7 +293,7 @@ func (cfg Config) resolve(name string) (Config, cgotorch.TableConfig, error) {
 	if cfg.BlockRows == 0 {
 		cfg.BlockRows = 4096
 		if cfg.Device.Type == cgotorch.DeviceCUDA {
-			cfg.BlockRows = 65536 // each block a batch touches costs GPU kernel launches
+			cfg.BlockRows = 65536 // fewer chunks as the table grows (see BlockRows)
 		}
 	}
 	if cfg.Device.Type == cgotorch.DeviceCPU {
