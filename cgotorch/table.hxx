@@ -213,6 +213,17 @@ at::Tensor check_rows(const at::Tensor &v, const char *what, int64_t n, int64_t 
   return v.detach();
 }
 
+// Host memory for a copy to device d: page-locked when d is a GPU, so that the copy is queued
+// behind the GPU's work instead of waiting for it (a copy from pageable memory synchronizes).
+// The caching host allocator keeps such a buffer until its copy is done.
+at::Tensor staging(at::IntArrayRef shape, at::ScalarType type, at::Device d) {
+  return at::empty(shape, at::TensorOptions(type).pinned_memory(!d.is_cpu()));
+}
+
+at::Tensor upload(const at::Tensor &host, at::Device d) {
+  return d.is_cpu() ? host : host.to(d, host.scalar_type(), /*non_blocking=*/true);
+}
+
 void check_finite(const float *p, int64_t n, const char *what) {
   if (!all_finite(p, n)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
 }
@@ -818,10 +829,10 @@ void Table::init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint
   if (m == 0) return;
   const RowPlan p = plan(fresh_rows);
   if (!skip_embedding) {
-    auto host = at::empty({m, dim_}, at::kFloat);
+    auto host = staging({m, dim_}, at::kFloat, device_);
     float *v = host.data_ptr<float>();
     for (int64_t i = 0; i < m; i++) init_.row(fresh_ids[static_cast<size_t>(i)], v + i * dim_);
-    scatter_slot_tensor(p, 0, host.to(device_));
+    scatter_slot_tensor(p, 0, upload(host, device_));
   }
   for (int s = 1; s < nslots(); s++) {
     scatter_slot_tensor(p, s, at::full({m, width_[s]}, sinit_[s], float_opts()));
@@ -835,9 +846,9 @@ void Table::init_rows_tensor(const int64_t *ids, const int64_t *rows, const uint
 
 namespace {
 at::Tensor index_tensor(const std::vector<int64_t> &v, at::Device d) {
-  auto t = at::empty({static_cast<int64_t>(v.size())}, at::kLong);
+  auto t = staging({static_cast<int64_t>(v.size())}, at::kLong, d);
   if (!v.empty()) std::memcpy(t.data_ptr<int64_t>(), v.data(), v.size() * sizeof(int64_t));
-  return d.is_cpu() ? t : t.to(d);
+  return upload(t, d);
 }
 }  // namespace
 
@@ -854,7 +865,7 @@ RowPlan Table::plan(const std::vector<int64_t> &rows) const {
   }
   RowPlan p;
   p.n = static_cast<int64_t>(n);
-  auto host = at::empty({2, p.n}, at::kLong);
+  auto host = staging({2, p.n}, at::kLong, device_);
   int64_t *pos = host.data_ptr<int64_t>(), *off = pos + n;
   if (!mixed) {
     if (n > 0) {
@@ -882,7 +893,7 @@ RowPlan Table::plan(const std::vector<int64_t> &rows) const {
     }
   }
   p.begin.push_back(p.n);
-  auto dev = device_.is_cpu() ? host : host.to(device_);
+  auto dev = upload(host, device_);
   p.pos = dev[0];
   p.off = dev[1];
   return p;
@@ -921,7 +932,7 @@ void Table::scatter_slot_tensor(const RowPlan &p, int s, const at::Tensor &src) 
 void Table::momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
                              at::Tensor *decay) const {
   const int64_t n = static_cast<int64_t>(rows.size());
-  auto mv = at::empty({n, 1}, at::kFloat), dc = at::empty({n, 1}, at::kFloat);
+  auto mv = staging({n, 1}, at::kFloat, device_), dc = staging({n, 1}, at::kFloat, device_);
   float *pm = mv.data_ptr<float>(), *pd = dc.data_ptr<float>();
   for (int64_t i = 0; i < n; i++) {
     double S = 0, d = 1;
@@ -930,8 +941,8 @@ void Table::momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::
     pm[i] = static_cast<float>(opt_.p[0] * S);
     pd[i] = static_cast<float>(d);
   }
-  *move = mv.to(device_);
-  *decay = dc.to(device_);
+  *move = upload(mv, device_);
+  *decay = upload(dc, device_);
 }
 
 // out: [n, width_[s]] on the storage device (CPU for raw tables).
