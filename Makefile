@@ -100,20 +100,24 @@ bench: deps
 example: deps
 	$(GO) run ./examples/movielens
 
-# ---- the same tensor tests against libtorch 2.x from PyPI's torch wheel (CPU part only) -------
+# ---- the same tests against libtorch 2.x from PyPI's torch wheel (CPU part only) --------------
 # PyPI's Linux wheel is the CUDA build: its libtorch_cpu.so also needs libcudart and libcupti
 # (for the profiler; no GPU is needed to load them), which come in two small NVIDIA wheels. Their
-# libraries are copied next to libtorch's so that the rpath finds them.
-TORCH2_VERSION ?= 2.5.1
-TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime-cu12==12.4.127 nvidia-cuda-cupti-cu12==12.4.127
+# libraries are copied next to libtorch's so that the rpath finds them. The version is the one
+# `make cuda-test-bins` builds against (they share the download); for torch 2.5.1, say
+# TORCH2_VERSION=2.5.1 TORCH2_PY=3.11
+# TORCH2_CUDA_LIBS="nvidia-cuda-runtime-cu12==12.4.127 nvidia-cuda-cupti-cu12==12.4.127".
+TORCH2_VERSION ?= 2.11.0
+TORCH2_PY ?= 3.12
+TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85
 TORCH2_DIR := $(BUILD)/torch-$(TORCH2_VERSION)
 test-libtorch2:
-	@if [ ! -f $(TORCH2_DIR)/torch/lib/libcupti.so.12 ]; then \
-	  mkdir -p $(TORCH2_DIR) && $(PIP) download -q --no-deps --only-binary=:all: --python-version 3.11 \
-	    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
-	    -d $(TORCH2_DIR) torch==$(TORCH2_VERSION) $(TORCH2_CUDA_LIBS) && \
+	@if [ ! -f $(TORCH2_DIR)/.cpu-libs ]; then \
+	  mkdir -p $(TORCH2_DIR) && $(PIP) download -q --no-deps --only-binary=:all: --python-version $(TORCH2_PY) \
+	    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_25_x86_64 \
+	    --platform manylinux_2_28_x86_64 -d $(TORCH2_DIR) torch==$(TORCH2_VERSION) $(TORCH2_CUDA_LIBS) && \
 	  cd $(TORCH2_DIR) && unzip -q -o 'torch-*.whl' 'torch/include/*' 'torch/lib/*' && \
-	  for w in nvidia_*.whl; do unzip -q -o -j $$w '*/lib/*.so*' -d torch/lib; done; fi
+	  for w in nvidia_*.whl; do unzip -q -o -j $$w '*/lib/*.so*' -d torch/lib; done && touch .cpu-libs; fi
 	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-core
 
 gotest-core:
