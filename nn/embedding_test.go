@@ -93,10 +93,20 @@ func f32(t testing.TB, x *cgotorch.Tensor) []float32 {
 	return v
 }
 
-// setup makes a table (SGD, lr 1: a step gives rows - grad) holding the case's rows, the
+// parityDevices are where the parity tests run: the CPU, and the first GPU when there is one
+// (the table's rows, the ids, offsets, weights and the loss all on it).
+func parityDevices() []cgotorch.Device {
+	if cgotorch.CUDAAvailable() {
+		return []cgotorch.Device{cgotorch.CPU, cgotorch.CUDA(0)}
+	}
+	return []cgotorch.Device{cgotorch.CPU}
+}
+
+// setup makes a table on dev (SGD, lr 1: a step gives rows - grad) holding the case's rows, the
 // padding id left out (it must never be inserted).
-func (c *embCase) setup(t *testing.T, suffix string) *embedding.Table {
-	tbl := newEmbTable(t, "nn-parity/"+c.Name+suffix, embedding.Config{Dim: c.Dim, Initializer: embedding.Zeros{}, Optimizer: embedding.SGD{LR: 1}})
+func (c *embCase) setup(t *testing.T, suffix string, dev cgotorch.Device) *embedding.Table {
+	tbl := newEmbTable(t, "nn-parity/"+c.Name+suffix+"/"+dev.String(), embedding.Config{Dim: c.Dim,
+		Initializer: embedding.Zeros{}, Optimizer: embedding.SGD{LR: 1}, Device: dev})
 	var ids []int64
 	var vals []float32
 	for r, id := range c.TableIDs {
@@ -123,9 +133,11 @@ func (c *embCase) options(fused bool) nn.EmbeddingOptions {
 	return o
 }
 
-// forward runs the case through nn.Embedding or nn.EmbeddingBag.
+// forward runs the case through nn.Embedding or nn.EmbeddingBag, its inputs on the table's
+// device.
 func (c *embCase) forward(t *testing.T, tbl *embedding.Table, fused bool) (*cgotorch.Tensor, nn.Stepper) {
-	ids := cgotorch.MustFromSlice(c.IDs, c.IDsShape...)
+	dev := tbl.Config().Device
+	ids := onDevice(t, cgotorch.MustFromSlice(c.IDs, c.IDsShape...), dev)
 	switch c.Kind {
 	case "embedding":
 		e := nn.NewEmbedding(tbl, c.options(fused))
@@ -135,10 +147,10 @@ func (c *embCase) forward(t *testing.T, tbl *embedding.Table, fused bool) (*cgot
 		b := nn.NewEmbeddingBag(tbl, mode, c.options(fused))
 		var off, w *cgotorch.Tensor
 		if c.Offsets != nil {
-			off = cgotorch.MustFromSlice(c.Offsets)
+			off = onDevice(t, cgotorch.MustFromSlice(c.Offsets), dev)
 		}
 		if c.Weights != nil {
-			w = cgotorch.MustFromSlice(c.Weights, c.IDsShape...)
+			w = onDevice(t, cgotorch.MustFromSlice(c.Weights, c.IDsShape...), dev)
 		}
 		return b.ForwardWeighted(ids, off, w), b
 	}
@@ -146,9 +158,25 @@ func (c *embCase) forward(t *testing.T, tbl *embedding.Table, fused bool) (*cgot
 	return nil, nil
 }
 
-func (c *embCase) backward(out *cgotorch.Tensor) {
-	coef := cgotorch.MustFromSlice(c.Coef, c.OutShape...)
+func (c *embCase) backward(t *testing.T, out *cgotorch.Tensor, dev cgotorch.Device) {
+	if out.Device().Type != dev.Type {
+		t.Fatalf("output on %v, want %v", out.Device(), dev)
+	}
+	coef := onDevice(t, cgotorch.MustFromSlice(c.Coef, c.OutShape...), dev)
 	out.Mul(coef).Sum().Backward()
+}
+
+func onDevice(t *testing.T, x *cgotorch.Tensor, dev cgotorch.Device) *cgotorch.Tensor {
+	t.Helper()
+	if dev.Type == cgotorch.DeviceCPU {
+		return x
+	}
+	y, err := x.To(dev, cgotorch.KeepDType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	return y
 }
 
 // rowsNow reads the table's rows of the case's ids (not inserting).
@@ -167,94 +195,103 @@ func (c *embCase) rowsNow(t *testing.T, tbl *embedding.Table) [][]float32 {
 }
 
 func TestEmbeddingParityWithTorch(t *testing.T) {
-	for _, c := range loadEmbCases(t) {
-		t.Run(c.Name, func(t *testing.T) {
-			tbl := c.setup(t, "")
-			before := tbl.Len()
-			out, st := c.forward(t, tbl, false)
-			if got := out.Shape(); fmt.Sprint(got) != fmt.Sprint(c.OutShape) {
-				t.Fatalf("shape %v, want %v", got, c.OutShape)
+	for _, dev := range parityDevices() {
+		for _, c := range loadEmbCases(t) {
+			t.Run(c.Name+"/"+dev.String(), func(t *testing.T) { c.checkParity(t, dev) })
+		}
+	}
+}
+
+// checkParity: output, pending gradients and the rows after one step equal the twin's.
+func (c *embCase) checkParity(t *testing.T, dev cgotorch.Device) {
+	tbl := c.setup(t, "", dev)
+	before := tbl.Len()
+	out, st := c.forward(t, tbl, false)
+	if got := out.Shape(); fmt.Sprint(got) != fmt.Sprint(c.OutShape) {
+		t.Fatalf("shape %v, want %v", got, c.OutShape)
+	}
+	closeSlices(t, "output", f32(t, out), c.Out)
+	if tbl.Len() != before {
+		t.Fatalf("Len %d -> %d: the padding id (or another) was inserted", before, tbl.Len())
+	}
+	c.backward(t, out, dev)
+	// The pending gradient of each id is the twin's gradient of its row; ids without a
+	// pending gradient have a zero one in the twin.
+	ids, grads, err := tbl.PendingGrad()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := cgotorch.ToSlice[int64](ids)
+	pg, _ := embedding.Rows(grads)
+	pending := map[int64][]float32{}
+	for i, id := range pid {
+		pending[id] = pg[i]
+	}
+	for r, id := range c.TableIDs {
+		g, ok := pending[id]
+		if c.Padding != nil && id == *c.Padding && ok {
+			t.Fatalf("the padding id has a pending gradient %v", g)
+		}
+		if !ok {
+			g = make([]float32, c.Dim)
+		}
+		closeSlices(t, fmt.Sprintf("grad of row %d (id %d)", r, id), g, c.Grad[r])
+	}
+	// One SGD step with lr 1: every row becomes (its renormalised value) - grad.
+	if err := st.Step(); err != nil {
+		t.Fatal(err)
+	}
+	now := c.rowsNow(t, tbl)
+	for r, id := range c.TableIDs {
+		if c.Padding != nil && id == *c.Padding {
+			if now[r] != nil {
+				t.Fatalf("padding id inserted")
 			}
-			closeSlices(t, "output", f32(t, out), c.Out)
-			if tbl.Len() != before {
-				t.Fatalf("Len %d -> %d: the padding id (or another) was inserted", before, tbl.Len())
-			}
-			c.backward(out)
-			// The pending gradient of each id is the twin's gradient of its row; ids without a
-			// pending gradient have a zero one in the twin.
-			ids, grads, err := tbl.PendingGrad()
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, _ := cgotorch.ToSlice[int64](ids)
-			pg, _ := embedding.Rows(grads)
-			pending := map[int64][]float32{}
-			for i, id := range pid {
-				pending[id] = pg[i]
-			}
-			for r, id := range c.TableIDs {
-				g, ok := pending[id]
-				if c.Padding != nil && id == *c.Padding && ok {
-					t.Fatalf("the padding id has a pending gradient %v", g)
-				}
-				if !ok {
-					g = make([]float32, c.Dim)
-				}
-				closeSlices(t, fmt.Sprintf("grad of row %d (id %d)", r, id), g, c.Grad[r])
-			}
-			// One SGD step with lr 1: every row becomes (its renormalised value) - grad.
-			if err := st.Step(); err != nil {
-				t.Fatal(err)
-			}
-			now := c.rowsNow(t, tbl)
-			for r, id := range c.TableIDs {
-				if c.Padding != nil && id == *c.Padding {
-					if now[r] != nil {
-						t.Fatalf("padding id inserted")
-					}
-					continue
-				}
-				want := make([]float32, c.Dim)
-				for j := range want {
-					want[j] = c.After[r][j] - c.Grad[r][j]
-				}
-				closeSlices(t, fmt.Sprintf("row %d after the step", r), now[r], want)
-			}
-		})
+			continue
+		}
+		want := make([]float32, c.Dim)
+		for j := range want {
+			want[j] = c.After[r][j] - c.Grad[r][j]
+		}
+		closeSlices(t, fmt.Sprintf("row %d after the step", r), now[r], want)
 	}
 }
 
 // Fused mode gives the numbers of accumulate + Step, with nothing pending afterwards.
 func TestEmbeddingParityFused(t *testing.T) {
-	for _, c := range loadEmbCases(t) {
-		t.Run(c.Name, func(t *testing.T) {
-			tbl := c.setup(t, "/fused")
-			out, st := c.forward(t, tbl, true)
-			closeSlices(t, "output", f32(t, out), c.Out)
-			c.backward(out)
-			ids, _, err := tbl.PendingGrad()
-			if err != nil || ids.Numel() != 0 {
-				t.Fatalf("pending after a fused backward: %v %v", ids, err)
-			}
-			if err := st.Step(); err != nil { // nothing pending: no second step
-				t.Fatal(err)
-			}
-			st2, _ := tbl.Stats()
-			if st2.Step != 1 {
-				t.Fatalf("step counter %d, want 1", st2.Step)
-			}
-			now := c.rowsNow(t, tbl)
-			for r, id := range c.TableIDs {
-				if c.Padding != nil && id == *c.Padding {
-					continue
-				}
-				want := make([]float32, c.Dim)
-				for j := range want {
-					want[j] = c.After[r][j] - c.Grad[r][j]
-				}
-				closeSlices(t, fmt.Sprintf("row %d", r), now[r], want)
-			}
-		})
+	for _, dev := range parityDevices() {
+		for _, c := range loadEmbCases(t) {
+			t.Run(c.Name+"/"+dev.String(), func(t *testing.T) { c.checkFused(t, dev) })
+		}
+	}
+}
+
+func (c *embCase) checkFused(t *testing.T, dev cgotorch.Device) {
+	tbl := c.setup(t, "/fused", dev)
+	out, st := c.forward(t, tbl, true)
+	closeSlices(t, "output", f32(t, out), c.Out)
+	c.backward(t, out, dev)
+	ids, _, err := tbl.PendingGrad()
+	if err != nil || ids.Numel() != 0 {
+		t.Fatalf("pending after a fused backward: %v %v", ids, err)
+	}
+	if err := st.Step(); err != nil { // nothing pending: no second step
+		t.Fatal(err)
+	}
+	st2, _ := tbl.Stats()
+	if st2.Step != 1 {
+		t.Fatalf("step counter %d, want 1", st2.Step)
+	}
+	now := c.rowsNow(t, tbl)
+	for r, id := range c.TableIDs {
+		if c.Padding != nil && id == *c.Padding {
+			continue
+		}
+		want := make([]float32, c.Dim)
+		for j := range want {
+			want[j] = c.After[r][j] - c.Grad[r][j]
+		}
+		closeSlices(t, fmt.Sprintf("row %d", r), now[r], want)
 	}
 }
 
