@@ -494,9 +494,10 @@ class Table : public std::enable_shared_from_this<Table> {
   void scatter_slot_tensor(const RowPlan &p, int s, const at::Tensor &src);
   // Tensor kernels: the block count that ensure_rows grows to when `want` blocks are needed.
   int64_t chunk_growth(int64_t want) const;
-  // Compaction of a tensor-kernel table down to nb blocks: keeps whole the chunks that hold
-  // them (a chunk is one tensor) and drops the rest; returns the blocks kept.
-  int64_t trim_chunks(int64_t nb);
+  // Compaction of a tensor-kernel table: slot values of rows[0, m) into a new chunk of nb blocks
+  // (rows m and above zero), which set_chunk then makes the table's only storage.
+  std::vector<at::Tensor> gather_chunk(const std::vector<int64_t> &rows, int64_t nb) const;
+  void set_chunk(std::vector<at::Tensor> one, int64_t nb);
   // Rows of rows[0, n) with defaults for rows[i] < 0 (ids[i] gives the initial value).
   at::Tensor gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const;
   // Tensor-kernel momentum factors of rows: lr * S(k) and m^k as [n, 1] tensors.

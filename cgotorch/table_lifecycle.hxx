@@ -480,16 +480,28 @@ std::pair<at::Tensor, at::Tensor> Table::remove(const Keys &k) {
   return take(ids, rows);
 }
 
-int64_t Table::trim_chunks(int64_t nb) {
-  if (raw_) return nb;
-  size_t keep = 0;
-  while (keep < chunk_row0_.size() && chunk_row0_[keep] < nb * block_rows_) keep++;
-  const int64_t kept = keep < chunk_row0_.size() ? chunk_row0_[keep] / block_rows_ : nblocks_;
-  chunks_.resize(keep * static_cast<size_t>(narr_));
-  chunks_.shrink_to_fit();
-  chunk_row0_.resize(keep);
-  block_chunk_.resize(static_cast<size_t>(kept));
-  return kept;
+std::vector<at::Tensor> Table::gather_chunk(const std::vector<int64_t> &rows, int64_t nb) const {
+  std::vector<at::Tensor> one;
+  for (int a = 0; a < narr_; a++) one.push_back(at::zeros({nb * block_rows_, arr_width_[a]}, float_opts()));
+  if (rows.empty()) return one;
+  const RowPlan p = plan(rows);
+  const int64_t m = static_cast<int64_t>(rows.size());
+  for (int s = 0; s < nslots(); s++) {
+    one[static_cast<size_t>(arr_[s])].narrow(1, off_[s], width_[s]).narrow(0, 0, m).copy_(gather_slot_tensor(p, s));
+  }
+  return one;
+}
+
+void Table::set_chunk(std::vector<at::Tensor> one, int64_t nb) {
+  blocks_.resize(static_cast<size_t>(nb * narr_));
+  for (int64_t b = 0; b < nb; b++) {
+    for (int a = 0; a < narr_; a++) {
+      blocks_[static_cast<size_t>(b * narr_ + a)] = one[static_cast<size_t>(a)].narrow(0, b * block_rows_, block_rows_);
+    }
+  }
+  chunks_ = nb > 0 ? std::move(one) : std::vector<at::Tensor>();
+  chunk_row0_.assign(nb > 0 ? 1 : 0, 0);
+  block_chunk_.assign(static_cast<size_t>(nb), 0);
 }
 
 void Table::compact() {
@@ -507,7 +519,17 @@ void Table::compact() {
     ct_idmap_free(nm);
     throw std::bad_alloc();
   }
+  const int64_t nb = (static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_;
+  // Tensor kernels: the live rows are copied, in their new order, into one new chunk of nb
+  // blocks before anything changes (a failure, out of GPU memory say, leaves the table as it
+  // was), and the old chunks are freed whole.
+  std::vector<at::Tensor> one;
   try {
+    if (!raw_) {
+      std::vector<int64_t> old(m);
+      for (size_t i = 0; i < m; i++) old[i] = p[i].first;
+      one = gather_chunk(old, nb);
+    }
     for (size_t off = 0; off < m; off += kCompactChunk) {
       const size_t end = std::min(m, off + static_cast<size_t>(kCompactChunk));
       std::vector<int64_t> src, dst;
@@ -516,13 +538,9 @@ void Table::compact() {
         src.push_back(p[i].first);
         dst.push_back(static_cast<int64_t>(i));
       }
-      for (int s = 0; s < nslots(); s++) {
-        if (raw_) {
-          for (size_t j = 0; j < src.size(); j++) {
-            std::memcpy(slot_ptr(s, dst[j]), slot_ptr(s, src[j]), sizeof(float) * static_cast<size_t>(width_[s]));
-          }
-        } else if (!src.empty()) {
-          scatter_slot_tensor(dst, s, gather_slot_tensor(src, s));
+      for (int s = 0; raw_ && s < nslots(); s++) {
+        for (size_t j = 0; j < src.size(); j++) {
+          std::memcpy(slot_ptr(s, dst[j]), slot_ptr(s, src[j]), sizeof(float) * static_cast<size_t>(width_[s]));
         }
       }
       for (size_t j = 0; j < src.size(); j++) {
@@ -534,7 +552,7 @@ void Table::compact() {
     ct_idmap_free(nm);
     throw;
   }
-  const int64_t nb = trim_chunks((static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_);
+  if (!raw_) set_chunk(std::move(one), nb);
   const size_t arrays = static_cast<size_t>(nb * narr_), slots = static_cast<size_t>(nb * block_rows_);
   for (size_t i = arrays; i < blocks_.size(); i++) release_slab_block(blocks_[i]);
   blocks_.resize(arrays);
