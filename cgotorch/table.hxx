@@ -328,16 +328,16 @@ struct Snapshot {
   int64_t step = 0;
 };
 
-// A batch's rows grouped by chunk for the tensor kernels: pos (indices into the batch) and off
-// (row offsets within the chunk), in chunk order, on the storage device; chunks[k] covers
-// [begin[k], begin[k + 1]) of them. One host-to-device copy for the whole batch, however many
+// A batch's rows grouped by chunk for the tensor kernels: off (row offsets within the chunk) and
+// pos (indices into the batch; not needed, so not made, when there is one chunk), in chunk
+// order, on the storage device; chunks[k] covers [begin[k], begin[k + 1]) of them. One host-to-device copy for the whole batch, however many
 // chunks it touches (a copy per block had made a GPU lookup of 4,096 random rows take 10 ms);
 // an update makes one plan for all its gathers and scatters.
 struct RowPlan {
   at::Tensor pos, off;
   std::vector<int64_t> chunks, begin;
   int64_t n = 0;
-  // One chunk: the batch order is kept, so pos is 0, 1, ..., n-1.
+  // One chunk: the batch order is kept (pos would be 0, 1, ..., n-1).
   bool one_chunk() const { return chunks.size() == 1; }
 };
 
@@ -532,13 +532,13 @@ class Table : public std::enable_shared_from_this<Table> {
   // the lock saw), so rows found under the shared lock stay valid while it is unchanged
   // (lookup's insert path).
   uint64_t remaps_ = 0;
-  std::vector<at::Tensor> blocks_;  // blocks_[b * narr_ + a]: [block_rows, arr_width_[a]]
+  std::vector<at::Tensor> blocks_;  // raw tables: blocks_[b * narr_ + a]: [block_rows, arr_width_[a]]
   std::shared_ptr<Mapping> slab_[3];  // CPU tables: the slab of array a that new blocks come from
   size_t slab_used_[3] = {0, 0, 0};   // bytes of it handed out
   std::vector<float *> ptr_;        // their data pointers (CPU tables)
-  // Tensor-kernel tables (CUDA, or CPU with CT_TABLE_TENSOR_KERNELS): each growth allocates one
-  // tensor per array, a chunk, and cuts its new blocks out of it, so that a batch costs kernel
-  // launches per chunk it touches rather than per block (see chunk_growth).
+  // Tensor-kernel tables (CUDA, or CPU with CT_TABLE_TENSOR_KERNELS) have no block tensors: each
+  // growth allocates one tensor per array, a chunk, holding its new blocks, so that a batch
+  // costs kernel launches per chunk it touches rather than per block (see chunk_growth).
   std::vector<at::Tensor> chunks_;    // chunks_[c * narr_ + a]: [rows of chunk c, arr_width_[a]]
   std::vector<int64_t> chunk_row0_;   // the first row of chunk c
   std::vector<int32_t> block_chunk_;  // the chunk of block b
@@ -700,13 +700,10 @@ void Table::ensure_rows(int64_t need) {
   const size_t total = static_cast<size_t>(want * narr_);
   std::shared_ptr<Mapping> slab_next[3];
   size_t used_next[3] = {0, 0, 0};
-  std::vector<at::Tensor> fresh(total - blocks_.size()), chunk;
-  // Tensor kernels: a chunk per array, the new blocks views of it.
+  // Tensor kernels: one chunk per array for the new blocks (block tensors are raw tables' only).
+  std::vector<at::Tensor> fresh(raw_ ? total - blocks_.size() : 0), chunk;
   for (int a = 0; !raw_ && a < narr_; a++) {
     chunk.push_back(at::zeros({(want - nblocks_) * block_rows_, arr_width_[a]}, float_opts()));
-    for (int64_t j = 0; j < want - nblocks_; j++) {
-      fresh[static_cast<size_t>(j * narr_ + a)] = chunk.back().narrow(0, j * block_rows_, block_rows_);
-    }
   }
   // Raw kernels: blocks of their own while small, then carved out of slabs.
   for (int a = 0; raw_ && a < narr_; a++) {
@@ -737,9 +734,10 @@ void Table::ensure_rows(int64_t need) {
     slab_next[a] = slab;
     used_next[a] = used;
   }
-  blocks_.reserve(total);
-  ptr_.reserve(total);
-  if (!raw_) {
+  if (raw_) {
+    blocks_.reserve(total);
+    ptr_.reserve(total);
+  } else {
     chunks_.reserve(chunks_.size() + chunk.size());
     chunk_row0_.reserve(chunk_row0_.size() + 1);
     block_chunk_.reserve(static_cast<size_t>(want));
@@ -757,7 +755,7 @@ void Table::ensure_rows(int64_t need) {
     slab_used_[a] = used_next[a];
   }
   for (auto &t : fresh) {
-    ptr_.push_back(raw_ ? t.data_ptr<float>() : nullptr);
+    ptr_.push_back(t.data_ptr<float>());
     blocks_.push_back(std::move(t));
   }
   nblocks_ = want;
@@ -866,17 +864,14 @@ RowPlan Table::plan(const std::vector<int64_t> &rows) const {
   }
   RowPlan p;
   p.n = static_cast<int64_t>(n);
-  auto host = staging({2, p.n}, at::kLong, device_);
-  int64_t *pos = host.data_ptr<int64_t>(), *off = pos + n;
+  auto host = staging({mixed ? 2 : 1, p.n}, at::kLong, device_);
+  int64_t *off = host.data_ptr<int64_t>(), *pos = mixed ? off + n : nullptr;
   if (!mixed) {
     if (n > 0) {
       p.chunks.push_back(ch[0]);
       p.begin.push_back(0);
     }
-    for (size_t i = 0; i < n; i++) {
-      pos[i] = static_cast<int64_t>(i);
-      off[i] = rows[i] - chunk_row0_[static_cast<size_t>(ch[0])];
-    }
+    for (size_t i = 0; i < n; i++) off[i] = rows[i] - chunk_row0_[static_cast<size_t>(ch[0])];
   } else {
     std::vector<int64_t> next(chunk_row0_.size() + 1, 0);  // counts, then where each chunk's rows go
     for (size_t i = 0; i < n; i++) next[static_cast<size_t>(ch[i]) + 1]++;
@@ -895,8 +890,8 @@ RowPlan Table::plan(const std::vector<int64_t> &rows) const {
   }
   p.begin.push_back(p.n);
   auto dev = upload(host, device_);
-  p.pos = dev[0];
-  p.off = dev[1];
+  p.off = dev[0];
+  if (mixed) p.pos = dev[1];
   return p;
 }
 
@@ -1362,6 +1357,7 @@ ct_table_stats Table::stats() {
   s.capacity = capacity();
   int64_t bytes = static_cast<int64_t>(ct_idmap_bytes(map_));
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
+  for (const auto &c : chunks_) bytes += static_cast<int64_t>(c.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
   bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32);
   s.bytes = bytes;

@@ -4,7 +4,7 @@
 //
 // Why not leave it to the compiler: at -O2, GCC 12 vectorizes a loop only when its trip count is
 // a known multiple of the vector width (the row width is known at run time), and it compiles
-// // std::sqrt as a call that may set errno; cgo does not allow -fno-math-errno in #cgo flags. Four
+// std::sqrt as a call that may set errno; cgo does not allow -fno-math-errno in #cgo flags. Four
 // lanes took 20-25% off SGD updates and up to half off Adagrad and SparseAdam ones, whose scalar
 // sqrt and division had bound them (figures in docs/design.md).
 //

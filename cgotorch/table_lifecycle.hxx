@@ -493,12 +493,6 @@ std::vector<at::Tensor> Table::gather_chunk(const std::vector<int64_t> &rows, in
 }
 
 void Table::set_chunk(std::vector<at::Tensor> one, int64_t nb) {
-  blocks_.resize(static_cast<size_t>(nb * narr_));
-  for (int64_t b = 0; b < nb; b++) {
-    for (int a = 0; a < narr_; a++) {
-      blocks_[static_cast<size_t>(b * narr_ + a)] = one[static_cast<size_t>(a)].narrow(0, b * block_rows_, block_rows_);
-    }
-  }
   chunks_ = nb > 0 ? std::move(one) : std::vector<at::Tensor>();
   chunk_row0_.assign(nb > 0 ? 1 : 0, 0);
   block_chunk_.assign(static_cast<size_t>(nb), 0);
@@ -552,13 +546,16 @@ void Table::compact() {
     ct_idmap_free(nm);
     throw;
   }
-  if (!raw_) set_chunk(std::move(one), nb);
   const size_t arrays = static_cast<size_t>(nb * narr_), slots = static_cast<size_t>(nb * block_rows_);
-  for (size_t i = arrays; i < blocks_.size(); i++) release_slab_block(blocks_[i]);
-  blocks_.resize(arrays);
-  blocks_.shrink_to_fit();
-  ptr_.resize(arrays);
-  ptr_.shrink_to_fit();
+  if (raw_) {
+    for (size_t i = arrays; i < blocks_.size(); i++) release_slab_block(blocks_[i]);
+    blocks_.resize(arrays);
+    blocks_.shrink_to_fit();
+    ptr_.resize(arrays);
+    ptr_.shrink_to_fit();
+  } else {
+    set_chunk(std::move(one), nb);
+  }
   nblocks_ = nb;
   meta_.truncate(nb);
   if (!stamp_.empty()) {
