@@ -364,7 +364,7 @@ static size_t grade_cap(uint64_t prefix, unsigned depth) {
 /* The first slot of h's home line in a segment of cap slots (16 | cap <= 2^32): the low 32
  * bits of h scaled to the number of lines (the directory uses the high bits). */
 static inline uint64_t home_of(uint64_t h, uint64_t cap) {
-    return (((h & 0xffffffffu) * (cap / LINE_SLOTS)) >> 32) * LINE_SLOTS;
+    return (((h & 0xffffffffu) * cap) >> 34) * LINE_SLOTS; /* (lo * (cap / 4)) >> 32: 4 | cap */
 }
 
 /* pos + step, wrapped into [0, cap) (pos < cap, step <= cap) */
@@ -877,9 +877,9 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
 
 typedef struct deferred {
     const dirent_t *d;
+    slot_t *l; /* the line last scanned: full, without the id */
     uint64_t h;
-    uint64_t pos; /* first slot of the next line to scan */
-    size_t i;     /* batch position */
+    size_t i;  /* batch position */
 } deferred_t;
 
 /* Scan one line: *e gets bit j set where slot j is empty, and the return value bit j set
@@ -948,29 +948,29 @@ static inline unsigned ctz8(unsigned x) { /* x in 1..15, or with bit 3 forced: 0
 #endif
 }
 
-/* One probe step: scan the line at d->slots[pos] for ids[i] (branch-free).
+/* One probe step: scan the line l of segment d for ids[i] (branch-free).
  * Resolved: writes out[i] (and claims a slot when inserting). Unresolved (line full, no
- * match): appends a deferred probe of the next line and prefetches that line.
+ * match): appends a deferred probe and prefetches the line after l (past the segment's end
+ * when the probe wraps: a harmless miss, the deferred pass wraps; see next_line).
  * Linear probing with backward-shift deletion keeps every id's run from its home line to
  * its slot free of empty slots, so within a line a match decides before an empty slot. */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((always_inline))
 #endif
-static inline void probe_step(const dirent_t *d, uint64_t h, uint64_t pos, size_t i, int64_t key, int64_t *out,
-                                deferred_t *dq, size_t *nd, size_t *cnt, slot_t *dummy, const int insert) {
-    slot_t *l = &d->slots[pos];
+static inline void probe_step(const dirent_t *d, slot_t *l, uint64_t h, size_t i, int64_t key, int64_t *out,
+                              deferred_t *dq, size_t *nd, size_t *cnt, slot_t *dummy, const int insert) {
     unsigned e;
     const unsigned k = line_scan(l, key, &e);
     const uint64_t unresolved = (k | e) == 0;
-    const uint64_t npos = wrap_add(pos, LINE_SLOTS, d->cap); /* 4 | cap: a compare and a select */
-    /* arithmetic selects keep the compiler from turning this into branches */
-    const uint64_t sel = pos ^ ((pos ^ npos) & (0 - unresolved));
-    if (insert) PREFETCH_W(&d->slots[sel]); /* the next line only when needed */
-    else PREFETCH_R(&d->slots[sel]);
+    /* arithmetic selects keep the compiler from turning this into branches: the next line
+     * only when needed, else l again (already in the cache) */
+    const slot_t *next = l + (LINE_SLOTS & (0 - (unsigned)unresolved));
+    if (insert) PREFETCH_W(next);
+    else PREFETCH_R(next);
     deferred_t *q = &dq[*nd];
     q->d = d;
-    q->h = h;
-    q->pos = npos;
+    q->l = l;
+    if (insert) q->h = h; /* a find has no use for it */
     q->i = i;
     *nd += (size_t)unresolved;
     /* Within a line a match comes before any empty slot (runs have no empty slot), so the
@@ -995,6 +995,12 @@ static inline void probe_step(const dirent_t *d, uint64_t h, uint64_t pos, size_
     const uint64_t pend = pv == CLAIMED;
     const uint64_t a = ~(uint64_t)(uintptr_t)ps, b = (uint64_t)pv - 1;
     out[i] = (int64_t)(b ^ ((a ^ b) & (0 - pend)));
+}
+
+/* the line after l in segment d, wrapping around its end */
+static inline slot_t *next_line(const dirent_t *d, slot_t *l) {
+    slot_t *x = l + LINE_SLOTS;
+    return x == d->slots + d->cap ? d->slots : x;
 }
 
 /* The probe engine shared by find and phase 1 of find_or_insert. Probing goes a cache
@@ -1023,8 +1029,9 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
     const unsigned sh = 64 - m->gdepth;
     struct {
         const dirent_t *d;
-        uint64_t h, pos;
-    } ring[PF]; /* home line of the ids PF ahead, already prefetched */
+        slot_t *l; /* home line */
+        uint64_t h;
+    } ring[PF]; /* the ids PF ahead, their home lines already prefetched */
     deferred_t dq[CHUNK];
     slot_t dummy = {0, 0};
     size_t cnt = 0;
@@ -1034,34 +1041,38 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
         const dirent_t *d = dir_of(dir, sh, h);
         ring[j].d = d;
         ring[j].h = h;
-        ring[j].pos = home_of(h, d->cap);
-        if (insert) PREFETCH_W(&d->slots[ring[j].pos]);
-        else PREFETCH_R(&d->slots[ring[j].pos]);
+        ring[j].l = d->slots + home_of(h, d->cap);
+        if (insert) PREFETCH_W(ring[j].l);
+        else PREFETCH_R(ring[j].l);
     }
     for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
         const size_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;
         size_t nd = 0;
         for (size_t i = c0; i < c1; i++) {
             const dirent_t *d = ring[i & (PF - 1)].d;
-            const uint64_t pos = ring[i & (PF - 1)].pos;
-            const uint64_t h = ring[i & (PF - 1)].h;
+            slot_t *l = ring[i & (PF - 1)].l;
+            const uint64_t h = insert ? ring[i & (PF - 1)].h : 0; /* (a find has no use for it) */
             if (LIKELY(i + PF < n)) {
                 const uint64_t h2 = hashed ? (uint64_t)out[i + PF] : mix64(ids[i + PF]);
                 const dirent_t *d2 = dir_of(dir, sh, h2);
-                const uint64_t p2 = home_of(h2, d2->cap);
+                slot_t *l2 = d2->slots + home_of(h2, d2->cap);
                 ring[i & (PF - 1)].d = d2;
-                ring[i & (PF - 1)].h = h2;
-                ring[i & (PF - 1)].pos = p2;
-                if (insert) PREFETCH_W(&d2->slots[p2]);
-                else PREFETCH_R(&d2->slots[p2]);
+                ring[i & (PF - 1)].l = l2;
+                if (insert) {
+                    ring[i & (PF - 1)].h = h2;
+                    PREFETCH_W(l2);
+                } else {
+                    PREFETCH_R(l2);
+                }
             }
-            probe_step(d, h, pos, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
+            probe_step(d, l, h, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
         }
         while (nd) { /* deferred passes: compacts dq in place (write index <= read index) */
             size_t nd2 = 0;
             for (size_t j = 0; j < nd; j++) {
                 const deferred_t q = dq[j];
-                probe_step(q.d, q.h, q.pos, q.i, ids[q.i], out, dq, &nd2, &cnt, &dummy, insert);
+                probe_step(q.d, next_line(q.d, q.l), insert ? q.h : 0, q.i, ids[q.i], out, dq, &nd2, &cnt,
+                           &dummy, insert);
             }
             nd = nd2;
         }
