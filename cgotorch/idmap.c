@@ -1045,27 +1045,34 @@ static ALWAYS_INLINE size_t probe_batch(ct_idmap *mm, const ct_idmap *m, const i
         if (insert) PREFETCH_W(ring[j].l);
         else PREFETCH_R(ring[j].l);
     }
+    const size_t last = n > PF ? n - PF : 0;
     for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
         const size_t c1 = n - c0 < CHUNK ? n : c0 + CHUNK;
         size_t nd = 0;
-        for (size_t i = c0; i < c1; i++) {
-            const dirent_t *d = ring[i & (PF - 1)].d;
-            slot_t *l = ring[i & (PF - 1)].l;
-            const uint64_t h = insert ? ring[i & (PF - 1)].h : 0; /* (a find has no use for it) */
-            if (LIKELY(i + PF < n)) {
-                const uint64_t h2 = hashed ? (uint64_t)out[i + PF] : mix64(ids[i + PF]);
-                const dirent_t *d2 = dir_of(dir, sh, h2);
-                slot_t *l2 = d2->slots + home_of(h2, d2->cap);
-                ring[i & (PF - 1)].d = d2;
-                ring[i & (PF - 1)].l = l2;
-                if (insert) {
-                    ring[i & (PF - 1)].h = h2;
-                    PREFETCH_W(l2);
-                } else {
-                    PREFETCH_R(l2);
-                }
+        /* ids before c1r fetch the id PF ahead; the batch's last PF have none */
+        const size_t c1r = c1 < last ? c1 : (last > c0 ? last : c0);
+        for (size_t i = c0; i < c1r; i++) {
+            const size_t r = i & (PF - 1);
+            const dirent_t *d = ring[r].d;
+            slot_t *l = ring[r].l;
+            const uint64_t h = insert ? ring[r].h : 0; /* (a find has no use for it) */
+            const uint64_t h2 = hashed ? (uint64_t)out[i + PF] : mix64(ids[i + PF]);
+            const dirent_t *d2 = dir_of(dir, sh, h2);
+            slot_t *l2 = d2->slots + home_of(h2, d2->cap);
+            ring[r].d = d2;
+            ring[r].l = l2;
+            if (insert) {
+                ring[r].h = h2;
+                PREFETCH_W(l2);
+            } else {
+                PREFETCH_R(l2);
             }
             probe_step(d, l, h, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
+        }
+        for (size_t i = c1r; i < c1; i++) {
+            const size_t r = i & (PF - 1);
+            const uint64_t h = insert ? ring[r].h : 0;
+            probe_step(ring[r].d, ring[r].l, h, i, ids[i], out, dq, &nd, &cnt, &dummy, insert);
         }
         while (nd) { /* deferred passes: compacts dq in place (write index <= read index) */
             size_t nd2 = 0;
