@@ -1308,6 +1308,22 @@ int ct_idmap_check(const ct_idmap *m) {
     return 0;
 }
 
+size_t ct_idmap_probe_lines(const ct_idmap *m, size_t *max_lines) {
+    size_t total = 0, most = 0;
+    for (size_t j = 0; j < ((size_t)1 << m->gdepth); j = next_seg(m, j)) {
+        const seg_t *s = m->dir[j].seg;
+        for (uint64_t i = 0; i < s->cap; i++) {
+            if (s->slots[i].val == 0) continue;
+            const uint64_t home = home_of(mix64(s->slots[i].key), s->cap);
+            const size_t lines = (size_t)(ring_dist(home, i & ~(uint64_t)(LINE_SLOTS - 1), s->cap) / LINE_SLOTS);
+            total += lines;
+            if (lines > most) most = lines;
+        }
+    }
+    if (max_lines) *max_lines = most;
+    return total;
+}
+
 /* ---------------------------------------------------------------- ISA dispatch */
 
 int ct_idmap_baseline_only = 0;

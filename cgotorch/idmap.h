@@ -95,6 +95,12 @@ extern int ct_idmap_baseline_only;
 /* Test-only: verify the map's internal invariants; 0 when consistent. O(capacity). */
 int ct_idmap_check(const ct_idmap *m);
 
+/* Test-only: how far ids sit from their home lines. Returns the sum over stored ids of the
+ * lines a find scans past the home line (0 for an id in its home line); *max_lines (if not
+ * NULL) gets the most for one id. Low for any set of distinct ids unless the hash is weak
+ * (or the ids were built against it). O(capacity). */
+size_t ct_idmap_probe_lines(const ct_idmap *m, size_t *max_lines);
+
 #ifdef __cplusplus
 }
 #endif
