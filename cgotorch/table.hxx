@@ -30,9 +30,8 @@
 //   - Each table has one std::shared_mutex `mu_`. Shared: lookups whose ids are all present
 //     (the common case; a lookup that must insert drops the shared lock, retakes it
 //     exclusively and inserts only the ids it missed unless remaps_ moved), read, indices
-//     without insert, export, stats. Exclusive: lookups that insert,
-//     indices with insert, write, update, delete, clear, close. Every operation checks `closed_`
-//     after taking the lock.
+//     without insert, export, stats. Exclusive: lookups that insert, indices with insert, write,
+//     update, delete, clear, close. Every operation checks `closed_` after taking the lock.
 //   - close sets `closed_` and then takes `mu_` exclusively: it waits for the operations in
 //     flight, and every operation that takes the lock afterwards fails with "closed: ". The
 //     table object is reference counted (std::shared_ptr): handles, the registry and queued
@@ -330,9 +329,10 @@ struct Snapshot {
 
 // A batch's rows grouped by chunk for the tensor kernels: off (row offsets within the chunk) and
 // pos (indices into the batch; not needed, so not made, when there is one chunk), in chunk
-// order, on the storage device; chunks[k] covers [begin[k], begin[k + 1]) of them. One host-to-device copy for the whole batch, however many
-// chunks it touches (a copy per block had made a GPU lookup of 4,096 random rows take 10 ms);
-// an update makes one plan for all its gathers and scatters.
+// order, on the storage device; chunks[k] covers [begin[k], begin[k + 1]) of them. One
+// host-to-device copy for the whole batch, however many chunks it touches (a copy per block had
+// made a GPU lookup of 4,096 random rows take 10 ms); an update makes one plan for all its
+// gathers and scatters.
 struct RowPlan {
   at::Tensor pos, off;
   std::vector<int64_t> chunks, begin;
@@ -438,6 +438,11 @@ class Table : public std::enable_shared_from_this<Table> {
     for (int s = s0; s < s1; s++) prefetch_lines(slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]), write);
   }
   void ensure_rows(int64_t need);
+  // ensure_rows' two ways to reach `want` blocks: raw tables add block tensors (carved from
+  // slabs once large), tensor-kernel tables one chunk; both grow the per-row state last.
+  void add_blocks(int64_t want);
+  void add_chunk(int64_t want);
+  void grow_row_state(int64_t want);
   void free_storage();
   at::TensorOptions float_opts() const { return at::TensorOptions().dtype(at::kFloat).device(device_); }
   at::Tensor to_caller(const at::Tensor &t, const Keys &k) const {
@@ -695,18 +700,28 @@ int64_t Table::chunk_growth(int64_t want) const {
 
 void Table::ensure_rows(int64_t need) {
   if (need <= capacity()) return;
-  int64_t want = (need + block_rows_ - 1) / block_rows_;
-  if (!raw_) want = chunk_growth(want);
+  const int64_t want = (need + block_rows_ - 1) / block_rows_;
+  if (raw_) {
+    add_blocks(want);
+  } else {
+    add_chunk(chunk_growth(want));
+  }
+}
+
+// Momentum stamps and metadata for `want` blocks. If this throws, the vectors may be longer
+// than the rows, which nothing relies on.
+void Table::grow_row_state(int64_t want) {
+  if (opt_.has_momentum()) stamp_.resize(static_cast<size_t>(want * block_rows_), 0);
+  meta_.grow(want);
+}
+
+// Raw kernels: blocks of their own while small, then carved out of slabs.
+void Table::add_blocks(int64_t want) {
   const size_t total = static_cast<size_t>(want * narr_);
   std::shared_ptr<Mapping> slab_next[3];
   size_t used_next[3] = {0, 0, 0};
-  // Tensor kernels: one chunk per array for the new blocks (block tensors are raw tables' only).
-  std::vector<at::Tensor> fresh(raw_ ? total - blocks_.size() : 0), chunk;
-  for (int a = 0; !raw_ && a < narr_; a++) {
-    chunk.push_back(at::zeros({(want - nblocks_) * block_rows_, arr_width_[a]}, float_opts()));
-  }
-  // Raw kernels: blocks of their own while small, then carved out of slabs.
-  for (int a = 0; raw_ && a < narr_; a++) {
+  std::vector<at::Tensor> fresh(total - blocks_.size());
+  for (int a = 0; a < narr_; a++) {
     const size_t bb = static_cast<size_t>(block_rows_ * arr_width_[a]) * sizeof(float);
     std::shared_ptr<Mapping> slab = slab_[a];
     size_t used = slab_used_[a];
@@ -734,22 +749,10 @@ void Table::ensure_rows(int64_t need) {
     slab_next[a] = slab;
     used_next[a] = used;
   }
-  if (raw_) {
-    blocks_.reserve(total);
-    ptr_.reserve(total);
-  } else {
-    chunks_.reserve(chunks_.size() + chunk.size());
-    chunk_row0_.reserve(chunk_row0_.size() + 1);
-    block_chunk_.reserve(static_cast<size_t>(want));
-  }
-  if (opt_.has_momentum()) stamp_.resize(static_cast<size_t>(want * block_rows_), 0);
-  meta_.grow(want);
+  blocks_.reserve(total);
+  ptr_.reserve(total);
+  grow_row_state(want);
   // nothing below throws
-  if (!raw_) {
-    block_chunk_.resize(static_cast<size_t>(want), static_cast<int32_t>(chunk_row0_.size()));
-    chunk_row0_.push_back(nblocks_ * block_rows_);
-    for (auto &c : chunk) chunks_.push_back(std::move(c));
-  }
   for (int a = 0; a < narr_; a++) {
     slab_[a] = std::move(slab_next[a]);
     slab_used_[a] = used_next[a];
@@ -758,6 +761,23 @@ void Table::ensure_rows(int64_t need) {
     ptr_.push_back(t.data_ptr<float>());
     blocks_.push_back(std::move(t));
   }
+  nblocks_ = want;
+}
+
+// Tensor kernels: one chunk per array holds all the new blocks.
+void Table::add_chunk(int64_t want) {
+  std::vector<at::Tensor> chunk;
+  for (int a = 0; a < narr_; a++) {
+    chunk.push_back(at::zeros({(want - nblocks_) * block_rows_, arr_width_[a]}, float_opts()));
+  }
+  chunks_.reserve(chunks_.size() + chunk.size());
+  chunk_row0_.reserve(chunk_row0_.size() + 1);
+  block_chunk_.reserve(static_cast<size_t>(want));
+  grow_row_state(want);
+  // nothing below throws
+  block_chunk_.resize(static_cast<size_t>(want), static_cast<int32_t>(chunk_row0_.size()));
+  chunk_row0_.push_back(nblocks_ * block_rows_);
+  for (auto &c : chunk) chunks_.push_back(std::move(c));
   nblocks_ = want;
 }
 

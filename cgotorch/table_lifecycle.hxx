@@ -532,9 +532,11 @@ void Table::compact() {
         src.push_back(p[i].first);
         dst.push_back(static_cast<int64_t>(i));
       }
-      for (int s = 0; raw_ && s < nslots(); s++) {
-        for (size_t j = 0; j < src.size(); j++) {
-          std::memcpy(slot_ptr(s, dst[j]), slot_ptr(s, src[j]), sizeof(float) * static_cast<size_t>(width_[s]));
+      if (raw_) {  // (tensor kernels copied theirs into `one` above)
+        for (int s = 0; s < nslots(); s++) {
+          for (size_t j = 0; j < src.size(); j++) {
+            std::memcpy(slot_ptr(s, dst[j]), slot_ptr(s, src[j]), sizeof(float) * static_cast<size_t>(width_[s]));
+          }
         }
       }
       for (size_t j = 0; j < src.size(); j++) {

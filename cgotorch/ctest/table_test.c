@@ -482,10 +482,11 @@ static void test_gather_widths(void) {
 
 /* The raw optimizer kernels run four elements at a time, then one at a time (table_lanes.h),
  * and must give the same bits either way (the PyTorch parity fixtures, at dim 6, check both
- * paths against PyTorch to a tolerance). Here every element of a row starts equal and gets equal gradients, so
- * after several steps (a row absent from some, with SGD momentum's catch-up) all elements of a
- * row and of each state must still be bit for bit equal: at dim 9 elements 0-7 go through
- * the four-lane path and element 8 through the scalar one. Both layouts. */
+ * paths against PyTorch to a tolerance). Here every element of a row starts equal and gets
+ * equal gradients, so after several steps (a row absent from some, with SGD momentum's
+ * catch-up) all elements of a row and of each state must still be bit for bit equal: at dim 9
+ * elements 0-7 go through the four-lane path and element 8 through the scalar one. Both
+ * layouts. */
 static int same_along_rows(const float *v, int64_t rows, int64_t width) {
   int same = 1;
   for (int64_t r = 0; r < rows; r++)
