@@ -1330,6 +1330,15 @@ size_t ct_idmap_probe_lines(const ct_idmap *m, size_t *max_lines) {
     return total;
 }
 
+size_t ct_idmap_segments(const ct_idmap *m, unsigned *depth, size_t *max_slots) {
+    size_t most = 0;
+    for (size_t j = 0; j < ((size_t)1 << m->gdepth); j = next_seg(m, j))
+        if (m->dir[j].seg->cap > most) most = m->dir[j].seg->cap;
+    if (depth) *depth = m->gdepth;
+    if (max_slots) *max_slots = most;
+    return m->nsegs;
+}
+
 /* ---------------------------------------------------------------- ISA dispatch */
 
 int ct_idmap_baseline_only = 0;

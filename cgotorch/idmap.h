@@ -101,6 +101,13 @@ int ct_idmap_check(const ct_idmap *m);
  * (or the ids were built against it). O(capacity). */
 size_t ct_idmap_probe_lines(const ct_idmap *m, size_t *max_lines);
 
+/* Test-only: the shape of the directory. Returns the number of segments; *depth (if not
+ * NULL) gets the directory's depth (it has 2^depth entries) and *max_slots (if not NULL) the
+ * largest segment's slots. With a hash that spreads the ids, no segment holds more than
+ * 2^17 slots (a build's CT_IDMAP_SEG_MAX_LOG) and 2^depth stays within a small multiple of
+ * the segments; skewed high hash bits deepen the directory or swell one segment. */
+size_t ct_idmap_segments(const ct_idmap *m, unsigned *depth, size_t *max_slots);
+
 #ifdef __cplusplus
 }
 #endif

@@ -293,8 +293,15 @@ static void test_structured_ids(void) {
         CHECK(ok);
         size_t most = 0;
         const size_t lines = ct_idmap_probe_lines(m, &most);
-        if (getenv("IDMAP_TEST_VERBOSE")) printf("family %d: %.3f lines per id, most %zu\n", f, (double)lines / N, most);
+        unsigned depth = 0;
+        size_t max_slots = 0;
+        const size_t segs = ct_idmap_segments(m, &depth, &max_slots);
+        if (getenv("IDMAP_TEST_VERBOSE"))
+            printf("family %d: %.3f lines per id, most %zu; %zu segments, depth %u, largest %zu slots\n", f,
+                   (double)lines / N, most, segs, depth, max_slots);
         CHECK(lines < N / 5 && most < 40);
+        /* spread over segments too (the directory takes the hash's high bits) */
+        CHECK(max_slots <= ((size_t)1 << CT_IDMAP_SEG_MAX_LOG_FOR_TEST) && ((size_t)1 << depth) <= 4 * segs);
         ct_idmap_free(m);
     }
     free(ids);
