@@ -262,10 +262,12 @@ static void test_hash_collisions(void) {
 
 /* Structured id families (sequential, negative, shifted, repeated halves, strided) sit as
  * close to their home lines as random ids do (300K of any family here: 0.08 lines per id,
- * at most 14-20). A hash that passes random ids but keeps structure fails here, not only by
- * running slowly: one multiply between xorshifts confines (a << 32) | a to a sliver of each
- * segment (228 lines per id at 100K), and a 128-bit multiply folded hi ^ lo does too at 300K
- * (515). Both were 4-5% faster than fmix64 on random ids. */
+ * at most 14-20), and spread over segments as evenly. A hash that passes random ids but keeps
+ * structure fails here, not only by running slowly: one multiply between xorshifts confines
+ * (a << 32) | a to a sliver of each segment (228 lines per id at 100K), and a 128-bit multiply
+ * folded hi ^ lo does too at 300K (515); both were 4-5% faster than fmix64 on random ids. A
+ * hash with good low bits and the id's own bits on top keeps lines short but piles sequential
+ * ids into one segment (452K slots in the 1K-slot build). */
 static void test_structured_ids(void) {
     enum { N = 300000, F = 9 };
     int64_t *ids = (int64_t *)xalloc(N * sizeof(int64_t)), *o = (int64_t *)xalloc(N * sizeof(int64_t));
