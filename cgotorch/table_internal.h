@@ -58,7 +58,7 @@ struct Missing {
   }
 };
 
-// ---- the table's side of autograd (table.hxx; used by table_autograd.hxx) -------------------
+// ---- the table's side of autograd (table_gradients.hxx; used by table_autograd.hxx) ---------
 
 class Table;
 

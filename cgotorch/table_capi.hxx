@@ -1,0 +1,292 @@
+// table_capi.hxx: the registry of named tables and the ct_table_* entry points of the core
+// operations (cgotorch.h): each is one guard around a call into class Table.
+// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+
+namespace ct {
+namespace table {
+
+// ---- the registry ---------------------------------------------------------------------------
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<Table>> tables;
+};
+
+Registry &registry() {
+  static Registry *r = new Registry();  // never destroyed (see Pool)
+  return *r;
+}
+
+std::shared_ptr<Table> find_table(const std::string &name) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  auto it = r.tables.find(name);
+  if (it == r.tables.end()) throw not_found_error("no open table named \"" + name + "\"");
+  return it->second;
+}
+
+}  // namespace
+
+}  // namespace table
+}  // namespace ct
+
+// The object behind a ct_table handle: one reference to the table.
+struct ct_table_s {
+  std::shared_ptr<ct::table::Table> t;
+};
+
+using ct::guard;
+using ct::need_out;
+using ct::table::Keys;
+using ct::table::Table;
+
+std::shared_ptr<Table> ct::table::table_ref(ct_table h) {
+  if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
+  return h->t;
+}
+
+namespace {
+Table &tbl(ct_table h) {
+  if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
+  return *h->t;
+}
+
+// *a = wrap(x) and, when b is not NULL, *b = wrap(y): both or neither.
+void wrap_pair(ct_tensor *a, ct_tensor *b, at::Tensor x, at::Tensor y) {
+  ct_tensor ha = ct::wrap(std::move(x));
+  if (b != nullptr) {
+    try {
+      *b = ct::wrap(std::move(y));
+    } catch (...) {
+      ct_tensor_free(ha);
+      throw;
+    }
+  }
+  *a = ha;
+}
+}  // namespace
+
+extern "C" {
+
+ct_error ct_table_new(ct_table *out, const char *name, const ct_table_config *cfg) {
+  return guard([&] {
+    need_out(out);
+    std::string n = ct::table::check_name(name);
+    if (cfg == nullptr) throw ct::arg_error("table config is NULL");
+    auto &r = ct::table::registry();
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      if (r.tables.count(n) != 0) throw ct::table::name_taken_error("a table named \"" + n + "\" is open");
+    }
+    // Built outside the registry lock (it may allocate a lot); the name is checked again.
+    auto t = std::make_shared<Table>(n, *cfg);
+    auto h = std::make_unique<ct_table_s>();
+    h->t = t;
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      if (!r.tables.emplace(n, t).second) {
+        throw ct::table::name_taken_error("a table named \"" + n + "\" is open");
+      }
+    }
+    *out = h.release();
+  });
+}
+
+ct_error ct_table_open(ct_table *out, const char *name) {
+  return guard([&] {
+    need_out(out);
+    if (name == nullptr) throw ct::arg_error("table name is NULL");
+    auto h = std::make_unique<ct_table_s>();
+    h->t = ct::table::find_table(name);
+    *out = h.release();
+  });
+}
+
+ct_error ct_table_close(ct_table h) {
+  return guard([&] {
+    Table &t = tbl(h);
+    t.close();
+    auto &r = ct::table::registry();
+    std::lock_guard<std::mutex> l(r.mu);
+    auto it = r.tables.find(t.name());
+    if (it != r.tables.end() && it->second.get() == &t) r.tables.erase(it);
+  });
+}
+
+void ct_table_free(ct_table h) { delete h; }
+
+ct_error ct_table_names(char **out) {
+  return guard([&] {
+    need_out(out);
+    std::string s;
+    {
+      auto &r = ct::table::registry();
+      std::lock_guard<std::mutex> l(r.mu);
+      for (const auto &kv : r.tables) {
+        if (!s.empty()) s += '\n';
+        s += kv.first;
+      }
+    }
+    char *c = strdup(s.c_str());
+    if (c == nullptr) throw std::bad_alloc();
+    *out = c;
+  });
+}
+
+ct_error ct_table_name(char **out, ct_table h) {
+  return guard([&] {
+    need_out(out);
+    char *c = strdup(tbl(h).name().c_str());
+    if (c == nullptr) throw std::bad_alloc();
+    *out = c;
+  });
+}
+
+const char *ct_table_state_name(int32_t optimizer, int32_t i) {
+  switch (optimizer) {
+    case CT_OPT_SGD: return i == 0 ? "momentum_buffer" : nullptr;
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD: return i == 0 ? "sum" : nullptr;
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW: return i == 0 ? "exp_avg" : i == 1 ? "exp_avg_sq" : nullptr;
+    case CT_OPT_FTRL: return i == 0 ? "z" : i == 1 ? "n" : nullptr;
+    default: return nullptr;
+  }
+}
+
+ct_error ct_table_lookup(ct_tensor *rows, ct_table h, ct_tensor keys) {
+  return guard([&] {
+    need_out(rows);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    *rows = ct::wrap(t.lookup(k));
+  });
+}
+
+ct_error ct_table_indices(ct_tensor *out, ct_table h, ct_tensor keys, int32_t insert) {
+  return guard([&] {
+    need_out(out);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    *out = ct::wrap(t.indices(k, insert != 0));
+  });
+}
+
+ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor keys,
+                       int32_t default_mode) {
+  return guard([&] {
+    need_out(rows);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    auto r = t.read(k, default_mode);
+    wrap_pair(rows, found, std::move(r.first), std::move(r.second));
+  });
+}
+
+ct_error ct_table_write(ct_table h, ct_tensor keys, ct_tensor values) {
+  return guard([&] {
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    t.write(k, ct::get(values));
+  });
+}
+
+ct_error ct_table_update(ct_table h, ct_tensor keys, ct_tensor grads) {
+  return guard([&] {
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    t.update(k, ct::get(grads));
+  });
+}
+
+ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor grads) {
+  return guard([&] {
+    if (name == nullptr) throw ct::arg_error("table name is NULL");
+    auto t = ct::table::find_table(name);
+    Keys k = ct::table::check_keys(keys);
+    c10::NoGradGuard no_grad;
+    t->update(k, ct::get(grads));
+  });
+}
+
+ct_error ct_table_prefetch(int64_t *id, ct_table h, ct_tensor keys, int32_t default_mode) {
+  return guard([&] {
+    need_out(id);
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    *id = t.prefetch(k, default_mode);
+  });
+}
+
+ct_error ct_table_prefetch_wait(ct_tensor *rows, ct_tensor *found, int32_t *ready, ct_table h,
+                                int64_t id, int64_t timeout_us) {
+  return guard([&] {
+    need_out(rows);
+    need_out(ready);
+    at::Tensor r, f;
+    bool done = tbl(h).wait(id, timeout_us, &r, found != nullptr ? &f : nullptr);
+    *ready = done ? 1 : 0;
+    if (!done) return;
+    wrap_pair(rows, found, std::move(r), std::move(f));
+  });
+}
+
+ct_error ct_table_prefetch_discard(ct_table h, int64_t id) {
+  return guard([&] { tbl(h).discard(id); });
+}
+
+ct_error ct_table_delete(int64_t *deleted, ct_table h, ct_tensor keys) {
+  return guard([&] {
+    Table &t = tbl(h);
+    Keys k = ct::table::check_keys(keys);
+    int64_t n = t.erase(k);
+    if (deleted != nullptr) *deleted = n;
+  });
+}
+
+ct_error ct_table_clear(ct_table h) {
+  return guard([&] { tbl(h).clear(); });
+}
+
+ct_error ct_table_stats_get(ct_table_stats *out, ct_table h) {
+  return guard([&] {
+    need_out(out);
+    *out = tbl(h).stats();
+  });
+}
+
+ct_error ct_table_export(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
+                         int64_t *step, ct_table h) {
+  return guard([&] {
+    need_out(ids);
+    need_out(rows);
+    c10::NoGradGuard no_grad;
+    auto snap = tbl(h).snapshot();
+    const int32_t ns = static_cast<int32_t>(snap.states.size());
+    if (cap < ns) throw ct::arg_error("states has room for " + std::to_string(cap) + " tensors, the table has " + std::to_string(ns));
+    if (ns > 0 && states == nullptr) throw ct::arg_error("states is NULL");
+    // Wrap last: nothing is handed out unless everything is.
+    std::vector<ct_tensor> made;
+    try {
+      made.push_back(ct::wrap(snap.ids));
+      made.push_back(ct::wrap(snap.rows));
+      for (auto &s : snap.states) made.push_back(ct::wrap(s));
+    } catch (...) {
+      for (auto m : made) ct_tensor_free(m);
+      throw;
+    }
+    *ids = made[0];
+    *rows = made[1];
+    for (int32_t i = 0; i < ns; i++) states[i] = made[static_cast<size_t>(2 + i)];
+    if (step != nullptr) *step = snap.step;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,369 @@
+// table_ops.hxx: the batched operations of class Table: lookup (find, then insert what is absent),
+// indices, read, write, update (one optimizer step, raw or tensor kernels), erase, clear, stats,
+// snapshot and close.
+// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+
+namespace ct {
+namespace table {
+
+at::Tensor Table::lookup(const Keys &k) {
+  const int64_t n = k.n;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  auto out = at::empty({n, dim_}, float_opts());
+  uint64_t remaps;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    if (ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data()) == static_cast<size_t>(n)) {
+      gather(rows.data(), n, 0, out);
+      touch(rows.data(), n, step_);
+      lock.unlock();
+      return to_caller(out, k);
+    }
+    remaps = remaps_;
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  lookup_inserting(k, rows, remaps == remaps_, out, [] {});
+  lock.unlock();
+  return to_caller(out, k);
+}
+
+template <class F>
+void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out, F then) {
+  const int64_t n = k.n;
+  const int64_t *ids = k.ptr();
+  if (admit_after_ > 1) {
+    out = lookup_admitting(k, rows, found);
+    then();  // if this throws, the ids admitted stay (initialised; their counts are spent)
+    return;
+  }
+  // Insert the ids the find missed (another thread may have inserted some since), or all.
+  if (!found) std::fill(rows.begin(), rows.end(), -1);
+  Missing m(ids, rows.data(), n);
+  std::vector<uint8_t> mnew(m.ids.size()), is_new(static_cast<size_t>(n), 0);
+  insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
+  m.put(rows.data());
+  for (size_t j = 0; j < m.ids.size(); j++) is_new[static_cast<size_t>(m.pos[j])] = mnew[j];
+  guarded(ids, is_new.data(), n, [&] {
+    init_rows(ids, rows.data(), is_new.data(), n, false);
+    gather(rows.data(), n, 0, out);
+    touch(rows.data(), n, step_);
+    then();
+  });
+}
+
+at::Tensor Table::indices(const Keys &k, bool do_insert) {
+  const int64_t n = k.n;
+  auto out = at::empty({n}, at::kLong);
+  int64_t *rows = out.data_ptr<int64_t>();
+  if (!do_insert) {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows);
+  } else {
+    std::vector<uint8_t> is_new(static_cast<size_t>(n));
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    insert_ids(k.ptr(), n, rows, is_new.data());
+    guarded(k.ptr(), is_new.data(), n, [&] { init_rows(k.ptr(), rows, is_new.data(), n, false); });
+  }
+  return out.device() == k.device ? out : out.to(k.device);
+}
+
+std::pair<at::Tensor, at::Tensor> Table::read(const Keys &k, int32_t mode) {
+  check_mode(mode);
+  const int64_t n = k.n;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  auto found = at::empty({n}, at::kBool);
+  at::Tensor out;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data());
+    out = gather_rows(k.ptr(), rows.data(), n, mode);
+  }
+  bool *f = found.data_ptr<bool>();
+  for (int64_t i = 0; i < n; i++) f[i] = rows[static_cast<size_t>(i)] >= 0;
+  return {to_caller(out, k), found.device() == k.device ? found : found.to(k.device)};
+}
+
+void Table::write(const Keys &k, const at::Tensor &values_in) {
+  const int64_t n = k.n;
+  at::Tensor values = check_rows(values_in, "values", n, dim_);
+  values = raw_ ? values.to(at::kCPU) : values.to(device_);
+  check_finite(values, "values");
+  // Last occurrence wins: unique ids in first-appearance order with their last position.
+  Dedupe dd(k.ptr(), n);
+  std::vector<int64_t> &uids = dd.uids;
+  std::vector<int64_t> src(uids.size());
+  for (int64_t i = 0; i < n; i++) src[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])] = i;
+  const int64_t u = dd.size();
+  std::vector<int64_t> rows(static_cast<size_t>(u));
+  std::vector<uint8_t> is_new(static_cast<size_t>(u));
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  insert_ids(uids.data(), u, rows.data(), is_new.data());
+  guarded(uids.data(), is_new.data(), u, [&] {
+    init_rows(uids.data(), rows.data(), is_new.data(), u, /*skip_embedding=*/true);
+    assign(rows, values, src.data());
+  });
+  modified(rows.data(), u);
+}
+
+void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, const int64_t *src) {
+  const int64_t u = static_cast<int64_t>(rows.size());
+  const bool momentum = opt_.has_momentum();
+  if (raw_) {
+    const float *v = vals.data_ptr<float>();
+    for (int64_t i = 0; i < u; i++) {
+      const int64_t r = rows[static_cast<size_t>(i)];
+      const int64_t from = src != nullptr ? src[i] : i;
+      std::memcpy(slot_ptr(0, r), v + from * dim_, sizeof(float) * static_cast<size_t>(dim_));
+      if (!momentum) continue;
+      // The weight is replaced; the buffer decays to where it is now.
+      const int64_t kk = step_ - stamp_[static_cast<size_t>(r)];
+      if (kk > 0) {
+        double S, decay;
+        opt_.catch_up_factors(kk, &S, &decay);
+        float *buf = slot_ptr(1, r);
+        for (int64_t j = 0; j < dim_; j++) buf[j] *= static_cast<float>(decay);
+      }
+      stamp_[static_cast<size_t>(r)] = step_;
+    }
+    return;
+  }
+  // Tensor kernels: compute everything, then scatter.
+  if (u == 0) return;
+  auto sel = src == nullptr ? vals : vals.index_select(0, index_tensor(std::vector<int64_t>(src, src + u), device_));
+  const RowPlan p = plan(rows);
+  at::Tensor buf;
+  if (momentum) {
+    at::Tensor mv, dc;
+    momentum_factors(rows, step_, &mv, &dc);
+    buf = gather_slot_tensor(p, 1).mul_(dc);
+  }
+  scatter_slot_tensor(p, 0, sel);
+  if (buf.defined()) scatter_slot_tensor(p, 1, buf);
+  for (int64_t r : rows) {
+    if (momentum) stamp_[static_cast<size_t>(r)] = step_;
+  }
+}
+
+void Table::update(const Keys &k, const at::Tensor &grads_in) {
+  const int64_t n = k.n;
+  at::Tensor grads = check_rows(grads_in, "grads", n, dim_);
+  if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
+  grads = raw_ ? grads.to(at::kCPU) : grads.to(device_);
+  // Sum the gradients of repeated ids, index_add style (never a sparse add_): in batch order.
+  Dedupe dd(k.ptr(), n);
+  int64_t u = dd.size();
+  // Raw kernels: the gradient of a distinct id is read where it is (no copy of the batch): the
+  // batch's own row for an id that occurs once, else a row of sums (first occurrence, plus the
+  // others in batch order) in a small buffer. Before: a zero-filled [u, dim] copy of the whole
+  // batch, which cost a third of an update at dim 64 (allocation, page faults, a pass).
+  at::Tensor g;
+  std::vector<const float *> gptr;
+  std::vector<float> sums;
+  check_finite(grads, "gradients");
+  if (raw_) {
+    const float *src = grads.data_ptr<float>();
+    gptr.assign(static_cast<size_t>(u), nullptr);
+    if (u < n) {
+      // Ids occurring more than once get a row of sums.
+      std::vector<int32_t> count(static_cast<size_t>(u), 0), slot(static_cast<size_t>(u), -1);
+      for (int64_t i = 0; i < n; i++) count[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])]++;
+      int32_t rep = 0;
+      for (int64_t j = 0; j < u; j++) {
+        if (count[static_cast<size_t>(j)] > 1) slot[static_cast<size_t>(j)] = rep++;
+      }
+      sums.assign(static_cast<size_t>(rep) * static_cast<size_t>(dim_), 0.f);
+      for (int64_t i = 0; i < n; i++) {
+        const size_t j = static_cast<size_t>(dd.inverse[static_cast<size_t>(i)]);
+        const float *sr = src + i * dim_;
+        if (slot[j] < 0) {
+          gptr[j] = sr;
+          continue;
+        }
+        float *d = sums.data() + static_cast<size_t>(slot[j]) * static_cast<size_t>(dim_);
+        for_lanes(dim_, [&](int64_t c, auto L) { L.store(d + c, L.load(d + c) + L.load(sr + c)); });
+        gptr[j] = d;
+      }
+    } else {
+      for (int64_t i = 0; i < n; i++) gptr[static_cast<size_t>(i)] = src + i * dim_;  // inverse[i] == i
+    }
+  } else {
+    g = at::zeros({u, dim_}, grads.options());
+    if (n > 0) g.index_add_(0, index_tensor(dd.inverse, device_), grads);
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  std::vector<int64_t> rows(static_cast<size_t>(u));
+  const bool admitting = admit_after_ > 1;
+  if (admitting) {  // no new ids: the rows of the admitted ones
+    drop_unadmitted(dd.uids, g, gptr, rows);
+    u = dd.size();
+  }
+  std::vector<uint8_t> is_new(static_cast<size_t>(u));
+  const int64_t t = step_ + 1;
+  const StepConsts c = opt_.begin(t);
+  const int64_t *ids = dd.uids.data();
+  if (!admitting) insert_ids(ids, u, rows.data(), is_new.data());
+  guarded(ids, is_new.data(), u, [&] {
+    init_rows(ids, rows.data(), is_new.data(), u, false);
+    if (raw_) {
+      step_raw(c, gptr.data(), rows.data(), u);
+    } else {
+      step_tensor(c, g, rows);
+    }
+  });
+  set_step_locked(t);
+  touch(rows.data(), u, t);
+  modified(rows.data(), u);
+}
+
+void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t *rows, int64_t u) {
+  const int64_t t = c.t;
+  const bool momentum = opt_.has_momentum();
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
+    for (int64_t i = begin; i < end; i++) {
+      if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
+      const int64_t r = rows[i];
+      float *w = slot_ptr(0, r);
+      float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
+      float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
+      if (momentum) {
+        // Steps stamp+1 .. t-1 had no gradient for this row.
+        const int64_t kk = (t - 1) - stamp_[static_cast<size_t>(r)];
+        if (kk > 0) {
+          double S, decay;
+          opt_.catch_up_factors(kk, &S, &decay);
+          const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
+          for_lanes(dim_, [&](int64_t j, auto L) {
+            const auto b = L.load(s0 + j);
+            L.store(w + j, L.load(w + j) + mv * b);
+            L.store(s0 + j, b * dc);
+          });
+        }
+        stamp_[static_cast<size_t>(r)] = t;
+      }
+      opt_.apply(c, gp[i], w, s0, s1);
+    }
+  };
+  for_rows(u, dim_ * 8, body);
+}
+
+void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {
+  if (rows.empty()) return;
+  const RowPlan p = plan(rows);
+  at::Tensor w = gather_slot_tensor(p, 0);
+  at::Tensor s0, s1;
+  if (nstates_ > 0) s0 = gather_slot_tensor(p, 1);
+  if (nstates_ > 1) s1 = gather_slot_tensor(p, 2);
+  if (opt_.has_momentum()) {
+    at::Tensor mv, dc;
+    momentum_factors(rows, c.t - 1, &mv, &dc);
+    w.sub_(s0 * mv);
+    s0.mul_(dc);
+  }
+  opt_.apply(c, g, w, nstates_ > 0 ? &s0 : nullptr, nstates_ > 1 ? &s1 : nullptr);
+  // Everything is computed; now the scatters.
+  scatter_slot_tensor(p, 0, w);
+  if (nstates_ > 0) scatter_slot_tensor(p, 1, s0);
+  if (nstates_ > 1) scatter_slot_tensor(p, 2, s1);
+  if (!stamp_.empty()) {
+    for (int64_t r : rows) stamp_[static_cast<size_t>(r)] = c.t;
+  }
+}
+
+int64_t Table::erase(const Keys &k) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  return erase_ids(k.ptr(), k.n);
+}
+
+void Table::clear() {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  if (meta_.tracked()) {
+    const size_t m = ct_idmap_size(map_);
+    std::vector<int64_t> ids(m), idx(m);
+    ct_idmap_export(map_, ids.data(), idx.data(), m);
+    deleted_.insert(deleted_.end(), ids.begin(), ids.end());
+  }
+  ct_idmap_clear(map_);
+  remaps_++;
+  seen_.clear();
+}
+
+ct_table_stats Table::stats() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  ct_table_stats s{};
+  s.size = static_cast<int64_t>(ct_idmap_size(map_));
+  s.capacity = capacity();
+  int64_t bytes = static_cast<int64_t>(ct_idmap_bytes(map_));
+  for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
+  for (const auto &c : chunks_) bytes += static_cast<int64_t>(c.nbytes());
+  bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
+  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32);
+  s.bytes = bytes;
+  s.dim = dim_;
+  s.step = step_;
+  s.num_states = nstates_;
+  s.optimizer = opt_.kind;
+  return s;
+}
+
+Snapshot Table::snapshot() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  const size_t m = ct_idmap_size(map_);
+  std::vector<int64_t> ids(m), idx(m);
+  ct_idmap_export(map_, ids.data(), idx.data(), m);
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; i++) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  Snapshot snap;
+  snap.step = step_;
+  const int64_t mm = static_cast<int64_t>(m);
+  snap.ids = at::empty({mm}, at::kLong);
+  std::vector<int64_t> rows(m);
+  int64_t *pid = snap.ids.data_ptr<int64_t>();
+  for (size_t i = 0; i < m; i++) {
+    pid[i] = ids[order[i]];
+    rows[i] = idx[order[i]];
+  }
+  snap.rows = at::empty({mm, dim_}, float_opts());
+  gather(rows.data(), mm, 0, snap.rows);
+  for (int s = 1; s < nslots(); s++) {
+    auto st = at::empty({mm, width_[s]}, float_opts());
+    gather(rows.data(), mm, s, st);
+    snap.states.push_back(st);
+  }
+  lock.unlock();
+  if (!device_.is_cpu()) snap.ids = snap.ids.to(device_);
+  return snap;
+}
+
+void Table::close() {
+  closed_.store(true, std::memory_order_release);
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);  // waits for the operations in flight
+    free_storage();
+  }
+  {
+    std::lock_guard<std::mutex> g(grad_mu_);
+    std::vector<at::Tensor>().swap(pending_ids_);
+    std::vector<at::Tensor>().swap(pending_grads_);
+    has_pending_ = false;
+  }
+  // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
+  std::unique_lock<std::mutex> l(prefetch_mu_);
+  tasks_cv_.wait(l, [this] { return tasks_ == 0; });
+  pending_.clear();
+}
+
+}  // namespace table
+}  // namespace ct

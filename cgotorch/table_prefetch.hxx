@@ -1,0 +1,186 @@
+// table_prefetch.hxx: prefetches (ct_table_prefetch / _wait / _discard): lookups queued on a
+// process-wide pool of two worker threads, whose rows a caller waits for by id.
+// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+
+namespace ct {
+namespace table {
+
+namespace {
+
+// ---- the prefetch worker pool ---------------------------------------------------------------
+
+class Pool {
+ public:
+  static Pool &get() {
+    static Pool *p = new Pool();  // never destroyed: its threads outlive static destructors
+    // At exit (this static is destroyed before libtorch's, which were built earlier), let the
+    // tasks in flight finish, so that no worker touches libtorch while it is being torn down.
+    static struct Drain {
+      Pool *p;
+      ~Drain() { p->drain(std::chrono::seconds(10)); }
+    } drain{p};
+    return *p;
+  }
+  // Waits until no task is queued or running (at most timeout).
+  void drain(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_.wait_for(l, timeout, [this] { return q_.empty() && running_ == 0; });
+  }
+  void submit(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(f));
+      if (started_ < kThreads) {
+        std::thread([this] { run(); }).detach();
+        started_++;
+      }
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  static constexpr int kThreads = 2;
+  void run() {
+    for (;;) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return !q_.empty(); });
+        f = std::move(q_.front());
+        q_.pop_front();
+        running_++;
+      }
+      f();  // never throws: tasks catch everything
+      f = nullptr;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        running_--;
+      }
+      idle_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<std::function<void()>> q_;
+  int started_ = 0;
+  int running_ = 0;
+};
+
+}  // namespace
+
+// ---- prefetch -------------------------------------------------------------------------------
+
+int64_t Table::prefetch(const Keys &k, int32_t mode) {
+  check_mode(mode);
+  check_open();
+  auto st = std::make_shared<Prefetch>();
+  Keys copy = k;
+  copy.host = k.host.clone();  // the caller may change or free its keys
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    check_open();  // under prefetch_mu_: close cannot miss this task
+    id = next_prefetch_++;
+    pending_.emplace(id, st);
+    tasks_++;
+  }
+  std::shared_ptr<Table> self = shared_from_this();
+  auto task = [self, st, copy, mode]() mutable {
+    at::Tensor rows, found;
+    std::string err;
+    try {
+      ct::sync_thread_count();  // this worker thread follows SetNumThreads too
+      c10::NoGradGuard no_grad;
+      std::tie(rows, found) = self->read(copy, mode);
+    } catch (const c10::Error &e) {
+      err = e.what_without_backtrace();
+    } catch (const std::exception &e) {
+      err = e.what();
+    } catch (...) {
+      err = "unknown C++ exception";
+    }
+    {
+      std::lock_guard<std::mutex> l(st->mu);
+      st->rows = std::move(rows);
+      st->found = std::move(found);
+      st->error = std::move(err);
+      st->done = true;
+    }
+    st->cv.notify_all();
+    // Drop every tensor before telling close that this task is over.
+    st.reset();
+    copy = Keys();
+    Table *t = self.get();
+    {
+      std::lock_guard<std::mutex> l(t->prefetch_mu_);
+      t->tasks_--;
+    }
+    t->tasks_cv_.notify_all();
+    self.reset();  // after a close this may destroy the table: its tensors are gone already
+  };
+  try {
+    Pool::get().submit(std::move(task));
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> l(prefetch_mu_);
+      pending_.erase(id);
+      tasks_--;
+    }
+    tasks_cv_.notify_all();
+    throw;
+  }
+  return id;
+}
+
+bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found) {
+  check_open();
+  std::shared_ptr<Prefetch> st;
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
+      throw prefetch_error("no pending prefetch " + std::to_string(id) + " on table \"" + name_ +
+                           "\" (never started, already waited for, or discarded)");
+    }
+    st = it->second;
+    if (st->claimed) throw prefetch_error("prefetch " + std::to_string(id) + " is already being waited for");
+    st->claimed = true;
+  }
+  bool done;
+  {
+    std::unique_lock<std::mutex> l(st->mu);
+    auto ready = [&] { return st->done; };
+    if (timeout_us < 0) {
+      st->cv.wait(l, ready);
+    } else {
+      st->cv.wait_for(l, std::chrono::microseconds(timeout_us), ready);
+    }
+    done = st->done;
+  }
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    if (done) {
+      pending_.erase(id);
+    } else {
+      st->claimed = false;
+    }
+  }
+  if (!done) return false;
+  if (!st->error.empty()) throw std::runtime_error(st->error);
+  *rows = st->rows;
+  if (found != nullptr) *found = st->found;
+  return true;
+}
+
+void Table::discard(int64_t id) {
+  check_open();
+  std::lock_guard<std::mutex> l(prefetch_mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second->claimed) {
+    throw prefetch_error("no pending prefetch " + std::to_string(id) + " to discard on table \"" + name_ + "\"");
+  }
+  pending_.erase(it);
+}
+
+}  // namespace table
+}  // namespace ct
