@@ -67,6 +67,26 @@ func (t *Tensor) Detach() *Tensor {
 	return newTensor(out)
 }
 
+// SetData gives t the data of src (its storage, shape, dtype and device), as PyTorch's
+// `t.data = src`: t stays the same tensor to autograd and to everyone holding it (a leaf keeps
+// requires-grad), and its gradient is left as it was. This is how a parameter moves to another
+// device in place (see nn.To). It returns an error wrapping ErrClosed for a nil or closed tensor
+// (every tensor this package makes is dense, and any dense tensor can back any other).
+func (t *Tensor) SetData(src *Tensor) error {
+	p, err := t.cOrErr("set data")
+	if err != nil {
+		return err
+	}
+	s, err := src.cOrErr("set data")
+	if err != nil {
+		return err
+	}
+	err = toError("set data", C.ct_tensor_set_data(p, s))
+	runtime.KeepAlive(t)
+	runtime.KeepAlive(src)
+	return err
+}
+
 // NoGrad runs f with gradient recording off on the calling goroutine (which stays on one OS
 // thread meanwhile: libtorch's grad mode is per thread). Goroutines started by f are not covered.
 func NoGrad(f func()) { withGradMode(false, f) }

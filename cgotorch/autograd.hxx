@@ -1,4 +1,4 @@
-// autograd.hxx: requires-grad, backward, gradients, detach and the grad mode.
+// autograd.hxx: requires-grad, backward, gradients, detach, set data and the grad mode.
 #include <c10/core/GradMode.h>
 
 #include "internal.h"
@@ -40,6 +40,13 @@ ct_error ct_tensor_zero_grad(ct_tensor t) {
 
 ct_error ct_tensor_detach(ct_tensor *out, ct_tensor t) {
   return guard([&] { ct::need_out(out); *out = ct::wrap(get(t).detach()); });
+}
+
+ct_error ct_tensor_set_data(ct_tensor t, ct_tensor src) {
+  return guard([&] {
+    const at::Tensor &dst = get(t), &s = get(src);
+    if (!dst.is_same(s)) dst.set_data(s);  // (to() returns its tensor itself when nothing changes)
+  });
 }
 
 ct_error ct_grad_mode_set(int32_t *prev, int32_t enabled) {

@@ -56,3 +56,42 @@ func TestNoGradRestores(t *testing.T) {
 		t.Fatal("NoGrad did not restore after a panic")
 	}
 }
+
+// SetData swaps what a tensor holds (shape and dtype too) without making it another tensor: a
+// leaf keeps requiring grad, backward then produces a gradient of the new shape and dtype, and
+// setting the data of the handle Grad returns changes the gradient the tensor holds.
+func TestSetData(t *testing.T) {
+	x := MustFromSlice([]float32{1, 2, 3}).SetRequiresGrad(true)
+	src := MustFromSlice([]float64{4, 5, 6, 7}, 2, 2)
+	if err := x.SetData(src); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Shape(); len(got) != 2 || got[0] != 2 || got[1] != 2 || x.DType() != Float64 || !x.RequiresGrad() {
+		t.Fatalf("after set data: shape %v dtype %v requires grad %v", got, x.DType(), x.RequiresGrad())
+	}
+	if v, err := ToSlice[float64](x); err != nil || v[0] != 4 || v[3] != 7 {
+		t.Fatalf("values %v %v", v, err)
+	}
+	x.Sum().Backward()
+	if g, err := ToSlice[float64](x.Grad()); err != nil || len(g) != 4 || g[0] != 1 || g[3] != 1 {
+		t.Fatalf("grad after set data %v %v", g, err)
+	}
+	if err := x.Grad().SetData(MustFromSlice([]float64{9, 8, 7, 6}, 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := ToSlice[float64](x.Grad()); err != nil || g[0] != 9 || g[3] != 6 {
+		t.Fatalf("grad after setting its data %v %v", g, err)
+	}
+	var closed *Tensor
+	if err := x.SetData(closed); !errors.Is(err, ErrClosed) {
+		t.Fatalf("nil source: %v", err)
+	}
+	src.Close()
+	if err := x.SetData(src); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed source: %v", err)
+	}
+	x.Close()
+	if err := x.SetData(MustFromSlice([]float32{1})); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed target: %v", err)
+	}
+}

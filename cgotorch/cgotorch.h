@@ -139,6 +139,10 @@ ct_error ct_tensor_grad(ct_tensor *out, ct_tensor t);
 /* Zeroes (and keeps) t's gradient if it has one. */
 ct_error ct_tensor_zero_grad(ct_tensor t);
 ct_error ct_tensor_detach(ct_tensor *out, ct_tensor t);
+/* Gives t the data of src (storage, shape, dtype and device), as PyTorch's `t.data = src`: t stays
+ * the same tensor to autograd and to every handle of it (a leaf keeps requires_grad); its
+ * gradient is left as it was. Every dense tensor can back every other (any device or dtype). */
+ct_error ct_tensor_set_data(ct_tensor t, ct_tensor src);
 /* Sets the calling thread's grad mode; *prev gets the previous one. Thread-local in libtorch:
  * the caller must stay on one OS thread until it restores the mode. */
 ct_error ct_grad_mode_set(int32_t *prev, int32_t enabled);

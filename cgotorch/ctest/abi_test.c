@@ -100,6 +100,11 @@ static void test_autograd(void) {
   int32_t prev = -1, ignored;
   CHECK(ok(ct_grad_mode_set(&prev, 0)) && prev == 1);
   CHECK(ok(ct_grad_mode_set(&ignored, prev)));
+  /* set data: x takes ones' data and stays a leaf requiring grad; a NULL source is an error */
+  CHECK(ok(ct_tensor_set_data(x, ones)));
+  CHECK(ok(ct_tensor_requires_grad(&rg, x)) && rg == 1);
+  CHECK(fails_with(ct_tensor_set_data(x, NULL), "NULL"));
+  CHECK(fails_with(ct_tensor_set_data(NULL, ones), "NULL"));
   (void)g;
   ct_tensor_free(ones);
   ct_tensor_free(y);
