@@ -13,6 +13,10 @@
 // The layers are Linear, Dropout, LayerNorm, BatchNorm1d and the activations ReLU, Sigmoid, Tanh
 // and LeakyReLU; the losses BCEWithLogits, MSE and CrossEntropy wrap cgotorch's.
 //
+// To(model, device, dtype) moves a model's parameters, gradients and buffers to a device (a
+// GPU) and/or a floating-point dtype in place, as PyTorch's module.to: the same tensors, so
+// call it before creating the optimizers, whose state sits next to the parameters.
+//
 // # Optimizers
 //
 // NewSGD, NewAdam, NewAdamW and NewAdagrad return an *Optimizer holding parameter groups (each

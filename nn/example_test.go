@@ -29,6 +29,34 @@ func ExampleSequential() {
 	// [3 1]
 }
 
+// Move a model to the GPU (where there is one) before creating its optimizer; To changes the
+// parameters in place, so the model and its Parameters keep working.
+func ExampleTo() {
+	model := nn.NewSequential(nn.NewLinear(4, 2, true), &nn.ReLU{})
+	device := cgotorch.CPU
+	if cgotorch.CUDAAvailable() {
+		device = cgotorch.CUDA(0)
+	}
+	if err := nn.To(model, device, cgotorch.KeepDType); err != nil {
+		fmt.Println(err)
+		return
+	}
+	opt, err := nn.NewSGD(model.Parameters(), nn.SGDOptions{LR: 0.1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x, err := cgotorch.Randn([]int64{3, 4}).To(device, cgotorch.KeepDType)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	model.Forward(x).Sum().Backward()
+	fmt.Println(opt.Step(), model.Parameters()[0].Tensor.Device() == device)
+	// Output:
+	// <nil> true
+}
+
 // A model of your own: embed Container, add the children by name, write Forward.
 type twoTower struct {
 	nn.Container
