@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
 )
 
 func TestAUC(t *testing.T) {
@@ -50,8 +54,26 @@ func TestGeneratorBringsNewIDs(t *testing.T) {
 
 // TestSmallConfig trains on a short stream: the model must learn (AUC above 0.7, log-loss below
 // the constant click rate's) without beating the hidden model.
-func TestSmallConfig(t *testing.T) {
+func TestSmallConfig(t *testing.T) { checkSmallRun(t, cgotorch.CPU) }
+
+// TestSmallConfigCUDA trains the same on a GPU (skipped without one). Without one, asking for
+// it is an error wrapping cgotorch.ErrDevice.
+func TestSmallConfigCUDA(t *testing.T) {
+	if !cgotorch.CUDAAvailable() {
+		cfg := DefaultConfig()
+		cfg.Device = cgotorch.CUDA(0)
+		if _, err := run(cfg, io.Discard); !errors.Is(err, cgotorch.ErrDevice) {
+			t.Fatalf("run on a missing GPU: %v, want ErrDevice", err)
+		}
+		t.Skip("no CUDA device")
+	}
+	checkSmallRun(t, cgotorch.CUDA(0))
+}
+
+func checkSmallRun(t *testing.T, d cgotorch.Device) {
+	t.Helper()
 	cfg := DefaultConfig()
+	cfg.Device = d
 	cfg.Train, cfg.Test, cfg.ReportEvery = 150_000, 30_000, 50_000
 	cfg.LR, cfg.DenseLR = 0.01, 0.001 // a short stream learns faster with larger steps
 	var out bytes.Buffer

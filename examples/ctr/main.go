@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/gorec/gorec/cgotorch"
 )
 
 func main() {
@@ -26,7 +28,13 @@ func main() {
 	flag.IntVar(&cfg.Gen.Launch, "launch", cfg.Gen.Launch, "samples between two item launches")
 	flag.IntVar(&cfg.Gen.Fresh, "fresh", cfg.Gen.Fresh, "how many of the newest items share the fresh impressions")
 	flag.Float64Var(&cfg.Gen.FreshShare, "fresh-share", cfg.Gen.FreshShare, "share of impressions on fresh items")
+	device := flag.String("device", "cpu", "where the model trains: cpu, cuda or cuda:N")
 	flag.Parse()
+	var err error
+	if cfg.Device, err = cgotorch.ParseDevice(*device); err != nil {
+		fmt.Fprintln(os.Stderr, "ctr:", err)
+		os.Exit(2)
+	}
 	if _, err := run(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "ctr:", err)
 		os.Exit(1)

@@ -19,8 +19,9 @@ type Batch struct {
 	Labels           *nn.Tensor
 }
 
-// NewBatch converts samples to tensors.
-func NewBatch(samples []Sample) *Batch {
+// NewBatch converts samples to tensors on device d (the ids too: a table looks them up on the
+// host and returns rows on the ids' device).
+func NewBatch(samples []Sample, d cgotorch.Device) (*Batch, error) {
 	n := len(samples)
 	var ids [numFields][]int64
 	for f := range ids {
@@ -48,7 +49,21 @@ func NewBatch(samples []Sample) *Batch {
 		b.IDs[f] = cgotorch.MustFromSlice(ids[f])
 		b.Tagged[f] = cgotorch.MustFromSlice(tagged(ids[f], f))
 	}
-	return b
+	if d == cgotorch.CPU {
+		return b, nil
+	}
+	ptrs := []**nn.Tensor{&b.Tags, &b.TaggedTags, &b.Offs, &b.Labels}
+	for f := range b.IDs {
+		ptrs = append(ptrs, &b.IDs[f], &b.Tagged[f])
+	}
+	for _, p := range ptrs {
+		moved, err := (*p).To(d, cgotorch.KeepDType)
+		if err != nil {
+			return nil, err
+		}
+		*p = moved
+	}
+	return b, nil
 }
 
 // tagged returns ids with field's number in the high bits, which keeps the fields apart in the
@@ -78,12 +93,13 @@ type DeepFM struct {
 // numTables is the number of field tables (the single-valued fields and the tags).
 const numTables = numFields + 1
 
-// NewDeepFM creates the model's tables (names prefixed by prefix) with the sparse optimizer opt.
-func NewDeepFM(prefix string, dim int, hidden []int, opt embedding.Optimizer, seed uint64) (*DeepFM, error) {
+// NewDeepFM creates the model on device: its tables (names prefixed by prefix, with the sparse
+// optimizer opt) and its MLP (built on the CPU, then moved).
+func NewDeepFM(prefix string, dim int, hidden []int, opt embedding.Optimizer, seed uint64, device cgotorch.Device) (*DeepFM, error) {
 	m := &DeepFM{}
 	table := func(name string, d int) (*embedding.Table, error) {
 		t, err := embedding.New(prefix+name, embedding.Config{
-			Dim: d, Optimizer: opt, Seed: seed, Initializer: embedding.Normal{Std: 0.01},
+			Dim: d, Optimizer: opt, Seed: seed, Initializer: embedding.Normal{Std: 0.01}, Device: device,
 		})
 		if err == nil {
 			m.tables = append(m.tables, t)
@@ -118,6 +134,9 @@ func NewDeepFM(prefix string, dim int, hidden []int, opt embedding.Optimizer, se
 	}
 	m.mlp.Append(nn.NewLinear(in, 1, true))
 	m.Add("mlp", m.mlp)
+	if err := nn.To(m.mlp, device, cgotorch.KeepDType); err != nil {
+		return nil, errors.Join(err, m.Close())
+	}
 	return m, nil
 }
 

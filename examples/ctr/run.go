@@ -16,13 +16,14 @@ import (
 // Config is the example's configuration; main fills it from flags.
 type Config struct {
 	Gen         GenConfig
-	Train, Test int     // samples: the first Train of the log train the model, the next Test evaluate it
-	BatchSize   int     // samples per step
-	Dim         int     // width of the field embeddings
-	Hidden      []int   // the MLP's hidden layers
-	LR          float64 // SparseAdam's learning rate for the tables
-	DenseLR     float64 // Adam's learning rate for the MLP
-	ReportEvery int     // samples between two progress lines
+	Train, Test int             // samples: the first Train of the log train the model, the next Test evaluate it
+	BatchSize   int             // samples per step
+	Dim         int             // width of the field embeddings
+	Hidden      []int           // the MLP's hidden layers
+	LR          float64         // SparseAdam's learning rate for the tables
+	DenseLR     float64         // Adam's learning rate for the MLP
+	ReportEvery int             // samples between two progress lines
+	Device      cgotorch.Device // where the tables, the MLP and the batches live
 }
 
 // DefaultConfig is the configuration of `go run ./examples/ctr`.
@@ -30,7 +31,7 @@ func DefaultConfig() Config {
 	return Config{
 		Gen:   GenConfig{Seed: 1, Users: 1_000_000, Items: 200_000, Zipf: 1.1, Launch: 20, Fresh: 1000, FreshShare: 0.1},
 		Train: 1_000_000, Test: 100_000, BatchSize: 1024, Dim: 16, Hidden: []int{64, 32},
-		LR: 0.002, DenseLR: 0.0003, ReportEvery: 200_000,
+		LR: 0.002, DenseLR: 0.0003, ReportEvery: 200_000, Device: cgotorch.CPU,
 	}
 }
 
@@ -58,7 +59,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 		return res, fmt.Errorf("bad configuration %+v", cfg)
 	}
 	cgotorch.ManualSeed(cfg.Gen.Seed) // the MLP's initial weights
-	m, err := NewDeepFM(fmt.Sprintf("ctr-%d-", runSeq.Add(1)), cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed)
+	m, err := NewDeepFM(fmt.Sprintf("ctr-%d-", runSeq.Add(1)), cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed, cfg.Device)
 	if err != nil {
 		return res, err
 	}
@@ -73,8 +74,8 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 
 	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
 		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.Launch, 100*cfg.Gen.FreshShare, cfg.Gen.Fresh)
-	fmt.Fprintf(out, "DeepFM: %d fields (tags an EmbeddingBag), dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
-		numTables, cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
+	fmt.Fprintf(out, "DeepFM on %v: %d fields (tags an EmbeddingBag), dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
+		cfg.Device, numTables, cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
 	fmt.Fprintf(out, "training: one pass over %d samples in time order, batch %d; held out: the next %d samples\n\n",
 		cfg.Train, cfg.BatchSize, cfg.Test)
 
@@ -83,7 +84,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	if err := evaluate(m, gen, cfg.Test, float64(clicks)/float64(cfg.Train), &res); err != nil {
+	if err := evaluate(m, gen, cfg.Test, cfg.Device, float64(clicks)/float64(cfg.Train), &res); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(out, "\nheld-out (%d samples after the training stream; %.1f%% with a user and %.1f%% with an item unseen in training):\n",
@@ -113,7 +114,10 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writ
 		}
 		var loss float64
 		err := scope.Run(func() (err error) {
-			b := NewBatch(samples)
+			b, err := NewBatch(samples, cfg.Device)
+			if err != nil {
+				return err
+			}
 			opt.ZeroGrad()
 			l := cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceMean)
 			l.Backward()
@@ -162,7 +166,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // evaluate scores the next n samples of gen in evaluation mode (unseen ids read as zero rows,
 // nothing inserted) and fills in the held-out metrics.
-func evaluate(m *DeepFM, gen *Generator, n int, clickRate float64, res *Result) error {
+func evaluate(m *DeepFM, gen *Generator, n int, d cgotorch.Device, clickRate float64, res *Result) error {
 	m.Train(false)
 	defer m.Train(true)
 	var p, truth, base []float64
@@ -178,10 +182,12 @@ func evaluate(m *DeepFM, gen *Generator, n int, clickRate float64, res *Result) 
 			base = append(base, clickRate)
 		}
 		var probs []float32
-		err := scope.Run(func() (err error) {
-			cgotorch.NoGrad(func() {
-				probs, err = cgotorch.ToSlice[float32](m.Logits(NewBatch(samples)).Sigmoid())
-			})
+		err := scope.Run(func() error {
+			b, err := NewBatch(samples, d)
+			if err != nil {
+				return err
+			}
+			cgotorch.NoGrad(func() { probs, err = cgotorch.ToSlice[float32](m.Logits(b).Sigmoid()) })
 			return err
 		})
 		if err != nil {
