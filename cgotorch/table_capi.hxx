@@ -53,6 +53,15 @@ Table &tbl(ct_table h) {
   return *h->t;
 }
 
+// The body of the entry points that take keys: f(table, checked keys) with grad mode off.
+template <class F>
+void keyed(ct_table h, ct_tensor keys, F f) {
+  Table &t = tbl(h);
+  Keys k = ct::table::check_keys(keys);
+  c10::NoGradGuard no_grad;
+  f(t, k);
+}
+
 // *a = wrap(x) and, when b is not NULL, *b = wrap(y): both or neither.
 void wrap_pair(ct_tensor *a, ct_tensor *b, at::Tensor x, at::Tensor y) {
   ct_tensor ha = ct::wrap(std::move(x));
@@ -159,20 +168,14 @@ const char *ct_table_state_name(int32_t optimizer, int32_t i) {
 ct_error ct_table_lookup(ct_tensor *rows, ct_table h, ct_tensor keys) {
   return guard([&] {
     need_out(rows);
-    Table &t = tbl(h);
-    Keys k = ct::table::check_keys(keys);
-    c10::NoGradGuard no_grad;
-    *rows = ct::wrap(t.lookup(k));
+    keyed(h, keys, [&](Table &t, const Keys &k) { *rows = ct::wrap(t.lookup(k)); });
   });
 }
 
 ct_error ct_table_indices(ct_tensor *out, ct_table h, ct_tensor keys, int32_t insert) {
   return guard([&] {
     need_out(out);
-    Table &t = tbl(h);
-    Keys k = ct::table::check_keys(keys);
-    c10::NoGradGuard no_grad;
-    *out = ct::wrap(t.indices(k, insert != 0));
+    keyed(h, keys, [&](Table &t, const Keys &k) { *out = ct::wrap(t.indices(k, insert != 0)); });
   });
 }
 
@@ -180,30 +183,19 @@ ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor 
                        int32_t default_mode) {
   return guard([&] {
     need_out(rows);
-    Table &t = tbl(h);
-    Keys k = ct::table::check_keys(keys);
-    c10::NoGradGuard no_grad;
-    auto r = t.read(k, default_mode);
-    wrap_pair(rows, found, std::move(r.first), std::move(r.second));
+    keyed(h, keys, [&](Table &t, const Keys &k) {
+      auto r = t.read(k, default_mode);
+      wrap_pair(rows, found, std::move(r.first), std::move(r.second));
+    });
   });
 }
 
 ct_error ct_table_write(ct_table h, ct_tensor keys, ct_tensor values) {
-  return guard([&] {
-    Table &t = tbl(h);
-    Keys k = ct::table::check_keys(keys);
-    c10::NoGradGuard no_grad;
-    t.write(k, ct::get(values));
-  });
+  return guard([&] { keyed(h, keys, [&](Table &t, const Keys &k) { t.write(k, ct::get(values)); }); });
 }
 
 ct_error ct_table_update(ct_table h, ct_tensor keys, ct_tensor grads) {
-  return guard([&] {
-    Table &t = tbl(h);
-    Keys k = ct::table::check_keys(keys);
-    c10::NoGradGuard no_grad;
-    t.update(k, ct::get(grads));
-  });
+  return guard([&] { keyed(h, keys, [&](Table &t, const Keys &k) { t.update(k, ct::get(grads)); }); });
 }
 
 ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor grads) {

@@ -1,7 +1,7 @@
 // table_lifecycle.hxx: the table lifecycle (checkpoint streams and imports, per-row metadata,
-// eviction, compaction, admission, deltas) and its ct_table_* entry points. It comes after table.hxx and
-// the files of the core operations in unity_table.cc (see table.hxx's list), because these
-// members need the definition of class Table.
+// eviction, compaction, admission, deltas) and its ct_table_* entry points. It comes after
+// table.hxx and the files of the core operations in unity_table.cc (see table.hxx's list),
+// because these members need the definition of class Table.
 //
 // Per-row metadata lives in meta_ (RowMeta, table_meta.h), in chunks grown and freed with the
 // blocks: with CT_TABLE_TRACK_ACCESS, the step of the last training lookup or update and the

@@ -1,5 +1,5 @@
 // unity_table.cc: one translation unit for the embedding tables (see unity_tensor.cc for why
-// the C++ sources are compiled through two such units).
+// the C++ sources are compiled through two such units). table.hxx lists what each file holds.
 #include "table.hxx"
 #include "table_storage.hxx"
 #include "table_gather.hxx"
@@ -8,7 +8,6 @@
 #include "table_prefetch.hxx"
 #include "table_capi.hxx"
 #include "table_lifecycle.hxx"  // after table.hxx: needs the definition of class Table
-// (table.hxx lists what each file holds)
 #include "table_autograd.hxx"
 #include "table_batch.hxx"
 #include "table_math.hxx"

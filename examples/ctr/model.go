@@ -49,7 +49,7 @@ func NewBatch(samples []Sample, d cgotorch.Device) (*Batch, error) {
 		b.IDs[f] = cgotorch.MustFromSlice(ids[f])
 		b.Tagged[f] = cgotorch.MustFromSlice(tagged(ids[f], f))
 	}
-	if d == cgotorch.CPU {
+	if d.Type == cgotorch.DeviceCPU {
 		return b, nil
 	}
 	ptrs := []**nn.Tensor{&b.Tags, &b.TaggedTags, &b.Offs, &b.Labels}
