@@ -11,7 +11,7 @@ IDMAP_CC := $(if $(filter default,$(origin CC)),gcc,$(CC))
 IDMAP_CXX := $(if $(filter default,$(origin CXX)),g++,$(CXX))
 IDMAP_DIR := cgotorch
 IDMAP_BUILD := build/idmap
-IDMAP_SRC := $(IDMAP_DIR)/idmap.c $(IDMAP_DIR)/idmap_v3.c $(IDMAP_DIR)/idmap.h $(IDMAP_DIR)/idmap_isa.h
+IDMAP_SRC := $(IDMAP_DIR)/idmap.c $(IDMAP_DIR)/idmap_v3.c $(wildcard $(IDMAP_DIR)/idmap*.h)
 IDMAP_C := $(IDMAP_DIR)/idmap.c $(IDMAP_DIR)/idmap_v3.c
 IDMAP_TEST_SRC := $(IDMAP_DIR)/ctest/idmap_test.c
 IDMAP_SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all

@@ -1,0 +1,114 @@
+/* idmap_lifecycle.h - creating, sizing (reserve), clearing, exporting and freeing an id map.
+ * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+
+#ifndef CT_IDMAP_V3 /* (the x86-64-v3 build has the batched operations only) */
+ct_idmap *ct_idmap_new(size_t capacity_hint) {
+    ct_idmap *m = (ct_idmap *)xcalloc(1, sizeof(ct_idmap));
+    if (!m) return NULL;
+    seg_t *s = (seg_t *)xcalloc(1, sizeof(seg_t));
+    slot_t *sl = slots_alloc_small(SEG_MIN_SLOTS);
+    dirent_t *dir = (dirent_t *)xmalloc(2 * sizeof(dirent_t));
+    if (!s || !sl || !dir) {
+        xfree(s);
+        xfree(sl);
+        xfree(dir);
+        xfree(m);
+        return NULL;
+    }
+    s->slots = sl;
+    s->cap = SEG_MIN_SLOTS;
+    s->limit = limit_for(SEG_MIN_SLOTS);
+    dir[0].slots = dir[1].slots = sl;
+    dir[0].cap = dir[1].cap = SEG_MIN_SLOTS;
+    dir[0].seg = dir[1].seg = s;
+    dir[0].nb = dir[1].nb = 63;
+    m->dir = dir;
+    m->gdepth = 1;
+    m->nsegs = 1;
+    m->bytes = sizeof(ct_idmap) + sizeof(seg_t) + SEG_MIN_SLOTS * sizeof(slot_t) + 2 * sizeof(dirent_t);
+    recompute_guard(m);
+    if (capacity_hint && ct_idmap_reserve(m, capacity_hint) != 0) {
+        ct_idmap_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void ct_idmap_free(ct_idmap *m) {
+    if (!m) return;
+    size_t n = (size_t)1 << m->gdepth;
+    for (size_t j = 0; j < n;) {
+        seg_t *s = m->dir[j].seg;
+        j = next_seg(m, j);
+        size_t unused = 0;
+        slots_release(s->slots, s->cap, s->slab, &unused);
+        xfree(s);
+    }
+    slab_unmap(m->arena); /* nothing carved from it is in use now */
+    xfree(m->dir);
+    xfree(m->free_list);
+    xfree(m);
+}
+
+size_t ct_idmap_size(const ct_idmap *m) { return m->size; }
+size_t ct_idmap_bytes(const ct_idmap *m) { return m->bytes; }
+int64_t ct_idmap_high_water(const ct_idmap *m) { return m->high_water; }
+
+size_t ct_idmap_capacity(const ct_idmap *m) {
+    size_t n = (size_t)1 << m->gdepth, c = 0;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) c += m->dir[j].seg->limit;
+    return c;
+}
+#endif /* !CT_IDMAP_V3 */
+
+int BATCH_OP(reserve)(ct_idmap *m, size_t additional) {
+    if (additional == 0) return 0;
+    size_t n = (size_t)1 << m->gdepth;
+    seg_t **segs = (seg_t **)xmalloc(m->nsegs * sizeof(seg_t *));
+    if (!segs) return -1;
+    size_t ns = 0;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) {
+        seg_t *s = m->dir[j].seg;
+        size_t extra = with_margin(additional >> s->depth);
+        segs[ns++] = s;
+        if (extra > s->limit - s->size) {
+            s->flag = 1;
+            s->pending = extra;
+        }
+    }
+    int rc = grow_segments(m, segs, ns, PLAN_RESERVE, NULL, 0);
+    for (size_t i = 0; i < ns; i++) segs[i]->flag = 0, segs[i]->pending = 0, segs[i]->k = 0;
+    xfree(segs);
+    if (rc == 0) recompute_guard(m);
+    return rc;
+}
+
+#ifndef CT_IDMAP_V3
+void ct_idmap_clear(ct_idmap *m) {
+    size_t n = (size_t)1 << m->gdepth;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) {
+        seg_t *s = m->dir[j].seg;
+        if (s->size) memset(s->slots, 0, s->cap * sizeof(slot_t));
+        s->size = 0;
+        s->hi = 0;
+    }
+    m->size = 0;
+    m->high_water = 0;
+    m->free_len = 0;
+    recompute_guard(m);
+}
+
+size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap) {
+    size_t n = (size_t)1 << m->gdepth, w = 0;
+    for (size_t j = 0; j < n && w < cap; j = next_seg(m, j)) {
+        const seg_t *s = m->dir[j].seg;
+        for (size_t i = 0; i < s->cap && w < cap; i++) {
+            if (s->slots[i].val == 0) continue;
+            ids[w] = s->slots[i].key;
+            idx[w] = s->slots[i].val - 1;
+            w++;
+        }
+    }
+    return m->size;
+}
+#endif /* !CT_IDMAP_V3 */
