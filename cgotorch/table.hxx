@@ -410,6 +410,10 @@ class Table : public std::enable_shared_from_this<Table> {
   // and is_new[] marks the ids this call inserted (their rows are written by init_rows, inside
   // guarded). Called with mu_ held exclusively. On failure nothing has changed.
   void insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
+  // insert_ids for distinct ids that are mostly present already (an update's, whose ids were
+  // looked up first): a find, then insert_ids of the ids it missed. Same results; on ids that
+  // are present a find costs about two thirds of a find-or-insert (which claims as it probes).
+  void find_then_insert(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
   // Runs f, the work after insert_ids; if it throws, the ids insert_ids added are removed.
   template <class F>
   void guarded(const int64_t *ids, const uint8_t *is_new, int64_t n, F f) {

@@ -208,7 +208,7 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   const int64_t t = step_ + 1;
   const StepConsts c = opt_.begin(t);
   const int64_t *ids = dd.uids.data();
-  if (!admitting) insert_ids(ids, u, rows.data(), is_new.data());
+  if (!admitting) find_then_insert(ids, u, rows.data(), is_new.data());
   guarded(ids, is_new.data(), u, [&] {
     init_rows(ids, rows.data(), is_new.data(), u, false);
     if (raw_) {

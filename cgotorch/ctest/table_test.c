@@ -357,6 +357,49 @@ static void test_update_and_bad_input(void) {
   ct_table_free(t);
 }
 
+/* An update inserts the ids it has not seen (after a find of all of them): the absent ones get
+ * indices as one find-or-insert of the batch would give them, in batch order, freed ones
+ * first, and their rows are initialised before the step. */
+static void test_update_inserts_absent(void) {
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  cfg.initializer = CT_INIT_CONSTANT;
+  cfg.init_params[0] = 1;
+  cfg.opt_params[0] = 1; /* lr */
+  CHECK(ok(ct_table_new(&t, "upd-absent", &cfg)));
+  int64_t first[3] = {10, 20, 30}, gone = 20, deleted = 0;
+  ct_tensor k = ids_tensor(first, 3), r = NULL, dk = ids_tensor(&gone, 1);
+  CHECK(ok(ct_table_indices(&r, t, k, 1)));
+  ct_tensor_free(r);
+  CHECK(ok(ct_table_delete(&deleted, t, dk)) && deleted == 1); /* index 1 is free */
+  /* 40 twice (gradients summed), 10 and 30 present, 50 new */
+  int64_t ids[5] = {40, 10, 50, 40, 30};
+  float g[10] = {1, 2, 0.5f, 0.5f, 3, 3, 1, 1, 0.25f, 0};
+  ct_tensor uk = ids_tensor(ids, 5), ug = rows_tensor(g, 5, 2);
+  CHECK(ok(ct_table_update(t, uk, ug)));
+  int64_t want_ids[4] = {10, 40, 30, 50}, idx[4] = {-9, -9, -9, -9};
+  ct_tensor wk = ids_tensor(want_ids, 4), wi = NULL, rows = NULL, found = NULL;
+  CHECK(ok(ct_table_indices(&wi, t, wk, 0)));
+  CHECK(ok(ct_tensor_copy_to(idx, sizeof idx, wi, CT_INT64)));
+  CHECK(idx[0] == 0 && idx[1] == 1 && idx[2] == 2 && idx[3] == 3);
+  float v[8];
+  CHECK(ok(ct_table_read(&rows, &found, t, wk, CT_READ_ZEROS)) && take_floats(rows, v, 8));
+  ct_tensor_free(found);
+  /* w = 1 - lr * g, gradients 10: {0.5, 0.5}, 40: {1 + 1, 2 + 1}, 30: {0.25, 0}, 50: {3, 3} */
+  CHECK(close_to(v[0], 0.5f) && close_to(v[1], 0.5f) && close_to(v[2], -1) && close_to(v[3], -2));
+  CHECK(close_to(v[4], 0.75f) && close_to(v[5], 1) && close_to(v[6], -2) && close_to(v[7], -2));
+  ct_table_stats st;
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 4);
+  ct_tensor_free(k);
+  ct_tensor_free(dk);
+  ct_tensor_free(uk);
+  ct_tensor_free(ug);
+  ct_tensor_free(wk);
+  ct_tensor_free(wi);
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+}
+
 /* The tensor kernels (CUDA's code path) agree with the raw CPU kernels, for every optimizer
  * and both layouts, over steps with repeated, new, deleted and written ids. */
 static void test_kernels_agree(void) {
@@ -1163,6 +1206,7 @@ int main(void) {
   test_lifecycle();
   test_lookup_read_write();
   test_update_and_bad_input();
+  test_update_inserts_absent();
   test_kernels_agree();
   test_gather_widths();
   test_lanes_match_scalar();
