@@ -38,8 +38,10 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
     then();  // if this throws, the ids admitted stay (initialised; their counts are spent)
     return;
   }
-  // Insert the ids the find missed (another thread may have inserted some since), or all.
-  if (!found) std::fill(rows.begin(), rows.end(), -1);
+  // Insert the ids the find missed (another thread may have inserted some since). Without a
+  // valid find (a remap since, or none: lookup_renorm), find them now: on present ids a find
+  // is cheaper than a find-or-insert (see find_then_insert).
+  if (!found) ct_idmap_find(map_, ids, static_cast<size_t>(n), rows.data());
   Missing m(ids, rows.data(), n);
   std::vector<uint8_t> mnew(m.ids.size()), is_new(static_cast<size_t>(n), 0);
   insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
