@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/atomicfile"
 )
 
 // Checkpoints: a directory holding manifest.json and the files it names (docs/checkpoint.md).
@@ -155,7 +156,7 @@ func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) erro
 		e.Name, e.File = n, name
 		m.Files = append(m.Files, e)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
 	js, err := json.MarshalIndent(m, "", "  ")
@@ -164,14 +165,14 @@ func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) erro
 	}
 	tmp := filepath.Join(dir, manifestName+".tmp-"+gen)
 	created = append(created, tmp)
-	if err := writeSynced(tmp, func(w io.Writer) error { _, err := w.Write(append(js, '\n')); return err }); err != nil {
+	if err := atomicfile.WriteSynced(tmp, func(w io.Writer) error { _, err := w.Write(append(js, '\n')); return err }); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, manifestName)); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
 	created = nil // committed
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
 	removeStale(dir, m)
@@ -198,32 +199,6 @@ func removeStale(dir string, m manifest) {
 	}
 }
 
-// writeSynced creates path (it must not exist), writes it with f and fsyncs it.
-func writeSynced(path string, f func(io.Writer) error) error {
-	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := f(file); err != nil {
-		file.Close()
-		return err
-	}
-	if err := file.Sync(); err != nil {
-		file.Close()
-		return err
-	}
-	return file.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 type crcWriter struct {
 	w   io.Writer
 	n   int64
@@ -239,7 +214,7 @@ func (c *crcWriter) Write(b []byte) (int, error) {
 
 func writeExtraFile(path string, f func(io.Writer) error) (fileEntry, error) {
 	var e fileEntry
-	err := writeSynced(path, func(w io.Writer) error {
+	err := atomicfile.WriteSynced(path, func(w io.Writer) error {
 		cw := &crcWriter{w: w}
 		if err := f(cw); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/atomicfile"
 	"github.com/gorec/gorec/internal/safetensors"
 )
 
@@ -81,7 +82,7 @@ func writeTableFile(path string, t *Table) (tableEntry, error) {
 		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
 	var w *stWriter
-	err = writeSynced(path, func(out io.Writer) error {
+	err = atomicfile.WriteSynced(path, func(out io.Writer) error {
 		f := out.(*os.File)
 		return t.t.Save(chunkRows(cc.Dim, widths), func(c *cgotorch.TableChunk) error {
 			if w == nil {

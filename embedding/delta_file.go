@@ -5,10 +5,10 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 
+	"github.com/gorec/gorec/internal/atomicfile"
 	"github.com/gorec/gorec/internal/safetensors"
 )
 
@@ -66,11 +66,9 @@ func WriteDelta(path string, d *Delta, dim int) error {
 	if err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
-	tmp := path + ".tmp"
-	os.Remove(tmp)
 	// The checksums are in the header, so they were taken above; the regions lie back to back
 	// in the order of data, so a sequential write is the layout.
-	err = writeSynced(tmp, func(out io.Writer) error {
+	err = atomicfile.Replace(path, func(out io.Writer) error {
 		if _, err := out.Write(hdr); err != nil {
 			return err
 		}
@@ -84,14 +82,7 @@ func WriteDelta(path string, d *Delta, dim int) error {
 		}
 		return nil
 	})
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
 	if err != nil {
-		os.Remove(tmp)
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
 	return nil

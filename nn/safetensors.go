@@ -13,6 +13,7 @@ import (
 	"sort"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/atomicfile"
 	"github.com/gorec/gorec/internal/safetensors"
 )
 
@@ -214,17 +215,11 @@ func SaveState(w io.Writer, m Module) error {
 	return WriteSafetensors(w, StateDict(m), map[string]string{"format": "pt"})
 }
 
-// SaveStateFile is SaveState to a file created (or truncated) at path.
+// SaveStateFile is SaveState to the file at path, replaced atomically: the state is written to
+// a temporary file in the same directory, synced and renamed over path, so on any error (or a
+// crash) path keeps what it held before.
 func SaveStateFile(path string, m Module) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := SaveState(f, m); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return atomicfile.Replace(path, func(w io.Writer) error { return SaveState(w, m) })
 }
 
 // LoadState reads a safetensors stream and copies its tensors into m's parameters and buffers

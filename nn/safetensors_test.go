@@ -110,6 +110,37 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
+// A save that fails leaves the file it would have replaced as it was, and no temporary file.
+func TestSaveStateFileFailureKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.safetensors")
+	a := interopModel()
+	if err := nn.SaveStateFile(path, a); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := interopModel()
+	broken.At(0).(*nn.Linear).Weight.Close()
+	if err := nn.SaveStateFile(path, broken); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Fatalf("saving a closed parameter: %v; want ErrInvalidArgument", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("the failed save changed the file (%d -> %d bytes, %v)", len(before), len(after), err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Fatalf("directory holds %d entries after a failed save; want 1", len(es))
+	}
+	c := interopModel()
+	if err := nn.LoadStateFile(path, c); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, a, c)
+}
+
 func TestWriteSafetensorsDTypesAndMetadata(t *testing.T) {
 	in := []nn.NamedParameter{
 		{Name: "f32", Tensor: cgotorch.MustFromSlice([]float32{1.5, -2}, 2, 1)},
