@@ -414,6 +414,8 @@ class Table : public std::enable_shared_from_this<Table> {
   // looked up first): a find, then insert_ids of the ids it missed. Same results; on ids that
   // are present a find costs about two thirds of a find-or-insert (which claims as it probes).
   void find_then_insert(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
+  // insert_ids for the ids whose rows[i] a find left at -1 (the others keep theirs).
+  void insert_missing(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
   // Runs f, the work after insert_ids; if it throws, the ids insert_ids added are removed.
   template <class F>
   void guarded(const int64_t *ids, const uint8_t *is_new, int64_t n, F f) {

@@ -42,11 +42,8 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
   // valid find (a remap since, or none: lookup_renorm), find them now: on present ids a find
   // is cheaper than a find-or-insert (see find_then_insert).
   if (!found) ct_idmap_find(map_, ids, static_cast<size_t>(n), rows.data());
-  Missing m(ids, rows.data(), n);
-  std::vector<uint8_t> mnew(m.ids.size()), is_new(static_cast<size_t>(n), 0);
-  insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
-  m.put(rows.data());
-  for (size_t j = 0; j < m.ids.size(); j++) is_new[static_cast<size_t>(m.pos[j])] = mnew[j];
+  std::vector<uint8_t> is_new(static_cast<size_t>(n));
+  insert_missing(ids, n, rows.data(), is_new.data());
   guarded(ids, is_new.data(), n, [&] {
     init_rows(ids, rows.data(), is_new.data(), n, false);
     gather(rows.data(), n, 0, out);

@@ -209,14 +209,21 @@ void Table::insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is
   }
 }
 
-void Table::find_then_insert(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new) {
+void Table::insert_missing(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new) {
   std::fill_n(is_new, n, uint8_t{0});
-  if (ct_idmap_find(map_, ids, static_cast<size_t>(n), rows) == static_cast<size_t>(n)) return;
   Missing m(ids, rows, n);
   std::vector<uint8_t> mnew(m.ids.size());
   insert_ids(m.ids.data(), static_cast<int64_t>(m.ids.size()), m.rows.data(), mnew.data());
   m.put(rows);
   for (size_t j = 0; j < m.pos.size(); j++) is_new[m.pos[j]] = mnew[j];
+}
+
+void Table::find_then_insert(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new) {
+  if (ct_idmap_find(map_, ids, static_cast<size_t>(n), rows) == static_cast<size_t>(n)) {
+    std::fill_n(is_new, n, uint8_t{0});
+    return;
+  }
+  insert_missing(ids, n, rows, is_new);
 }
 
 void Table::rollback(const int64_t *ids, const uint8_t *is_new, int64_t n) {
