@@ -262,12 +262,18 @@ static void snapshot(ct_table t, int64_t **ids, float **rows, float **s0, int64_
   ct_tensor_free(ts[1]);
 }
 
+/* config with every new row's elements 1 and the learning rate lr */
+static ct_table_config ones_config(int64_t dim, int32_t opt, double lr) {
+  ct_table_config c = config(dim, opt);
+  c.initializer = CT_INIT_CONSTANT;
+  c.init_params[0] = 1;
+  c.opt_params[0] = lr;
+  return c;
+}
+
 static void test_update_and_bad_input(void) {
   ct_table t = NULL;
-  ct_table_config cfg = config(2, CT_OPT_ADAGRAD);
-  cfg.initializer = CT_INIT_CONSTANT;
-  cfg.init_params[0] = 1;
-  cfg.opt_params[0] = 0.5; /* lr */
+  ct_table_config cfg = ones_config(2, CT_OPT_ADAGRAD, 0.5);
   cfg.opt_params[1] = 0;   /* lr_decay */
   cfg.opt_params[2] = 0.1; /* initial accumulator */
   cfg.opt_params[3] = 1e-10;
@@ -362,10 +368,7 @@ static void test_update_and_bad_input(void) {
  * first, and their rows are initialised before the step. */
 static void test_update_inserts_absent(void) {
   ct_table t = NULL;
-  ct_table_config cfg = config(2, CT_OPT_SGD);
-  cfg.initializer = CT_INIT_CONSTANT;
-  cfg.init_params[0] = 1;
-  cfg.opt_params[0] = 1; /* lr */
+  ct_table_config cfg = ones_config(2, CT_OPT_SGD, 1);
   CHECK(ok(ct_table_new(&t, "upd-absent", &cfg)));
   int64_t first[3] = {10, 20, 30}, gone = 20, deleted = 0;
   ct_tensor k = ids_tensor(first, 3), r = NULL, dk = ids_tensor(&gone, 1);
