@@ -16,7 +16,7 @@
  *            alone (ct_table_indices without insert: the rows' indices as an int64 tensor).
  *            table_lookup_dD_ref_const (D = 16, 64): the reference with D a compile-time
  *            constant, which GCC copies inline instead of calling memcpy; how the plain loop
- *            is written moves it (on this VM at D = 16: ~19 against ~33 ns per row), and this
+ *            is written moves it (on this VM at D = 16: ~20 against ~31 ns per row), and this
  *            one is the tighter bound on one random row per id (ratio_const: table / it).
  *   update:  ct_table_update with grads [4096, D] (validation, summing duplicates, id map,
  *            optimizer step) vs the rule applied to row r in place, batch order:
@@ -25,7 +25,8 @@
  *              SparseAdam:        m += (1-b1)(g-m); v += (1-b2)(g*g-v); w -= ss * m / (sqrt(v) + eps)
  *
  * Each repetition (-reps, default 5) times B batches (-batches, default 32) of the table and B
- * of the reference, alternating which goes first. Every pass gets batches of its own (never
+ * of the reference, alternating which goes first (lookups: then B of the find alone and B of
+ * the constant-width reference). Every pass gets batches of its own (never
  * reused): 32 batches touch ~130K rows, so a pass that repeated earlier rows would find them
  * in the L3 cache. A figure is the best repetition (thread CPU time; the machine is shared),
  * in ns per row (ns per batch for the Go comparison). Output: `BENCH <name> <value> <unit>`
