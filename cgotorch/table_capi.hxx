@@ -42,21 +42,23 @@ using ct::need_out;
 using ct::table::Keys;
 using ct::table::Table;
 
-std::shared_ptr<Table> ct::table::table_ref(ct_table h) {
-  if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
-  return h->t;
-}
-
 namespace {
+// The table behind h (the handle holds a reference for the call).
 Table &tbl(ct_table h) {
   if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
   return *h->t;
 }
+}  // namespace
 
-// The body of the entry points that take keys: f(table, checked keys) with grad mode off.
+std::shared_ptr<Table> ct::table::table_ref(ct_table h) {
+  tbl(h);
+  return h->t;
+}
+
+namespace {
+// The body of the entry points that take keys: f(t, checked keys) with grad mode off.
 template <class F>
-void keyed(ct_table h, ct_tensor keys, F f) {
-  Table &t = tbl(h);
+void keyed(Table &t, ct_tensor keys, F f) {
   Keys k = ct::table::check_keys(keys);
   c10::NoGradGuard no_grad;
   f(t, k);
@@ -168,14 +170,14 @@ const char *ct_table_state_name(int32_t optimizer, int32_t i) {
 ct_error ct_table_lookup(ct_tensor *rows, ct_table h, ct_tensor keys) {
   return guard([&] {
     need_out(rows);
-    keyed(h, keys, [&](Table &t, const Keys &k) { *rows = ct::wrap(t.lookup(k)); });
+    keyed(tbl(h), keys, [&](Table &t, const Keys &k) { *rows = ct::wrap(t.lookup(k)); });
   });
 }
 
 ct_error ct_table_indices(ct_tensor *out, ct_table h, ct_tensor keys, int32_t insert) {
   return guard([&] {
     need_out(out);
-    keyed(h, keys, [&](Table &t, const Keys &k) { *out = ct::wrap(t.indices(k, insert != 0)); });
+    keyed(tbl(h), keys, [&](Table &t, const Keys &k) { *out = ct::wrap(t.indices(k, insert != 0)); });
   });
 }
 
@@ -183,7 +185,7 @@ ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor 
                        int32_t default_mode) {
   return guard([&] {
     need_out(rows);
-    keyed(h, keys, [&](Table &t, const Keys &k) {
+    keyed(tbl(h), keys, [&](Table &t, const Keys &k) {
       auto r = t.read(k, default_mode);
       wrap_pair(rows, found, std::move(r.first), std::move(r.second));
     });
@@ -191,20 +193,18 @@ ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor 
 }
 
 ct_error ct_table_write(ct_table h, ct_tensor keys, ct_tensor values) {
-  return guard([&] { keyed(h, keys, [&](Table &t, const Keys &k) { t.write(k, ct::get(values)); }); });
+  return guard([&] { keyed(tbl(h), keys, [&](Table &t, const Keys &k) { t.write(k, ct::get(values)); }); });
 }
 
 ct_error ct_table_update(ct_table h, ct_tensor keys, ct_tensor grads) {
-  return guard([&] { keyed(h, keys, [&](Table &t, const Keys &k) { t.update(k, ct::get(grads)); }); });
+  return guard([&] { keyed(tbl(h), keys, [&](Table &t, const Keys &k) { t.update(k, ct::get(grads)); }); });
 }
 
 ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor grads) {
   return guard([&] {
     if (name == nullptr) throw ct::arg_error("table name is NULL");
     auto t = ct::table::find_table(name);
-    Keys k = ct::table::check_keys(keys);
-    c10::NoGradGuard no_grad;
-    t->update(k, ct::get(grads));
+    keyed(*t, keys, [&](Table &tt, const Keys &k) { tt.update(k, ct::get(grads)); });
   });
 }
 

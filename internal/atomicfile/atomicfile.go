@@ -13,12 +13,7 @@ func WriteSynced(path string, f func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	return writeSyncClose(file, f)
-}
-
-// writeSyncClose writes file with f, fsyncs and closes it (closed on error too).
-func writeSyncClose(file *os.File, f func(io.Writer) error) error {
-	err := f(file)
+	err = f(file)
 	if err == nil {
 		err = file.Sync()
 	}
@@ -38,28 +33,22 @@ func SyncDir(dir string) error {
 	return d.Sync()
 }
 
-// Replace writes path (mode 0644) with f through a temporary file in the same directory,
-// renamed over path once complete and synced. On any error path is as it was (absent, or its
-// old contents) and the temporary file is removed.
+// Replace writes path (mode 0644) with f through path + ".tmp", renamed over path once
+// complete and synced. On any error path is as it was (absent, or its old contents) and the
+// temporary file is removed; one left behind by a crash is removed by the next Replace.
 func Replace(path string, f func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	err = tmp.Chmod(0o644)
+	tmp := path + ".tmp"
+	os.Remove(tmp)
+	err := WriteSynced(tmp, f)
 	if err == nil {
-		err = writeSyncClose(tmp, f)
-	} else {
-		tmp.Close()
+		err = os.Chmod(tmp, 0o644) // whatever the umask
 	}
 	if err == nil {
-		err = os.Rename(name, path)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(name)
+		os.Remove(tmp)
 		return err
 	}
-	return SyncDir(dir)
+	return SyncDir(filepath.Dir(path))
 }
