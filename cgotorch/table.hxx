@@ -362,6 +362,9 @@ class Table : public std::enable_shared_from_this<Table> {
     float *const *ptrs;  // the slot's array of block 0; block b's is b * narr further
     int shift;
     int64_t block_rows, narr, stride, off;
+#if defined(__GNUC__)
+    __attribute__((always_inline))
+#endif
     float *operator()(int64_t r) const {
       // A shift and a mask for power-of-two block sizes (the default): a 64-bit division costs
       // tens of cycles and is not pipelined, which made it the bottleneck of gathers (~2x on
