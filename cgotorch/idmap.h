@@ -80,6 +80,13 @@ void ct_idmap_clear(ct_idmap *m);
 /* Export every (id, index) pair: writes at most cap pairs, returns size. Order unspecified. */
 size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap);
 
+/* Export by index, without the (id, index) arrays of ct_idmap_export: for every id with an
+ * index below hw, id_at[index] = id and live[index] = 1. Other entries of id_at[0, hw) and
+ * live[0, hw) are left as they were (a caller zeroes live first). With hw at least
+ * ct_idmap_high_water, every id is written; walking live in index order then gives the ids
+ * in index order from 9 bytes per index. Returns the number of ids written. */
+size_t ct_idmap_export_by_index(const ct_idmap *m, int64_t *id_at, uint8_t *live, size_t hw);
+
 /* Test-only hook: when >= 0, the map's allocations succeed that many more times, then every
  * allocation fails until it is set back to -1 (the default). Not thread-safe. */
 extern long ct_idmap_fail_after;

@@ -111,4 +111,19 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
     }
     return m->size;
 }
+
+size_t ct_idmap_export_by_index(const ct_idmap *m, int64_t *id_at, uint8_t *live, size_t hw) {
+    size_t n = (size_t)1 << m->gdepth, w = 0;
+    for (size_t j = 0; j < n; j = next_seg(m, j)) {
+        const seg_t *s = m->dir[j].seg;
+        for (size_t i = 0; i < s->cap; i++) {
+            const uint64_t x = (uint64_t)s->slots[i].val - 1; /* an empty slot: UINT64_MAX */
+            if (x >= hw) continue;
+            id_at[x] = s->slots[i].key;
+            live[x] = 1;
+            w++;
+        }
+    }
+    return w;
+}
 #endif /* !CT_IDMAP_V3 */

@@ -17,33 +17,38 @@ namespace table {
 namespace {
 constexpr int64_t kCompactChunk = 65536;
 
-// Every (row index, id) of a map, ordered by row index (sequential reads of the blocks). Indices
-// are unique and below the high water mark, so while at most half of those are free, placing
-// each id at its index and walking the indices replaces a sort (10M ids: one pass, not 23).
-std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
+// Calls f(row index, id) for every id of a map, in row-index order (sequential reads of the
+// blocks). Indices are unique and below the high water mark, so while at most half of those are
+// free the map places each id at its index (9 bytes per index: the id and a live flag) and the
+// walk replaces a sort (10M ids: one pass, not 23); a sparser map sorts its (index, id) pairs.
+template <class F>
+void each_row_by_index(const ct_idmap *map, F f) {
   const size_t m = ct_idmap_size(map);
   const size_t hw = static_cast<size_t>(ct_idmap_high_water(map));
-  std::vector<int64_t> ids(m), idx(m);
-  ct_idmap_export(map, ids.data(), idx.data(), m);
-  std::vector<std::pair<int64_t, int64_t>> p;
   if (hw / 2 > m) {
-    p.resize(m);
+    std::vector<int64_t> ids(m), idx(m);
+    ct_idmap_export(map, ids.data(), idx.data(), m);
+    std::vector<std::pair<int64_t, int64_t>> p(m);
     for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
+    std::vector<int64_t>().swap(ids);
+    std::vector<int64_t>().swap(idx);
     std::sort(p.begin(), p.end());
-    return p;
+    for (const auto &x : p) f(x.first, x.second);
+    return;
   }
   std::vector<int64_t> id_at(hw);
   std::vector<uint8_t> live(hw, 0);
-  for (size_t i = 0; i < m; i++) {
-    id_at[static_cast<size_t>(idx[i])] = ids[i];
-    live[static_cast<size_t>(idx[i])] = 1;
-  }
-  std::vector<int64_t>().swap(ids);
-  std::vector<int64_t>().swap(idx);
-  p.reserve(m);
+  ct_idmap_export_by_index(map, id_at.data(), live.data(), hw);
   for (size_t r = 0; r < hw; r++) {
-    if (live[r]) p.emplace_back(static_cast<int64_t>(r), id_at[r]);
+    if (live[r]) f(static_cast<int64_t>(r), id_at[r]);
   }
+}
+
+// Every (row index, id) of a map, ordered by row index.
+std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
+  std::vector<std::pair<int64_t, int64_t>> p;
+  p.reserve(ct_idmap_size(map));
+  each_row_by_index(map, [&](int64_t r, int64_t id) { p.emplace_back(r, id); });
   return p;
 }
 }  // namespace
@@ -134,8 +139,9 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   if (chunk_rows <= 0) throw arg_error("chunk_rows must be > 0, got " + std::to_string(chunk_rows));
   std::shared_lock<std::shared_mutex> lock(mu_);
   check_open();
-  const auto order = rows_by_index(map_);
-  const int64_t m = static_cast<int64_t>(order.size());
+  // Rows go out in row-index order, a chunk at a time, as each_row_by_index walks them (no
+  // list of all the rows: 9 bytes per index while the walk lasts).
+  const int64_t m = static_cast<int64_t>(ct_idmap_size(map_));
   const int64_t cr = std::max<int64_t>(1, std::min<int64_t>(chunk_rows, m));
   const size_t ucr = static_cast<size_t>(cr);
   std::vector<int64_t> ids(ucr), last(ucr), freq(ucr), stamp(ucr), rows(ucr);
@@ -151,20 +157,13 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   auto emit = [&] {
     if (sink(ctx, &c) != 0) throw std::runtime_error("aborted: the sink stopped the save");
   };
-  for (int64_t off = 0;; off += cr) {
-    const int64_t cnt = std::min(cr, m - off);
-    rows.resize(static_cast<size_t>(cnt));
-    for (int64_t i = 0; i < cnt; i++) {
-      const auto &p = order[static_cast<size_t>(off + i)];
-      const int64_t r = p.first;
-      rows[static_cast<size_t>(i)] = r;
-      ids[static_cast<size_t>(i)] = p.second;
-      saved_meta(r, &last[static_cast<size_t>(i)], &freq[static_cast<size_t>(i)], &stamp[static_cast<size_t>(i)]);
-    }
+  int64_t row_off = 0, row_cnt = 0;
+  auto flush = [&] {  // rows [row_off, row_off + row_cnt): at least one chunk, empty for an empty table
+    rows.resize(static_cast<size_t>(row_cnt));
     read_raw(rows, 0, emb.data());
     for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
-    c.offset = off;
-    c.count = cnt;
+    c.offset = row_off;
+    c.count = row_cnt;
     c.ids = ids.data();
     c.rows = emb.data();
     for (int s = 0; s < 2; s++) c.states[s] = s < nstates_ ? st[s].data() : nullptr;
@@ -172,8 +171,18 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
     c.frequency = freq.data();
     c.stamp = stamp.data();
     emit();
-    if (off + cnt >= m) break;
-  }
+    row_off += row_cnt;
+    row_cnt = 0;
+    rows.resize(ucr);
+  };
+  each_row_by_index(map_, [&](int64_t r, int64_t id) {
+    const size_t i = static_cast<size_t>(row_cnt);
+    rows[i] = r;
+    ids[i] = id;
+    saved_meta(r, &last[i], &freq[i], &stamp[i]);
+    if (++row_cnt == cr) flush();
+  });
+  if (row_cnt > 0 || row_off == 0) flush();
   // The admission counts, in chunks of the same size.
   c = ct_table_chunk{};
   c.kind = CT_CHUNK_COUNTS;
@@ -580,11 +589,10 @@ Table::Delta Table::delta(bool mark) {
     sh.lock();
   }
   check_open();
-  auto p = rows_by_index(map_);
   std::vector<std::pair<int64_t, int64_t>> changed;  // (id, index)
-  for (const auto &x : p) {
-    if (meta_.changed(x.first)) changed.emplace_back(x.second, x.first);
-  }
+  each_row_by_index(map_, [&](int64_t r, int64_t id) {
+    if (meta_.changed(r)) changed.emplace_back(id, r);
+  });
   std::sort(changed.begin(), changed.end());
   const int64_t m = static_cast<int64_t>(changed.size());
   std::vector<int64_t> ids, rows;

@@ -438,6 +438,28 @@ static void test_reserve_clear_export(void) {
     CHECK(ok);
     int64_t a[3] = {-9, -9, -9}, b[3] = {-9, -9, -9};
     CHECK(ct_idmap_export(m, a, b, 2) == sz && a[2] == -9 && b[2] == -9 && a[0] != -9);
+    /* export by index: every id at its index, live set exactly there; hw bounds the writes;
+     * an erased id's index stays not live */
+    int64_t *at = (int64_t *)xalloc((sz + 1) * sizeof(int64_t));
+    uint8_t *live = (uint8_t *)calloc(sz + 1, 1);
+    at[sz] = -9;
+    CHECK(ct_idmap_export_by_index(m, at, live, sz / 2) == sz / 2);
+    ok = 1;
+    for (size_t i = 0; i < sz; i++) LOOP_CHECK(ok, live[i] == (i < sz / 2));
+    CHECK(ok);
+    CHECK(ct_idmap_export_by_index(m, at, live, sz + 1) == sz && at[sz] == -9 && live[sz] == 0);
+    ok = 1;
+    for (size_t i = 0; i < sz; i++) LOOP_CHECK(ok, at[ex[i]] == ei[i] && live[i] == 1);
+    CHECK(ok);
+    int64_t gone;
+    CHECK(ct_idmap_erase(m, &ei[7], 1, &gone) == 1 && gone == ex[7]);
+    memset(live, 0, sz + 1);
+    CHECK(ct_idmap_export_by_index(m, at, live, sz) == sz - 1);
+    ok = 1;
+    for (size_t i = 0; i < sz; i++) LOOP_CHECK(ok, live[i] == ((int64_t)i != ex[7]) && (!live[i] || at[i] != ei[7]));
+    CHECK(ok);
+    free(at);
+    free(live);
     /* clear */
     ct_idmap_clear(m);
     CHECK(ct_idmap_size(m) == 0 && ct_idmap_high_water(m) == 0);

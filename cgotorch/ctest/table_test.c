@@ -1056,6 +1056,60 @@ static void test_save_import_one(int32_t flags) {
   ct_table_free(c);
 }
 
+/* A save streams the rows in row-index order, in chunks of chunk_rows (one empty chunk for an
+ * empty table, none extra when the count is a multiple of it), whether the walk places ids at
+ * their rows (few free rows) or sorts them (most rows free: 30 of 40 deleted). */
+static void test_save_order(void) {
+  ct_table_config cfg = ones_config(2, CT_OPT_ADAGRAD, 0.5);
+  ct_table t = NULL;
+  collected k;
+  cfg.opt_params[3] = 1e-10; /* eps */
+  int64_t ids[40], rows[40], n = 0;
+  ct_tensor ki, out = NULL;
+  for (int i = 0; i < 40; i++) ids[i] = (int64_t)((i * 7919) % 40) * 1000003 - 17;
+  CHECK(ok(ct_table_new(&t, "save-order", &cfg)));
+  memset(&k, 0, sizeof k);
+  k.dim = 2;
+  CHECK(ok(ct_table_save(t, 4, collect_sink, (uintptr_t)&k)) && k.rows == 0 && k.calls == 2);
+  collected_free(&k);
+  ki = ids_tensor(ids, 40);
+  CHECK(ok(ct_table_lookup(&out, t, ki)));
+  ct_tensor_free(out);
+  for (int pass = 0; pass < 2; pass++) { /* 40 rows of 40, then 10 of 40 */
+    const int64_t m = pass == 0 ? 40 : 10;
+    const int64_t *left = pass == 0 ? ids : ids + 30;
+    const int64_t cr[2] = {8, 7};
+    for (int c = 0; c < 2; c++) {
+      memset(&k, 0, sizeof k);
+      k.dim = 2;
+      CHECK(ok(ct_table_save(t, cr[c], collect_sink, (uintptr_t)&k)) && k.rows == m && k.seen_rows == m);
+      CHECK(k.calls == (m + cr[c] - 1) / cr[c] + 1);
+      if (k.ids == NULL) continue; /* the save failed (reported above) */
+      ct_tensor kt = ids_tensor(k.ids, m);
+      CHECK(ok(ct_table_indices(&out, t, kt, 0)));
+      CHECK(ok(ct_tensor_copy_to(rows, (size_t)m * sizeof(int64_t), out, CT_INT64)));
+      ct_tensor_free(out);
+      ct_tensor_free(kt);
+      int good = 1;
+      for (int64_t i = 0; i < m; i++) good &= rows[i] >= 0 && (i == 0 || rows[i] > rows[i - 1]);
+      for (int64_t i = 0; i < m; i++) { /* the ids saved are the ids left */
+        int found = 0;
+        for (int64_t j = 0; j < m; j++) found |= k.ids[j] == left[i];
+        good &= found;
+      }
+      CHECK(good);
+      collected_free(&k);
+    }
+    if (pass == 0) {
+      ct_tensor kd = ids_tensor(ids, 30);
+      CHECK(ok(ct_table_delete(&n, t, kd)) && n == 30);
+      ct_tensor_free(kd);
+    }
+  }
+  ct_tensor_free(ki);
+  ct_table_free(t);
+}
+
 static void test_save_import(void) {
   test_save_import_one(CT_TABLE_TRACK_ACCESS);
   test_save_import_one(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS);
@@ -1217,6 +1271,7 @@ int main(void) {
   test_prefetch();
   test_autograd();
   test_save_import();
+  test_save_order();
   test_access_opt_in();
   test_metadata_steps();
   CHECK(ct_live_handles() == 0);
