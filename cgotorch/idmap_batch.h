@@ -3,7 +3,7 @@
  * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
 
 #ifndef CT_IDMAP_CHUNK
-#define CT_IDMAP_CHUNK 512 /* ids per probe chunk (deferred probes wait on the stack) */
+#define CT_IDMAP_CHUNK 2048 /* ids per probe chunk (deferred probes wait on the stack: 64 KiB) */
 #endif
 #define CHUNK CT_IDMAP_CHUNK
 
