@@ -15,7 +15,7 @@
  * 2^(gdepth - depth) directory entries. Deletion is backward-shift: no tombstones.
  *
  * Sizes: a reserve gives each segment the capacity (a multiple of 16 slots) for its share
- * plus a margin at load 5/8, so a pre-sized map's bytes per id do not depend on the count
+ * plus a margin at load 9/16, so a pre-sized map's bytes per id do not depend on the count
  * (with power-of-two segments they swung 2x with it). Growth under inserts uses powers of
  * two: a full segment doubles while below SEG_MAX_SLOTS (2^17 slots, 2 MiB, one huge page),
  * then splits in two by its next hash bit, in place: the half that stays is re-placed in

@@ -13,7 +13,7 @@
  * high bits of a 64-bit mix of the id through an extendible-hashing directory. A segment
  * grows on its own (doubling, then splitting in two in place), so a growth step moves at
  * most one segment's ids (~98K), never the table. Max load 3/4. A reserve (or a capacity
- * hint) sizes each segment for its share at load 5/8: about 26 bytes per id whatever the
+ * hint) sizes each segment for its share at load 9/16: about 29 bytes per id whatever the
  * count; a map grown by inserts alone sits between loads 3/8 and 3/4 (21 to 43 bytes per
  * id). Batched calls are software pipelined with prefetching; pass batches of a few
  * thousand ids for best throughput (any n works).

@@ -44,7 +44,7 @@ static inline size_t limit_for(size_t cap) { return cap / 16 * CT_IDMAP_LOAD16; 
  * ids; 0 if too big. Reserve sizes segments with it: a pre-sized map holds its ids at close
  * to the maximum load, whatever their number. */
 #ifndef CT_IDMAP_RESERVE16
-#define CT_IDMAP_RESERVE16 10 /* load reserve sizes segments for, in 16ths (see cap_fit) */
+#define CT_IDMAP_RESERVE16 9 /* load reserve sizes segments for, in 16ths (see cap_fit) */
 #endif
 static size_t cap_fit(size_t n) {
     const size_t units = n / CT_IDMAP_RESERVE16 + (n % CT_IDMAP_RESERVE16 != 0); /* of 16 slots */
