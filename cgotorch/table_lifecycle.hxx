@@ -428,14 +428,14 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   need_access("eviction by age, recency, frequency or budget");
-  auto p = rows_by_index(map_);  // (index, id)
-  const size_t m = p.size();
-  std::vector<size_t> victims;
-  if (policy == CT_EVICT_TTL) {
-    for (size_t i = 0; i < m; i++) {
-      if (step_ - meta_.last(p[i].first) > param) victims.push_back(i);
-    }
+  std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index)
+  if (policy == CT_EVICT_TTL) {  // a walk, no list of every row
+    each_row_by_index(map_, [&](int64_t r, int64_t id) {
+      if (step_ - meta_.last(r) > param) victims.emplace_back(id, r);
+    });
   } else {
+    const auto p = rows_by_index(map_);  // (index, id)
+    const size_t m = p.size();
     int64_t keep = param;
     if (policy == CT_EVICT_BYTES) {
       int64_t per_row = meta_.row_bytes() + 32;  // metadata + id map
@@ -458,16 +458,16 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
       std::vector<size_t> order(m);
       std::iota(order.begin(), order.end(), size_t{0});
       std::nth_element(order.begin(), order.begin() + keep, order.end(), kept_first);
-      victims.assign(order.begin() + keep, order.end());
+      for (size_t i = static_cast<size_t>(keep); i < m; i++) victims.emplace_back(p[order[i]].second, p[order[i]].first);
     }
   }
-  std::sort(victims.begin(), victims.end(), [&](size_t a, size_t b) { return p[a].second < p[b].second; });
+  std::sort(victims.begin(), victims.end());  // by id (ids are distinct)
   std::vector<int64_t> ids, rows;
   ids.reserve(victims.size());
   rows.reserve(victims.size());
-  for (size_t v : victims) {
-    ids.push_back(p[v].second);
-    rows.push_back(p[v].first);
+  for (const auto &v : victims) {
+    ids.push_back(v.first);
+    rows.push_back(v.second);
   }
   return take(ids, rows);
 }
