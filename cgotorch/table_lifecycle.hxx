@@ -144,7 +144,9 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   const int64_t m = static_cast<int64_t>(ct_idmap_size(map_));
   const int64_t cr = std::max<int64_t>(1, std::min<int64_t>(chunk_rows, m));
   const size_t ucr = static_cast<size_t>(cr);
-  std::vector<int64_t> ids(ucr), last(ucr), freq(ucr), stamp(ucr), rows(ucr);
+  std::vector<int64_t> ids(ucr), last(ucr), freq(ucr), stamp(ucr);
+  std::vector<int64_t> rows;  // the current chunk's row indices (its count)
+  rows.reserve(ucr);
   std::vector<float> emb(ucr * static_cast<size_t>(dim_));
   std::vector<float> st[2];
   for (int s = 0; s < nstates_; s++) st[s].resize(ucr * static_cast<size_t>(width_[s + 1]));
@@ -157,13 +159,12 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   auto emit = [&] {
     if (sink(ctx, &c) != 0) throw std::runtime_error("aborted: the sink stopped the save");
   };
-  int64_t row_off = 0, row_cnt = 0;
-  auto flush = [&] {  // rows [row_off, row_off + row_cnt): at least one chunk, empty for an empty table
-    rows.resize(static_cast<size_t>(row_cnt));
+  int64_t row_off = 0;
+  auto flush = [&] {  // the chunk's rows: at least one chunk, empty for an empty table
     read_raw(rows, 0, emb.data());
     for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
     c.offset = row_off;
-    c.count = row_cnt;
+    c.count = static_cast<int64_t>(rows.size());
     c.ids = ids.data();
     c.rows = emb.data();
     for (int s = 0; s < 2; s++) c.states[s] = s < nstates_ ? st[s].data() : nullptr;
@@ -171,18 +172,17 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
     c.frequency = freq.data();
     c.stamp = stamp.data();
     emit();
-    row_off += row_cnt;
-    row_cnt = 0;
-    rows.resize(ucr);
+    row_off += c.count;
+    rows.clear();
   };
   each_row_by_index(map_, [&](int64_t r, int64_t id) {
-    const size_t i = static_cast<size_t>(row_cnt);
-    rows[i] = r;
+    const size_t i = rows.size();
+    rows.push_back(r);
     ids[i] = id;
     saved_meta(r, &last[i], &freq[i], &stamp[i]);
-    if (++row_cnt == cr) flush();
+    if (rows.size() == ucr) flush();
   });
-  if (row_cnt > 0 || row_off == 0) flush();
+  if (!rows.empty() || row_off == 0) flush();
   // The admission counts, in chunks of the same size.
   c = ct_table_chunk{};
   c.kind = CT_CHUNK_COUNTS;
