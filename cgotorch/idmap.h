@@ -87,6 +87,17 @@ size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap
  * in index order from 9 bytes per index. Returns the number of ids written. */
 size_t ct_idmap_export_by_index(const ct_idmap *m, int64_t *id_at, uint8_t *live, size_t hw);
 
+/* Export the (id, index) pairs whose index i is below hw with mark[i] != 0 (mark NULL: every
+ * pair, whatever hw): writes at most cap pairs, returns how many it wrote. Order unspecified.
+ * Reads mark[index] once per id: a selection of rows costs a pass over the map and writes
+ * only the pairs selected. */
+size_t ct_idmap_export_marked(const ct_idmap *m, const uint8_t *mark, size_t hw, int64_t *ids, int64_t *idx,
+                              size_t cap);
+
+/* live[i] = 1 for each index i < hw that an id holds, else 0 (free, or at or above the high
+ * water mark), from the allocator's free list: no pass over the map. Returns how many are 1. */
+size_t ct_idmap_live(const ct_idmap *m, uint8_t *live, size_t hw);
+
 /* Test-only hook: when >= 0, the map's allocations succeed that many more times, then every
  * allocation fails until it is set back to -1 (the default). Not thread-safe. */
 extern long ct_idmap_fail_after;

@@ -98,18 +98,43 @@ void ct_idmap_clear(ct_idmap *m) {
     recompute_guard(m);
 }
 
-size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap) {
+size_t ct_idmap_export_marked(const ct_idmap *m, const uint8_t *mark, size_t hw, int64_t *ids, int64_t *idx,
+                              size_t cap) {
     size_t n = (size_t)1 << m->gdepth, w = 0;
     for (size_t j = 0; j < n && w < cap; j = next_seg(m, j)) {
         const seg_t *s = m->dir[j].seg;
         for (size_t i = 0; i < s->cap && w < cap; i++) {
-            if (s->slots[i].val == 0) continue;
+            const uint64_t x = (uint64_t)s->slots[i].val - 1; /* an empty slot: UINT64_MAX */
+            if (x == UINT64_MAX || (mark && (x >= hw || !mark[x]))) continue;
             ids[w] = s->slots[i].key;
-            idx[w] = s->slots[i].val - 1;
+            idx[w] = (int64_t)x;
             w++;
         }
     }
+    return w;
+}
+
+size_t ct_idmap_export(const ct_idmap *m, int64_t *ids, int64_t *idx, size_t cap) {
+    ct_idmap_export_marked(m, NULL, 0, ids, idx, cap);
     return m->size;
+}
+
+/* Indices below the high water mark are each either an id's or on the free list
+ * (ct_idmap_check verifies size + free_len == high_water). */
+size_t ct_idmap_live(const ct_idmap *m, uint8_t *live, size_t hw) {
+    if (hw == 0) return 0; /* live may be NULL */
+    const size_t top = (size_t)m->high_water < hw ? (size_t)m->high_water : hw;
+    size_t n = top;
+    memset(live, 1, top);
+    memset(live + top, 0, hw - top);
+    for (size_t i = 0; i < m->free_len; i++) {
+        const uint64_t x = (uint64_t)m->free_list[i];
+        if (x < top) {
+            live[x] = 0;
+            n--;
+        }
+    }
+    return n;
 }
 
 size_t ct_idmap_export_by_index(const ct_idmap *m, int64_t *id_at, uint8_t *live, size_t hw) {

@@ -535,6 +535,8 @@ class Table : public std::enable_shared_from_this<Table> {
     step_ = step;
   }
   void modified(const int64_t *rows, int64_t n);
+  // Keep-N eviction's victims as (id, index): every row but the keep first by rank (mu_ held).
+  std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu) const;
   // Removes ids (present or not) from the map, logging them for deltas; returns how many.
   int64_t erase_ids(const int64_t *ids, int64_t n);
   // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not

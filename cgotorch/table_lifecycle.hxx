@@ -422,20 +422,83 @@ std::pair<at::Tensor, at::Tensor> Table::take(const std::vector<int64_t> &ids, c
   return {idt, out};
 }
 
+namespace {
+// Eviction selects rows by their metadata without listing every row: mark[r] starts as the
+// live flag of index r (from the id map's free list: 1 byte an index, no pass over the map),
+// f(r) replaces it for each live row (0: not selected), and one pass over the map exports the
+// (id, index) pairs of the selected rows only, returned sorted by id.
+template <class F>
+std::vector<std::pair<int64_t, int64_t>> select_rows(const ct_idmap *map, std::vector<uint8_t> &mark, F f) {
+  size_t count = 0;
+  for (size_t r = 0; r < mark.size(); r++) {
+    if (!mark[r]) continue;
+    mark[r] = f(static_cast<int64_t>(r));
+    count += mark[r] != 0;
+  }
+  std::vector<int64_t> ids(count), idx(count);
+  const size_t w = ct_idmap_export_marked(map, mark.data(), mark.size(), ids.data(), idx.data(), count);
+  std::vector<std::pair<int64_t, int64_t>> p(w);
+  for (size_t i = 0; i < w; i++) p[i] = {ids[i], idx[i]};
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+std::vector<uint8_t> live_rows(const ct_idmap *map) {
+  std::vector<uint8_t> live(static_cast<size_t>(ct_idmap_high_water(map)));
+  ct_idmap_live(map, live.data(), live.size());
+  return live;
+}
+}  // namespace
+
+// Every row but the keep kept first: by rank (meta_.rank: recency and frequency, either
+// first), descending, then by id. The keep-th rank is selected among the live rows' ranks (8
+// bytes a row); the rows ranked below it go, and of those tied with it, the larger ids.
+std::vector<std::pair<int64_t, int64_t>> Table::keep_n_victims(int64_t keep, bool lfu) const {
+  std::vector<uint8_t> mark = live_rows(map_);
+  if (static_cast<int64_t>(ct_idmap_size(map_)) <= keep) return {};
+  uint64_t cut = 0;
+  if (keep > 0) {
+    std::vector<uint64_t> ranks;
+    ranks.reserve(ct_idmap_size(map_));
+    for (size_t r = 0; r < mark.size(); r++) {
+      if (mark[r]) ranks.push_back(meta_.rank(static_cast<int64_t>(r), lfu));
+    }
+    auto nth = ranks.begin() + (keep - 1);
+    std::nth_element(ranks.begin(), nth, ranks.end(), std::greater<uint64_t>());
+    cut = *nth;
+  }
+  enum : uint8_t { kKept = 0, kBelow = 1, kTied = 2 };
+  int64_t above = 0;  // rows ranked above the cut: all kept
+  auto p = select_rows(map_, mark, [&](int64_t r) -> uint8_t {
+    const uint64_t k = meta_.rank(r, lfu);
+    if (keep == 0 || k < cut) return kBelow;
+    above += k > cut;
+    return k == cut ? kTied : kKept;
+  });
+  int64_t keep_tied = keep - above;  // the tied rows with the smaller ids stay
+  size_t w = 0;
+  for (const auto &x : p) {
+    if (mark[static_cast<size_t>(x.second)] == kTied && keep_tied > 0) {
+      keep_tied--;
+      continue;
+    }
+    p[w++] = x;
+  }
+  p.resize(w);
+  return p;
+}
+
 std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   if (policy < CT_EVICT_TTL || policy > CT_EVICT_BYTES) throw arg_error("unknown eviction policy " + std::to_string(policy));
   if (param < 0) throw arg_error("eviction parameter must be >= 0, got " + std::to_string(param));
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   need_access("eviction by age, recency, frequency or budget");
-  std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index)
-  if (policy == CT_EVICT_TTL) {  // a walk, no list of every row
-    each_row_by_index(map_, [&](int64_t r, int64_t id) {
-      if (step_ - meta_.last(r) > param) victims.emplace_back(id, r);
-    });
+  std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index), by id
+  if (policy == CT_EVICT_TTL) {
+    std::vector<uint8_t> mark = live_rows(map_);
+    victims = select_rows(map_, mark, [&](int64_t r) -> uint8_t { return step_ - meta_.last(r) > param; });
   } else {
-    const auto p = rows_by_index(map_);  // (index, id)
-    const size_t m = p.size();
     int64_t keep = param;
     if (policy == CT_EVICT_BYTES) {
       int64_t per_row = meta_.row_bytes() + 32;  // metadata + id map
@@ -443,25 +506,8 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
       if (!stamp_.empty()) per_row += sizeof(int64_t);
       keep = param / per_row;
     }
-    if (static_cast<int64_t>(m) > keep) {
-      const bool lfu = policy == CT_EVICT_LFU;
-      // kept first: the more recent (LRU) or frequent (LFU), then the other, then the smaller id.
-      auto kept_first = [&](size_t a, size_t b) {
-        const int64_t ra = p[a].first, rb = p[b].first;
-        const int64_t la = meta_.last(ra), lb = meta_.last(rb), fa = meta_.freq(ra), fb = meta_.freq(rb);
-        const int64_t a1 = lfu ? fa : la, b1 = lfu ? fb : lb;
-        if (a1 != b1) return a1 > b1;
-        const int64_t a2 = lfu ? la : fa, b2 = lfu ? lb : fb;
-        if (a2 != b2) return a2 > b2;
-        return p[a].second < p[b].second;
-      };
-      std::vector<size_t> order(m);
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::nth_element(order.begin(), order.begin() + keep, order.end(), kept_first);
-      for (size_t i = static_cast<size_t>(keep); i < m; i++) victims.emplace_back(p[order[i]].second, p[order[i]].first);
-    }
+    victims = keep_n_victims(keep, policy == CT_EVICT_LFU);
   }
-  std::sort(victims.begin(), victims.end());  // by id (ids are distinct)
   std::vector<int64_t> ids, rows;
   ids.reserve(victims.size());
   rows.reserve(victims.size());

@@ -106,6 +106,13 @@ class RowMeta {
   }
   int64_t last(int64_t r) const { return base_ + __atomic_load_n(&rec(r).last, __ATOMIC_RELAXED); }
   int64_t freq(int64_t r) const { return __atomic_load_n(&rec(r).freq, __ATOMIC_RELAXED); }
+  // Row r's rank for keep-N eviction as one integer: the recency (last step's offset from the
+  // base, which orders as the last step) and the frequency, either one first (lfu: frequency),
+  // so that a larger value is kept first.
+  uint64_t rank(int64_t r, bool lfu) const {
+    const uint64_t l = __atomic_load_n(&rec(r).last, __ATOMIC_RELAXED), f = __atomic_load_n(&rec(r).freq, __ATOMIC_RELAXED);
+    return lfu ? f << 32 | l : l << 32 | f;
+  }
   // Imported values (>= 0), clamped into what can be stored.
   void set(int64_t r, int64_t last, int64_t freq) {
     if (access_) rec(r) = Rec{offset(last), static_cast<uint32_t>(std::min<int64_t>(freq, kMax))};

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 
@@ -136,6 +137,59 @@ func TestEvictLRUAndLFU(t *testing.T) {
 		// Keeping more rows than there are evicts nothing.
 		if ev, err := tbl.Evict(p, false); err != nil || ev.N != 0 {
 			t.Errorf("second eviction: %v, %v", ev, err)
+		}
+	}
+}
+
+// Keep-N with ranks tied in large groups (4 recencies x 3 frequencies over 400 rows), rows
+// deleted first (their indices free, some reused), and keeps that cut through a tie group,
+// keep nothing, keep all or more: the ids evicted are the reference's.
+func TestEvictKeepTies(t *testing.T) {
+	for _, lfu := range []bool{false, true} {
+		for _, keep := range []int{0, 1, 7, 170, 351, 352, 1000} {
+			name := fmt.Sprintf("lfu=%v/keep=%d", lfu, keep)
+			tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 16, TrackAccess: true}, name)
+			const n = 400
+			d := &embedding.Delta{Rows: make([]float32, 2*n), Meta: make([]int64, 3*n), Step: 10}
+			for i := 0; i < n; i++ {
+				d.IDs = append(d.IDs, int64(i*37%1009)-500)
+				d.Meta[3*i], d.Meta[3*i+1] = int64(5+i%4), int64(i%3)
+			}
+			sort.Slice(d.IDs, func(a, b int) bool { return d.IDs[a] < d.IDs[b] })
+			if err := tbl.ApplyDelta(d); err != nil {
+				t.Fatal(err)
+			}
+			// 60 deleted, 12 of their indices reused by new ids seen at step 10
+			del := []int64{d.IDs[1], d.IDs[2]}
+			for i := 0; i < n; i += 7 {
+				del = append(del, d.IDs[i])
+			}
+			if _, err := tbl.DeleteIDs(del); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tbl.LookupIDs([]int64{2000, 2001, 2002, 2003, 2004, 2005, 2006, 2007, 2008, 2009, 2010, 2011}); err != nil {
+				t.Fatal(err)
+			}
+			ids, last, freq, err := tbl.Metadata()
+			if err != nil || len(ids) != 352 {
+				t.Fatalf("%s: %d rows, %v", name, len(ids), err)
+			}
+			want := keepRef(ids, last, freq, keep, lfu)
+			p := embedding.KeepRecent(keep)
+			if lfu {
+				p = embedding.KeepFrequent(keep)
+			}
+			ev, err := tbl.Evict(p, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := int64s(t, ev.IDs); !slices.Equal(got, want) || ev.N != len(want) {
+				t.Errorf("%s: evicted %d ids %v, want %d %v", name, len(got), got, len(want), want)
+			}
+			ev.Close()
+			if tbl.Len() != min(keep, 352) {
+				t.Errorf("%s: %d rows left", name, tbl.Len())
+			}
 		}
 	}
 }

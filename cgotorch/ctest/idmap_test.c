@@ -458,6 +458,32 @@ static void test_reserve_clear_export(void) {
     ok = 1;
     for (size_t i = 0; i < sz; i++) LOOP_CHECK(ok, live[i] == ((int64_t)i != ex[7]) && (!live[i] || at[i] != ei[7]));
     CHECK(ok);
+    /* live from the free list: the same flags, 0 at and above the high water mark */
+    uint8_t *lv = (uint8_t *)xalloc(sz + 2);
+    memset(lv, 7, sz + 2);
+    CHECK(ct_idmap_live(m, lv, sz + 1) == sz - 1 && lv[sz] == 0 && lv[sz + 1] == 7);
+    ok = 1;
+    for (size_t i = 0; i < sz; i++) LOOP_CHECK(ok, lv[i] == live[i]);
+    CHECK(ok);
+    CHECK(ct_idmap_live(m, lv, (size_t)ex[7]) == (size_t)ex[7] && ct_idmap_live(m, NULL, 0) == 0);
+    /* export marked: the pairs at marked indices (here every third), each once; NULL: all */
+    memset(lv, 0, sz + 2);
+    size_t want = 0;
+    for (size_t i = 0; i < sz; i += 3) lv[i] = 1, want += live[i];
+    int64_t *mi = (int64_t *)xalloc(sz * sizeof(int64_t)), *mx = (int64_t *)xalloc(sz * sizeof(int64_t));
+    CHECK(ct_idmap_export_marked(m, lv, sz, mi, mx, sz) == want);
+    ok = 1;
+    for (size_t i = 0; i < want; i++) {
+        LOOP_CHECK(ok, mx[i] >= 0 && (size_t)mx[i] < sz && lv[mx[i]] == 1 && at[mx[i]] == mi[i]);
+        if (mx[i] >= 0 && (size_t)mx[i] < sz) lv[mx[i]] = 2; /* a second pair at it fails */
+    }
+    CHECK(ok);
+    CHECK(ct_idmap_export_marked(m, lv, 1, mi, mx, sz) == (live[0] ? 1u : 0u)); /* hw bounds the marks read */
+    CHECK(ct_idmap_export_marked(m, lv, sz, mi, mx, 2) == 2);
+    CHECK(ct_idmap_export_marked(m, NULL, 0, mi, mx, sz) == sz - 1);
+    free(mi);
+    free(mx);
+    free(lv);
     free(at);
     free(live);
     /* clear */

@@ -1,0 +1,94 @@
+package embedding_test
+
+import (
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// BenchmarkEvict: eviction of about 1% of a table of 4M rows of dim 16 with access tracking,
+// whose rows were last seen at one of 1,000 steps, 0 to 99 times (ties on both, broken by
+// id): keep-N (KeepRecent, KeepFrequent) and by age (TTL). ns/row is per row of the table: eviction holds the table's
+// lock exclusively for that long. MBrss/op: the peak resident size above the table's. The
+// evicted rows are put back between runs, outside the timer. GOREC_EVICT_ROWS changes the
+// row count.
+func BenchmarkEvict(b *testing.B) {
+	rows := 4_000_000
+	if s := os.Getenv("GOREC_EVICT_ROWS"); s != "" {
+		rows, _ = strconv.Atoi(s)
+	}
+	const dim, step = 16, 1000
+	cfg := embedding.Config{Dim: dim, Optimizer: embedding.SGD{LR: 0.1}, Capacity: rows, TrackAccess: true}
+	tbl, err := embedding.New("bench-evict", cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tbl.Close()
+	id := func(i int) int64 { return int64(i)*7919 + 1 }
+	// put inserts ids with their metadata, a function of the id; returns how many are older
+	// than ttl steps
+	const ttl = step - 11
+	put := func(ids []int64) (old int) {
+		d := &embedding.Delta{IDs: ids, Rows: make([]float32, len(ids)*dim), Meta: make([]int64, 3*len(ids)), Step: step}
+		for i, x := range ids {
+			h := uint64(x) * 0x9e3779b97f4a7c15
+			d.Meta[3*i], d.Meta[3*i+1] = int64(h>>40)%step, int64(h>>20)%100
+			if step-d.Meta[3*i] > ttl {
+				old++
+			}
+		}
+		if err := tbl.ApplyDelta(d); err != nil {
+			b.Fatal(err)
+		}
+		return old
+	}
+	const chunk = 1 << 20
+	old := 0
+	for off := 0; off < rows; off += chunk {
+		ids := make([]int64, min(chunk, rows-off))
+		for i := range ids {
+			ids[i] = id(off + i)
+		}
+		old += put(ids)
+	}
+	keep := rows - rows/100
+	for _, p := range []struct {
+		name   string
+		policy embedding.EvictPolicy
+		keep   int
+	}{
+		{"KeepRecent", embedding.KeepRecent(keep), keep},
+		{"KeepFrequent", embedding.KeepFrequent(keep), keep},
+		{"TTL", embedding.TTL(ttl), rows - old},
+	} {
+		b.Run(suffix(p.name, rows), func(b *testing.B) {
+			var extra int64
+			for i := 0; i < b.N; i++ {
+				var ev *embedding.Evicted
+				start := rss()
+				b.StartTimer()
+				peak := peakRSS(func() {
+					if ev, err = tbl.Evict(p.policy, true); err != nil {
+						b.Fatal(err)
+					}
+				})
+				b.StopTimer()
+				extra = max(extra, peak-start)
+				if ev.N != rows-p.keep || tbl.Len() != p.keep {
+					b.Fatalf("evicted %d, %d rows left; want %d and %d", ev.N, tbl.Len(), rows-p.keep, p.keep)
+				}
+				gone, err := cgotorch.ToSlice[int64](ev.IDs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ev.Close()
+				put(gone)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
+			b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
+		})
+	}
+}
