@@ -61,6 +61,9 @@ gotest:
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g -O1
+# As cgo builds the C++ (cgotorch/flags.go): ATen's parallel_for is a header template that runs
+# in parallel only where the including code is compiled with OpenMP.
+OMP := -fopenmp
 # The C++ is compiled as cgo compiles it: the unity_*.cc translation units, which include the
 # .hxx sources (see cgotorch/unity_tensor.cc).
 CT_CC_SRCS := $(wildcard cgotorch/*.cc)
@@ -71,13 +74,13 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 
 $(BUILD)/san/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/san
-	$(CXX) -std=c++17 $(SAN) $(TORCH_INC) -Wall -c $< -o $@
+	$(CXX) -std=c++17 $(SAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/san/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
 $(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/cgotorch.h | $(BUILD)/san
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
 $(BUILD)/san/abi_test: $(BUILD)/san/abi_test.o $(SAN_OBJS)
-	$(CXX) $(SAN) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10
+	$(CXX) $(SAN) $(OMP) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10
 $(BUILD)/san:
 	mkdir -p $@
 

@@ -4,10 +4,11 @@
 # PyTorch but no Go, build the test binaries here against the libtorch (with CUDA) of the same
 # PyTorch version as that machine's (TORCH_CUDA_VERSION: the C++ ABI must match), copy
 # build/cuda/ there with the source tree (tests read their testdata/), and run, e.g.:
-#   export LD_LIBRARY_PATH=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib
+#   export LD_LIBRARY_PATH=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib:$PWD/build/cuda
 #   cd embedding && ../build/cuda/embedding.test -test.v -test.run 'CUDA|Concurrent'
 # The CUDA libraries the wheel's libtorch_cuda needs are that machine's: linking here allows
-# them to be missing.
+# them to be missing. cgotorch is built with -fopenmp (flags.go): this machine's libgomp.so.1
+# goes into build/cuda/ too, for a machine without GCC's runtime.
 .PHONY: cuda-test-bins
 TORCH_CUDA_VERSION ?= 2.11.0
 TORCH_CUDA_PY ?= 3.12
@@ -26,3 +27,4 @@ cuda-test-bins: deps
 	for p in cgotorch embedding nn; do \
 	  $(GO) test -c -ldflags='-s -w' -o $(BUILD)/cuda/$$p.test ./$$p || exit 1; done; \
 	$(GO) test -race -c -ldflags='-s -w' -o $(BUILD)/cuda/embedding_race.test ./embedding
+	cp -L "$$($(CXX) -print-file-name=libgomp.so.1)" $(BUILD)/cuda/

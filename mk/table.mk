@@ -7,7 +7,7 @@ $(BUILD)/san/unity_table.o: SAN += -DCT_DEDUPE_MAX_STAMP=3
 $(BUILD)/san/table_test.o: cgotorch/ctest/table_test.c cgotorch/cgotorch.h | $(BUILD)/san
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
 $(BUILD)/san/table_test: $(BUILD)/san/table_test.o $(SAN_OBJS)
-	$(CXX) $(SAN) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10
+	$(CXX) $(SAN) $(OMP) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10
 
 table-sanitize: deps $(BUILD)/san/table_test
 	$(BUILD)/san/table_test
@@ -26,13 +26,13 @@ TABLE_BENCH_ARGS ?=
 $(BUILD)/opt:
 	mkdir -p $@
 $(BUILD)/opt/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/opt
-	$(CXX) -std=c++17 -O2 $(TORCH_INC) -Wall -Wno-unused-parameter -c $< -o $@
+	$(CXX) -std=c++17 -O2 $(OMP) $(TORCH_INC) -Wall -Wno-unused-parameter -c $< -o $@
 $(BUILD)/opt/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/opt
 	$(CC) -O3 -std=gnu11 -Wall -c $< -o $@
 $(BUILD)/opt/table_bench.o: cgotorch/ctest/table_bench.c cgotorch/cgotorch.h | $(BUILD)/opt
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -Icgotorch -c $< -o $@
 $(BUILD)/opt/table_bench: $(BUILD)/opt/table_bench.o $(OPT_OBJS)
-	$(CXX) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10 -lm
+	$(CXX) $(OMP) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10 -lm
 
 table-bench: deps $(BUILD)/opt/table_bench
 	$(BUILD)/opt/table_bench $(TABLE_BENCH_ARGS)
