@@ -14,7 +14,7 @@ at::Tensor Table::lookup(const Keys &k) {
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     check_open();
-    if (ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data()) == static_cast<size_t>(n)) {
+    if (find_rows(k.ptr(), n, rows.data()) == static_cast<size_t>(n)) {
       gather(rows.data(), n, 0, out);
       touch(rows.data(), n, step_);
       lock.unlock();
@@ -41,7 +41,7 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
   // Insert the ids the find missed (another thread may have inserted some since). Without a
   // valid find (a remap since, or none: lookup_renorm), find them now: on present ids a find
   // is cheaper than a find-or-insert (see find_then_insert).
-  if (!found) ct_idmap_find(map_, ids, static_cast<size_t>(n), rows.data());
+  if (!found) find_rows(ids, n, rows.data());
   std::vector<uint8_t> is_new(static_cast<size_t>(n));
   insert_missing(ids, n, rows.data(), is_new.data());
   guarded(ids, is_new.data(), n, [&] {
@@ -59,7 +59,7 @@ at::Tensor Table::indices(const Keys &k, bool do_insert) {
   if (!do_insert) {
     std::shared_lock<std::shared_mutex> lock(mu_);
     check_open();
-    ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows);
+    find_rows(k.ptr(), n, rows);
   } else {
     std::vector<uint8_t> is_new(static_cast<size_t>(n));
     std::unique_lock<std::shared_mutex> lock(mu_);
@@ -79,7 +79,7 @@ std::pair<at::Tensor, at::Tensor> Table::read(const Keys &k, int32_t mode) {
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     check_open();
-    ct_idmap_find(map_, k.ptr(), static_cast<size_t>(n), rows.data());
+    find_rows(k.ptr(), n, rows.data());
     out = gather_rows(k.ptr(), rows.data(), n, mode);
   }
   bool *f = found.data_ptr<bool>();

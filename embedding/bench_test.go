@@ -2,6 +2,7 @@ package embedding_test
 
 import (
 	"math/rand"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -244,5 +245,49 @@ func BenchmarkDevices(b *testing.B) {
 				b.ReportMetric(float64(b.N)*benchBatch/b.Elapsed().Seconds(), "rows/s")
 			})
 		}
+	}
+}
+
+// BenchmarkLookupLargeBatch: lookups of 131,072 random present ids (a CTR batch of 4,096
+// samples over 32 fields) in a table of 4M ids of dim 16, with libtorch's thread count at 1
+// and at the number of CPUs (threads-N): the find and the gather are both split over the
+// threads for batches this large. ns/row: per id looked up.
+func BenchmarkLookupLargeBatch(b *testing.B) {
+	const n, batch, dim = 1 << 22, 1 << 17, 16
+	tbl := benchTable(b, b.Name(), embedding.Config{Dim: dim}, n)
+	rng := rand.New(rand.NewSource(2))
+	var ids []*cgotorch.Tensor
+	for j := 0; j < 8; j++ {
+		v := make([]int64, batch)
+		for i := range v {
+			v[i] = rng.Int63n(n)
+		}
+		k, err := cgotorch.FromSlice(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, k)
+		defer k.Close()
+	}
+	before := cgotorch.NumThreads()
+	defer cgotorch.SetNumThreads(before)
+	counts := []int{1}
+	if runtime.NumCPU() > 1 {
+		counts = append(counts, runtime.NumCPU())
+	}
+	for _, threads := range counts {
+		b.Run("threads-"+strconv.Itoa(threads), func(b *testing.B) {
+			if err := cgotorch.SetNumThreads(threads); err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i++ {
+				r, err := tbl.Lookup(ids[i%len(ids)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/batch, "ns/row")
+		})
 	}
 }

@@ -1,0 +1,78 @@
+package embedding_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// withThreads runs f with libtorch's thread count at n.
+func withThreads(t *testing.T, n int, f func()) {
+	t.Helper()
+	before := cgotorch.NumThreads()
+	if err := cgotorch.SetNumThreads(n); err != nil {
+		t.Fatal(err)
+	}
+	defer cgotorch.SetNumThreads(before)
+	f()
+}
+
+// Batches large enough to be split over threads (the find, the gather, the update) give what
+// one thread gives: indices, reads with their found flags, inserting lookups and updates, on
+// twin tables, with ids present and absent and repeated.
+func TestLargeBatchesOverThreads(t *testing.T) {
+	cfg := embedding.Config{Dim: 8, Optimizer: embedding.Adagrad{}, Seed: 3}
+	one, many := newTable(t, cfg, "one"), newTable(t, cfg, "many")
+	const present, n = 30000, 50000
+	fill := make([]int64, present)
+	for i := range fill {
+		fill[i] = int64(i) * 7
+	}
+	batch := make([]int64, n)
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range batch {
+		batch[i] = int64(r.IntN(2*present)) * 7 // half present, many repeated
+	}
+	grads := make([]float32, n*cfg.Dim)
+	for i := range grads {
+		grads[i] = r.Float32() - 0.5
+	}
+	// on table tbl with threads threads: the find's view, then inserting lookups and updates
+	run := func(tbl *embedding.Table, threads int) (idx []int64, rows [][]float32, found []bool, after [][]float32) {
+		withThreads(t, threads, func() {
+			lookup(t, tbl, fill...)
+			var err error
+			if idx, err = tbl.IndicesIDs(batch, false); err != nil {
+				t.Fatal(err)
+			}
+			rows, found = read(t, tbl, batch...)
+			lookup(t, tbl, batch...)
+			if err := tbl.UpdateIDs(batch, grads); err != nil {
+				t.Fatal(err)
+			}
+			after, _ = read(t, tbl, batch...)
+		})
+		return
+	}
+	i1, r1, f1, a1 := run(one, 1)
+	i2, r2, f2, a2 := run(many, 2)
+	for i, id := range batch {
+		if f1[i] != (id < present*7) || (i1[i] >= 0) != f1[i] {
+			t.Fatalf("id %d: found %v, index %d", id, f1[i], i1[i])
+		}
+	}
+	if !slices.Equal(i1, i2) || !slices.Equal(f1, f2) {
+		t.Error("indices or found flags differ between 1 and 2 threads")
+	}
+	for i := range batch {
+		if !slices.Equal(r1[i], r2[i]) || !slices.Equal(a1[i], a2[i]) {
+			t.Fatalf("id %d: rows %v / %v, after the update %v / %v", batch[i], r1[i], r2[i], a1[i], a2[i])
+		}
+	}
+	if one.Len() != many.Len() || one.Len() == present {
+		t.Errorf("%d and %d rows", one.Len(), many.Len())
+	}
+}
