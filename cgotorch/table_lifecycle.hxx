@@ -9,8 +9,6 @@
 // (4 bytes a row). Lookups holding the lock shared update the first two with relaxed atomic
 // stores (no lost row data, possibly lost increments under concurrent lookups of one row).
 
-#include <numeric>
-
 namespace ct {
 namespace table {
 
@@ -454,8 +452,8 @@ std::vector<uint8_t> live_rows(const ct_idmap *map) {
 // first), descending, then by id. The keep-th rank is selected among the live rows' ranks (8
 // bytes a row); the rows ranked below it go, and of those tied with it, the larger ids.
 std::vector<std::pair<int64_t, int64_t>> Table::keep_n_victims(int64_t keep, bool lfu) const {
-  std::vector<uint8_t> mark = live_rows(map_);
   if (static_cast<int64_t>(ct_idmap_size(map_)) <= keep) return {};
+  std::vector<uint8_t> mark = live_rows(map_);
   uint64_t cut = 0;
   if (keep > 0) {
     std::vector<uint64_t> ranks;

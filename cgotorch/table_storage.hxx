@@ -220,11 +220,10 @@ void Table::insert_missing(const int64_t *ids, int64_t n, int64_t *rows, uint8_t
 
 size_t Table::find_rows(const int64_t *ids, int64_t n, int64_t *rows) const {
   // Slices of at least kFindGrain ids: a thread's pipeline of prefetches needs a few hundred
-  // ids to fill, and waking the pool costs microseconds, a find of 8K ids ~100.
+  // ids to fill, and waking the pool costs microseconds, a find of 8K ids ~100. (parallel_for
+  // calls the body once over the whole range with one thread or inside a parallel region.)
   constexpr int64_t kFindGrain = 8192;
-  if (n < 2 * kFindGrain || at::get_num_threads() < 2 || at::in_parallel_region()) {
-    return ct_idmap_find(map_, ids, static_cast<size_t>(n), rows);
-  }
+  if (n < 2 * kFindGrain) return ct_idmap_find(map_, ids, static_cast<size_t>(n), rows);
   std::atomic<size_t> found{0};
   at::parallel_for(0, n, kFindGrain, [&](int64_t b, int64_t e) {
     found.fetch_add(ct_idmap_find(map_, ids + b, static_cast<size_t>(e - b), rows + b), std::memory_order_relaxed);
