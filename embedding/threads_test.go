@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -21,10 +22,20 @@ func withThreads(t *testing.T, n int, f func()) {
 }
 
 // Batches large enough to be split over threads (the find, the gather, the update) give what
-// one thread gives: indices, reads with their found flags, inserting lookups and updates, on
-// twin tables, with ids present and absent and repeated.
+// one thread gives: indices, reads with their found flags, inserting lookups and updates with
+// every optimizer (SGD's momentum caught up on reads), on twin tables, with ids present and
+// absent and repeated.
 func TestLargeBatchesOverThreads(t *testing.T) {
-	cfg := embedding.Config{Dim: 8, Optimizer: embedding.Adagrad{}, Seed: 3}
+	for _, opt := range []embedding.Optimizer{
+		embedding.SGD{LR: 0.1, Momentum: 0.9}, embedding.Adagrad{}, embedding.RowWiseAdagrad{},
+		embedding.SparseAdam{}, embedding.AdamW{WeightDecay: 0.01}, embedding.FTRL{L1: 0.01},
+	} {
+		t.Run(fmt.Sprintf("%T", opt), func(t *testing.T) { largeBatchesOverThreads(t, opt) })
+	}
+}
+
+func largeBatchesOverThreads(t *testing.T, opt embedding.Optimizer) {
+	cfg := embedding.Config{Dim: 8, Optimizer: opt, Seed: 3}
 	one, many := newTable(t, cfg, "one"), newTable(t, cfg, "many")
 	const present, n = 30000, 50000
 	fill := make([]int64, present)
@@ -51,6 +62,9 @@ func TestLargeBatchesOverThreads(t *testing.T) {
 			rows, found = read(t, tbl, batch...)
 			lookup(t, tbl, batch...)
 			if err := tbl.UpdateIDs(batch, grads); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.UpdateIDs(batch[:n/2], grads[:n/2*cfg.Dim]); err != nil {
 				t.Fatal(err)
 			}
 			after, _ = read(t, tbl, batch...)
