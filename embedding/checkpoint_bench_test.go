@@ -17,10 +17,7 @@ import (
 // SequentialWrite, the same number of bytes written to a file with plain 8 MiB writes and an
 // fsync: the ceiling of the disk. GOREC_CKPT_ROWS changes the row count.
 func BenchmarkCheckpoint(b *testing.B) {
-	rows := 10_000_000
-	if s := os.Getenv("GOREC_CKPT_ROWS"); s != "" {
-		rows, _ = strconv.Atoi(s)
-	}
+	rows := envRows("GOREC_CKPT_ROWS", 10_000_000)
 	const dim = 16
 	cfg := embedding.Config{Dim: dim, Optimizer: embedding.Adagrad{}, Capacity: rows}
 	tbl, err := embedding.New("bench-checkpoint", cfg)
@@ -108,6 +105,14 @@ func BenchmarkCheckpoint(b *testing.B) {
 		}
 		b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
 	})
+}
+
+// envRows is the row count the environment variable name gives, or def.
+func envRows(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
 
 func suffix(s string, rows int) string {

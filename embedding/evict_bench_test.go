@@ -1,8 +1,6 @@
 package embedding_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -16,10 +14,7 @@ import (
 // evicted rows are put back between runs, outside the timer. GOREC_EVICT_ROWS changes the
 // row count.
 func BenchmarkEvict(b *testing.B) {
-	rows := 4_000_000
-	if s := os.Getenv("GOREC_EVICT_ROWS"); s != "" {
-		rows, _ = strconv.Atoi(s)
-	}
+	rows := envRows("GOREC_EVICT_ROWS", 4_000_000)
 	const dim, step = 16, 1000
 	cfg := embedding.Config{Dim: dim, Optimizer: embedding.SGD{LR: 0.1}, Capacity: rows, TrackAccess: true}
 	tbl, err := embedding.New("bench-evict", cfg)

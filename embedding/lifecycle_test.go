@@ -104,6 +104,30 @@ func keepRef(ids, last, freq []int64, n int, lfu bool) []int64 {
 	return gone
 }
 
+// evictKeepN evicts all but keep rows by recency (lfu: by frequency) and returns the ids it
+// evicted and the ids keepRef evicts from the metadata just before.
+func evictKeepN(t *testing.T, tbl *embedding.Table, keep int, lfu bool) (got, want []int64) {
+	t.Helper()
+	ids, last, freq, err := tbl.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := embedding.KeepRecent(keep)
+	if lfu {
+		p = embedding.KeepFrequent(keep)
+	}
+	ev, err := tbl.Evict(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	got = int64s(t, ev.IDs)
+	if ev.N != len(got) {
+		t.Errorf("Evicted.N %d for %d ids", ev.N, len(got))
+	}
+	return got, keepRef(ids, last, freq, keep, lfu)
+}
+
 func TestEvictLRUAndLFU(t *testing.T) {
 	for _, lfu := range []bool{false, true} {
 		tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}, BlockRows: 8, TrackAccess: true}, map[bool]string{false: "lru", true: "lfu"}[lfu])
@@ -113,30 +137,16 @@ func TestEvictLRUAndLFU(t *testing.T) {
 		if _, err := tbl.LookupIDs([]int64{5, 5, 5, 6}); err != nil { // lookups count too
 			t.Fatal(err)
 		}
-		ids, last, freq, err := tbl.Metadata()
-		if err != nil {
-			t.Fatal(err)
-		}
 		const keep = 50
-		want := keepRef(ids, last, freq, keep, lfu)
-		p := embedding.KeepRecent(keep)
-		if lfu {
-			p = embedding.KeepFrequent(keep)
-		}
-		ev, err := tbl.Evict(p, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := int64s(t, ev.IDs); !reflect.DeepEqual(got, want) {
+		if got, want := evictKeepN(t, tbl, keep, lfu); !reflect.DeepEqual(got, want) {
 			t.Errorf("lfu=%v: evicted %d ids, want %d (%v vs %v)", lfu, len(got), len(want), got[:5], want[:5])
 		}
-		ev.Close()
 		if tbl.Len() != keep {
 			t.Errorf("lfu=%v: %d rows left, want %d", lfu, tbl.Len(), keep)
 		}
-		// Keeping more rows than there are evicts nothing.
-		if ev, err := tbl.Evict(p, false); err != nil || ev.N != 0 {
-			t.Errorf("second eviction: %v, %v", ev, err)
+		// Keeping as many rows as there are evicts nothing.
+		if got, _ := evictKeepN(t, tbl, keep, lfu); len(got) != 0 {
+			t.Errorf("second eviction: %v", got)
 		}
 	}
 }
@@ -170,23 +180,12 @@ func TestEvictKeepTies(t *testing.T) {
 			if _, err := tbl.LookupIDs([]int64{2000, 2001, 2002, 2003, 2004, 2005, 2006, 2007, 2008, 2009, 2010, 2011}); err != nil {
 				t.Fatal(err)
 			}
-			ids, last, freq, err := tbl.Metadata()
-			if err != nil || len(ids) != 352 {
-				t.Fatalf("%s: %d rows, %v", name, len(ids), err)
+			if tbl.Len() != 352 {
+				t.Fatalf("%s: %d rows", name, tbl.Len())
 			}
-			want := keepRef(ids, last, freq, keep, lfu)
-			p := embedding.KeepRecent(keep)
-			if lfu {
-				p = embedding.KeepFrequent(keep)
-			}
-			ev, err := tbl.Evict(p, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := int64s(t, ev.IDs); !slices.Equal(got, want) || ev.N != len(want) {
+			if got, want := evictKeepN(t, tbl, keep, lfu); !slices.Equal(got, want) {
 				t.Errorf("%s: evicted %d ids %v, want %d %v", name, len(got), got, len(want), want)
 			}
-			ev.Close()
 			if tbl.Len() != min(keep, 352) {
 				t.Errorf("%s: %d rows left", name, tbl.Len())
 			}
