@@ -84,5 +84,7 @@
 // are all present, reads, exports and stats share it; inserting lookups, writes, updates,
 // deletes and Clear take it alone. Within one call, large batches are split over libtorch's
 // intra-op threads (cgotorch.SetNumThreads): the id map's find from 16,384 ids, the gathers,
-// new rows' initialisation and the optimizer's row updates from about 32K floats of work.
+// new rows' initialisation and the optimizer's row updates from about 32K floats of work. Where
+// many goroutines call at once (serving), those calls already keep the cores busy: one intra-op
+// thread avoids running several threads' teams on each core.
 package embedding
