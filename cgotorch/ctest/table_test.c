@@ -405,10 +405,12 @@ static void test_update_inserts_absent(void) {
 
 /* The tensor kernels (CUDA's code path) agree with the raw CPU kernels, for every optimizer
  * and both layouts, over steps with repeated, new, deleted and written ids. */
+/* Every optimizer, with parameters (SGD: momentum 0.9, Nesterov). */
+static const int32_t opts[6] = {CT_OPT_SGD, CT_OPT_ADAGRAD, CT_OPT_ROWWISE_ADAGRAD, CT_OPT_SPARSE_ADAM, CT_OPT_ADAMW, CT_OPT_FTRL};
+static const double params[6][8] = {{0.1, 0.9, 0, 1}, {0.1, 0.01, 0.1, 1e-10}, {0.1, 0, 0.1, 1e-10},
+                                    {0.01, 0.9, 0.999, 1e-8}, {0.01, 0.9, 0.999, 1e-8, 0.1}, {0.1, 1, 0.01, 0.1, 0.1}};
+
 static void test_kernels_agree(void) {
-  int32_t opts[6] = {CT_OPT_SGD, CT_OPT_ADAGRAD, CT_OPT_ROWWISE_ADAGRAD, CT_OPT_SPARSE_ADAM, CT_OPT_ADAMW, CT_OPT_FTRL};
-  double params[6][8] = {{0.1, 0.9, 0, 1}, {0.1, 0.01, 0.1, 1e-10}, {0.1, 0, 0.1, 1e-10},
-                         {0.01, 0.9, 0.999, 1e-8}, {0.01, 0.9, 0.999, 1e-8, 0.1}, {0.1, 1, 0.01, 0.1, 0.1}};
   for (int o = 0; o < 6; o++) {
     for (int layout = 0; layout < 2; layout++) {
       ct_table raw = NULL, ten = NULL;
@@ -644,6 +646,57 @@ static void test_duplicates_across_batches(void) {
   CHECK(same);
   CHECK(ok(ct_table_close(t)));
   ct_table_free(t);
+}
+
+/* Batches large enough to be split over threads (the id map's find from 16K ids, gathers,
+ * new rows, the optimizers' row updates): on twin tables, one driven with 1 intra-op thread
+ * and one with 2, lookups of a batch of present, absent and repeated ids, two updates and a
+ * read agree bit for bit, for every optimizer (under the sanitizers: no access outside a
+ * thread's slice). */
+static void test_threads(void) {
+  enum { D = 9, PRESENT = 20000, N = 40000 }; /* D = 9: lanes and a scalar element */
+  static int64_t ids[N];
+  static float grads[N * D], got[2][N * D];
+  uint32_t r = 777;
+  for (int64_t i = 0; i < N; i++) {
+    r = r * 1664525u + 1013904223u;
+    ids[i] = (int64_t)(r >> 8) % (2 * PRESENT) * 13;
+    grads[i * D] = (float)(r >> 20) / 4096.0f - 0.5f;
+    for (int j = 1; j < D; j++) grads[i * D + j] = grads[i * D + j - 1] * -0.75f;
+  }
+  int same = 1;
+  for (int o = 0; o < 6; o++) {
+    for (int threads = 1; threads <= 2; threads++) {
+      CHECK(ok(ct_set_num_threads(threads)));
+      ct_table t = NULL;
+      ct_table_config cfg = config(D, opts[o]);
+      cfg.block_rows = 4096;
+      memcpy(cfg.opt_params, params[o], sizeof params[o]);
+      char name[32];
+      snprintf(name, sizeof name, "threads-%d-%d", o, threads);
+      CHECK(ok(ct_table_new(&t, name, &cfg)));
+      ct_tensor k = ids_tensor(ids, N), half = ids_tensor(ids, N / 2), g = rows_tensor(grads, N, D),
+                gh = rows_tensor(grads, N / 2, D), rows = NULL, found = NULL;
+      ct_tensor some = ids_tensor(ids, PRESENT / 2);
+      CHECK(ok(ct_table_lookup(&rows, t, some)));
+      ct_tensor_free(rows);
+      CHECK(ok(ct_table_lookup(&rows, t, k)));
+      ct_tensor_free(rows);
+      CHECK(ok(ct_table_update(t, k, g)) && ok(ct_table_update(t, half, gh)));
+      CHECK(ok(ct_table_read(&rows, &found, t, k, CT_READ_ZEROS)) && take_floats(rows, got[threads - 1], N * D));
+      ct_tensor_free(found);
+      ct_tensor_free(some);
+      ct_tensor_free(k);
+      ct_tensor_free(half);
+      ct_tensor_free(g);
+      ct_tensor_free(gh);
+      CHECK(ok(ct_table_close(t)));
+      ct_table_free(t);
+    }
+    same &= memcmp(got[0], got[1], sizeof got[0]) == 0;
+  }
+  CHECK(same);
+  CHECK(ok(ct_set_num_threads(1)));
 }
 
 static void test_prefetch(void) {
@@ -1268,6 +1321,7 @@ int main(void) {
   test_gather_widths();
   test_lanes_match_scalar();
   test_duplicates_across_batches();
+  test_threads();
   test_prefetch();
   test_autograd();
   test_save_import();
