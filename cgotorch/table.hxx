@@ -108,11 +108,16 @@ inline void prefetch_lines(const void *p, size_t bytes, bool write) {
     }
   }
 }
-// Runs body(begin, end) over rows [0, n): in this thread for small batches, else in chunks of
-// at::parallel_for of about 32K floats of work each (width: floats touched per row).
+// Runs body(begin, end) over rows [0, n): in this thread for small batches, else split by
+// at::parallel_for in chunks of at least 16K rows (fewer for rows of over 1K floats touched:
+// width), about a millisecond of random rows. A parallel region costs tens of microseconds on
+// the 2-core VM (waking OpenMP's threads): with chunks of 32K floats of work (64 rows at dim 64
+// for an update) 2 threads made lookups and SGD updates of 2K to 8K rows at dims 16 and 64 up to
+// 1.8x slower than one in a throwaway benchmark (noisy: libtorch's own parallel operators
+// within a call cost as much at times), and only from 32K rows were they faster (up to 1.9x).
 template <class F>
 void for_rows(int64_t n, int64_t width, const F &body) {
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1));
+  const int64_t grain = std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(width, 1), 1024, 16384);
   if (n < grain) {
     body(int64_t{0}, n);
   } else {

@@ -219,10 +219,10 @@ void Table::insert_missing(const int64_t *ids, int64_t n, int64_t *rows, uint8_t
 }
 
 size_t Table::find_rows(const int64_t *ids, int64_t n, int64_t *rows) const {
-  // Slices of at least kFindGrain ids: a thread's pipeline of prefetches needs a few hundred
-  // ids to fill, and waking the pool costs microseconds, a find of 8K ids ~100. (parallel_for
-  // calls the body once over the whole range with one thread or inside a parallel region.)
-  constexpr int64_t kFindGrain = 8192;
+  // Slices of at least kFindGrain ids (~250 us of finds): a parallel region costs tens of
+  // microseconds (see for_rows). (parallel_for calls the body once over the whole range with
+  // one thread or inside a parallel region.)
+  constexpr int64_t kFindGrain = 16384;
   if (n < 2 * kFindGrain) return ct_idmap_find(map_, ids, static_cast<size_t>(n), rows);
   std::atomic<size_t> found{0};
   at::parallel_for(0, n, kFindGrain, [&](int64_t b, int64_t e) {

@@ -83,8 +83,9 @@
 // Tables are safe for concurrent use. Each table has a reader/writer lock: lookups of ids that
 // are all present, reads, exports and stats share it; inserting lookups, writes, updates,
 // deletes and Clear take it alone. Within one call, large batches are split over libtorch's
-// intra-op threads (cgotorch.SetNumThreads): the id map's find from 16,384 ids, the gathers,
-// new rows' initialisation and the optimizer's row updates from about 32K floats of work. Where
+// intra-op threads (cgotorch.SetNumThreads): the id map's find from 32,768 ids, the gathers,
+// new rows' initialisation and the optimizer's row updates from 16,384 rows (fewer for rows
+// wider than 1,024 floats); a smaller batch costs less on one thread than waking others. Where
 // many goroutines call at once (serving), those calls already keep the cores busy: one intra-op
 // thread avoids running several threads' teams on each core.
 package embedding
