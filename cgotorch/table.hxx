@@ -418,12 +418,12 @@ class Table : public std::enable_shared_from_this<Table> {
   // and is_new[] marks the ids this call inserted (their rows are written by init_rows, inside
   // guarded). Called with mu_ held exclusively. On failure nothing has changed.
   void insert_ids(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
-  // insert_ids for distinct ids that are mostly present already (an update's, whose ids were
-  // looked up first): a find, then insert_ids of the ids it missed. Same results; on ids that
-  // are present a find costs about two thirds of a find-or-insert (which claims as it probes).
   // The id map's find (rows[i]: the row of ids[i], or -1; returns how many were found), split
   // over at::parallel_for's threads for large batches: the map is only read, under either lock.
   size_t find_rows(const int64_t *ids, int64_t n, int64_t *rows) const;
+  // insert_ids for distinct ids that are mostly present already (an update's, whose ids were
+  // looked up first): a find, then insert_ids of the ids it missed. Same results; on ids that
+  // are present a find costs about two thirds of a find-or-insert (which claims as it probes).
   void find_then_insert(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
   // insert_ids for the ids whose rows[i] a find left at -1 (the others keep theirs).
   void insert_missing(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
