@@ -2,6 +2,7 @@ package embedding_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -9,10 +10,11 @@ import (
 
 // BenchmarkEvict: eviction of about 1% of a table of 4M rows of dim 16 with access tracking,
 // whose rows were last seen at one of 1,000 steps, 0 to 99 times (ties on both, broken by
-// id): keep-N (KeepRecent, KeepFrequent) and by age (TTL). ns/row is per row of the table: eviction holds the table's
-// lock exclusively for that long. MBrss/op: the peak resident size above the table's. The
-// evicted rows are put back between runs, outside the timer. GOREC_EVICT_ROWS changes the
-// row count.
+// id): keep-N (KeepRecent, KeepFrequent) and by age (TTL). ns/row is per row of the table.
+// stall-ms: the longest that one read of one id, repeated by another goroutine meanwhile, took
+// (the part of the eviction that holds the lock exclusively, plus scheduling). MBrss/op: the
+// peak resident size above the table's. The evicted rows are put back between runs, outside
+// the timer. GOREC_EVICT_ROWS changes the row count.
 func BenchmarkEvict(b *testing.B) {
 	rows := envRows("GOREC_EVICT_ROWS", 4_000_000)
 	const dim, step = 16, 1000
@@ -61,17 +63,22 @@ func BenchmarkEvict(b *testing.B) {
 	} {
 		b.Run(suffix(p.name, rows), func(b *testing.B) {
 			var extra int64
+			var stall time.Duration
 			for i := 0; i < b.N; i++ {
 				var ev *embedding.Evicted
 				start := rss()
 				b.StartTimer()
+				var wait time.Duration
 				peak := peakRSS(func() {
-					if ev, err = tbl.Evict(p.policy, true); err != nil {
-						b.Fatal(err)
-					}
+					wait = longestRead(tbl, id(0), func() {
+						if ev, err = tbl.Evict(p.policy, true); err != nil {
+							b.Fatal(err)
+						}
+					})
 				})
 				b.StopTimer()
 				extra = max(extra, peak-start)
+				stall = max(stall, wait)
 				if ev.N != rows-p.keep || tbl.Len() != p.keep {
 					b.Fatalf("evicted %d, %d rows left; want %d and %d", ev.N, tbl.Len(), rows-p.keep, p.keep)
 				}
@@ -84,6 +91,33 @@ func BenchmarkEvict(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
 			b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
+			b.ReportMetric(float64(stall.Microseconds())/1000, "stall-ms")
 		})
 	}
+}
+
+// longestRead runs f while another goroutine reads id from tbl over and over, and returns the
+// longest a read took: how long f kept readers out.
+func longestRead(tbl *embedding.Table, id int64, f func()) time.Duration {
+	done := make(chan struct{})
+	longest := make(chan time.Duration)
+	go func() {
+		var m time.Duration
+		for {
+			select {
+			case <-done:
+				longest <- m
+				return
+			default:
+			}
+			start := time.Now()
+			if r, _, err := tbl.ReadIDs([]int64{id}); err == nil {
+				r.Close()
+			}
+			m = max(m, time.Since(start))
+		}
+	}()
+	f()
+	close(done)
+	return <-longest
 }
