@@ -634,7 +634,12 @@ typedef enum {
 
 /* Evicts rows by policy (ties: the more recently, then more frequently seen, then the smaller
  * id is kept): rows and all their state go. ids and rows (each may be NULL) get the evicted ids
- * ascending and their current rows; *n (may be NULL) how many. */
+ * ascending and their current rows; *n (may be NULL) how many. The rows are chosen under the
+ * table's shared lock and removed under the exclusive one, each checked again there by the
+ * policy's rule (TTL: age at the current step; keep-N: rank against the cut): rows trained in
+ * between stay, rows inserted in between are not candidates, and after anything that may move
+ * rows in between (delete, remove, clear, swap, compaction, eviction) the choice is made again
+ * under the exclusive lock. */
 ct_error ct_table_evict(ct_tensor *ids, ct_tensor *rows, int64_t *n, ct_table t, int32_t policy,
                         int64_t param);
 /* Removes keys like ct_table_delete and returns the rows of those present (rows in the order

@@ -30,8 +30,9 @@
 //   - Each table has one std::shared_mutex `mu_`. Shared: lookups whose ids are all present
 //     (the common case; a lookup that must insert drops the shared lock, retakes it
 //     exclusively and inserts only the ids it missed unless remaps_ moved), read, indices
-//     without insert, export, stats. Exclusive: lookups that insert, indices with insert, write,
-//     update, delete, clear, close. Every operation checks `closed_` after taking the lock.
+//     without insert, export, stats, an eviction's choice of rows. Exclusive: lookups that
+//     insert, indices with insert, write, update, delete, clear, close, an eviction's removal
+//     (see Table::evict). Every operation checks `closed_` after taking the lock.
 //   - close sets `closed_` and then takes `mu_` exclusively: it waits for the operations in
 //     flight, and every operation that takes the lock afterwards fails with "closed: ". The
 //     table object is reference counted (std::shared_ptr): handles, the registry and queued
@@ -543,8 +544,18 @@ class Table : public std::enable_shared_from_this<Table> {
     step_ = step;
   }
   void modified(const int64_t *rows, int64_t n);
-  // Keep-N eviction's victims as (id, index): every row but the keep first by rank (mu_ held).
-  std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu) const;
+  // An eviction's choice (see evict): the rows it takes and the rule that checks them again.
+  struct EvictPlan {
+    std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index), by id
+    uint64_t cut = 0;     // keep-N: a victim's rank is at most this
+    uint64_t remaps = 0;  // remaps_ and the metadata's base when chosen
+    int64_t base = 0;
+  };
+  // Chooses the rows policy(param) evicts (mu_ held, shared or exclusive).
+  EvictPlan plan_eviction(int32_t policy, int64_t param) const;
+  // Keep-N eviction's victims: every row but the keep first by rank; *cut gets the keep-th
+  // rank (mu_ held).
+  std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu, uint64_t *cut) const;
   // Removes ids (present or not) from the map, logging them for deltas; returns how many.
   int64_t erase_ids(const int64_t *ids, int64_t n);
   // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not

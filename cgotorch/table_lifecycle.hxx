@@ -9,6 +9,14 @@
 // (4 bytes a row). Lookups holding the lock shared update the first two with relaxed atomic
 // stores (no lost row data, possibly lost increments under concurrent lookups of one row).
 
+#ifdef CT_TEST_HOOKS
+// Test builds only (make table-sanitize): evict calls this between choosing its rows and
+// taking them, holding no lock, so that a test can change the table in between.
+extern "C" {
+void (*ct_test_evict_between_phases)(void) = nullptr;
+}
+#endif
+
 namespace ct {
 namespace table {
 
@@ -416,7 +424,7 @@ std::pair<at::Tensor, at::Tensor> Table::take(const std::vector<int64_t> &ids, c
   at::Tensor out = at::empty({v, dim_}, float_opts());
   gather(rows.data(), v, 0, out);
   at::Tensor idt = index_tensor(ids, device_);
-  erase_ids(ids.data(), v);
+  if (v > 0) erase_ids(ids.data(), v);  // none: a shared lock is enough (evict)
   return {idt, out};
 }
 
@@ -451,10 +459,11 @@ std::vector<uint8_t> live_rows(const ct_idmap *map) {
 // Every row but the keep kept first: by rank (meta_.rank: recency and frequency, either
 // first), descending, then by id. The keep-th rank is selected among the live rows' ranks (8
 // bytes a row); the rows ranked below it go, and of those tied with it, the larger ids.
-std::vector<std::pair<int64_t, int64_t>> Table::keep_n_victims(int64_t keep, bool lfu) const {
+std::vector<std::pair<int64_t, int64_t>> Table::keep_n_victims(int64_t keep, bool lfu, uint64_t *cut_out) const {
+  *cut_out = 0;
   if (static_cast<int64_t>(ct_idmap_size(map_)) <= keep) return {};
   std::vector<uint8_t> mark = live_rows(map_);
-  uint64_t cut = 0;
+  uint64_t cut = UINT64_MAX;  // keep 0: every rank is at most the cut
   if (keep > 0) {
     std::vector<uint64_t> ranks;
     ranks.reserve(ct_idmap_size(map_));
@@ -483,35 +492,63 @@ std::vector<std::pair<int64_t, int64_t>> Table::keep_n_victims(int64_t keep, boo
     p[w++] = x;
   }
   p.resize(w);
+  *cut_out = cut;
   return p;
 }
 
+Table::EvictPlan Table::plan_eviction(int32_t policy, int64_t param) const {
+  need_access("eviction by age, recency, frequency or budget");
+  EvictPlan p;
+  p.remaps = remaps_;
+  p.base = meta_.base();
+  if (policy == CT_EVICT_TTL) {
+    std::vector<uint8_t> mark = live_rows(map_);
+    p.victims = select_rows(map_, mark, [&](int64_t r) -> uint8_t { return step_ - meta_.last(r) > param; });
+    return p;
+  }
+  int64_t keep = param;
+  if (policy == CT_EVICT_BYTES) {
+    int64_t per_row = meta_.row_bytes() + 32;  // metadata + id map
+    for (int64_t w : arr_width_) per_row += w * static_cast<int64_t>(sizeof(float));
+    if (!stamp_.empty()) per_row += sizeof(int64_t);
+    keep = param / per_row;
+  }
+  p.victims = keep_n_victims(keep, policy == CT_EVICT_LFU, &p.cut);
+  return p;
+}
+
+// Eviction chooses its rows under the shared lock (lookups of present ids and reads go on
+// meanwhile: choosing reads every row's metadata) and takes them under the exclusive lock,
+// after checking each one again by the rule that chose it, now: TTL, its age at the current
+// step; keep-N, its rank against the cut. So a row trained in between stays, and rows inserted
+// in between are not candidates. Where rows may have moved in between (remaps_: a delete,
+// clear, swap, compaction or another eviction) or the metadata's base moved, it chooses again
+// under the exclusive lock. Nothing to evict: no exclusive lock at all.
 std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   if (policy < CT_EVICT_TTL || policy > CT_EVICT_BYTES) throw arg_error("unknown eviction policy " + std::to_string(policy));
   if (param < 0) throw arg_error("eviction parameter must be >= 0, got " + std::to_string(param));
+  EvictPlan p;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    p = plan_eviction(policy, param);
+    if (p.victims.empty()) return take({}, {});
+  }
+#ifdef CT_TEST_HOOKS
+  if (ct_test_evict_between_phases != nullptr) ct_test_evict_between_phases();
+#endif
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  need_access("eviction by age, recency, frequency or budget");
-  std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index), by id
-  if (policy == CT_EVICT_TTL) {
-    std::vector<uint8_t> mark = live_rows(map_);
-    victims = select_rows(map_, mark, [&](int64_t r) -> uint8_t { return step_ - meta_.last(r) > param; });
-  } else {
-    int64_t keep = param;
-    if (policy == CT_EVICT_BYTES) {
-      int64_t per_row = meta_.row_bytes() + 32;  // metadata + id map
-      for (int64_t w : arr_width_) per_row += w * static_cast<int64_t>(sizeof(float));
-      if (!stamp_.empty()) per_row += sizeof(int64_t);
-      keep = param / per_row;
-    }
-    victims = keep_n_victims(keep, policy == CT_EVICT_LFU);
-  }
+  if (p.remaps != remaps_ || p.base != meta_.base()) p = plan_eviction(policy, param);
+  const bool lfu = policy == CT_EVICT_LFU;
   std::vector<int64_t> ids, rows;
-  ids.reserve(victims.size());
-  rows.reserve(victims.size());
-  for (const auto &v : victims) {
+  ids.reserve(p.victims.size());
+  rows.reserve(p.victims.size());
+  for (const auto &v : p.victims) {
+    const int64_t r = v.second;
+    if (policy == CT_EVICT_TTL ? step_ - meta_.last(r) <= param : meta_.rank(r, lfu) > p.cut) continue;
     ids.push_back(v.first);
-    rows.push_back(v.second);
+    rows.push_back(r);
   }
   return take(ids, rows);
 }

@@ -79,6 +79,8 @@ class RowMeta {
 
   // ---- access records (only with access kept: the table checks access() where it matters)
   bool access() const { return access_; }
+  // The step last offsets count from (see rebase).
+  int64_t base() const { return base_; }
   // The step counter changed to step: moves the base if the step left its window (exclusive lock).
   void advance(int64_t step) {
     const int64_t b = base_for(step);

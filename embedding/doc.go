@@ -82,7 +82,8 @@
 //
 // Tables are safe for concurrent use. Each table has a reader/writer lock: lookups of ids that
 // are all present, reads, exports and stats share it; inserting lookups, writes, updates,
-// deletes and Clear take it alone. Within one call, large batches are split over libtorch's
+// deletes and Clear take it alone. Evict chooses its rows under the shared lock and takes it
+// alone only to remove them (see Table.Evict). Within one call, large batches are split over libtorch's
 // intra-op threads (cgotorch.SetNumThreads): the id map's find from 32,768 ids, the gathers,
 // new rows' initialisation and the optimizer's row updates from 16,384 rows (fewer for rows
 // wider than 1,024 floats); a smaller batch costs less on one thread than waking others. Where

@@ -51,9 +51,15 @@ func (e *Evicted) Close() {
 	}
 }
 
-// Evict removes the rows p selects, with all their optimizer state and metadata, in one
-// exclusive section; with rows, their ids and rows come back. Row memory is reused by later
-// inserts; Compact returns it (MemoryBudget compacts by itself).
+// Evict removes the rows p selects, with all their optimizer state and metadata; with rows,
+// their ids and rows come back. It chooses the rows while lookups, reads and exports go on
+// (holding the table's lock shared: this part reads every row's metadata) and then takes the
+// lock alone only to check each chosen row again and remove it: a row trained meanwhile is
+// kept (TTL: its age at the current step; KeepRecent, KeepFrequent, MemoryBudget: its rank
+// against the last one the keep admitted), rows inserted meanwhile are not candidates, and
+// after a delete, removal, Clear, compaction or another eviction meanwhile it chooses again
+// under the exclusive lock. Row memory is reused by later inserts; Compact returns it
+// (MemoryBudget compacts by itself).
 func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 	ids, r, n, err := t.t.Evict(p.kind, p.param, rows)
 	if err != nil {

@@ -1312,6 +1312,88 @@ static void test_metadata_steps(void) {
   ct_table_free(b);
 }
 
+/* ---- eviction's two phases --------------------------------------------------------------------
+ * Eviction chooses its rows under the shared lock and takes them under the exclusive one. The
+ * test build (CT_TEST_HOOKS) calls ct_test_evict_between_phases in between, holding no lock:
+ * what the hook does there is what another thread could do. */
+extern void (*ct_test_evict_between_phases)(void);
+
+enum { HOOK_TOUCH, HOOK_INSERT, HOOK_DELETE, HOOK_REBASE, HOOK_CLOSE };
+static ct_table hook_table;
+static int hook_action;
+
+static void between_phases(void) {
+  const int64_t touched[2] = {1, 2}, fresh[2] = {100, 101}, gone = 10;
+  ct_tensor k = NULL, r = NULL;
+  switch (hook_action) {
+    case HOOK_TOUCH: /* a training lookup of ids 1 and 2, at step 20 */
+      k = ids_tensor(touched, 2);
+      CHECK(ok(ct_table_lookup(&r, hook_table, k)));
+      break;
+    case HOOK_INSERT:
+      k = ids_tensor(fresh, 2);
+      CHECK(ok(ct_table_lookup(&r, hook_table, k)));
+      break;
+    case HOOK_DELETE: /* a remap: the choice is made again */
+      k = ids_tensor(&gone, 1);
+      CHECK(ok(ct_table_delete(NULL, hook_table, k)));
+      break;
+    case HOOK_REBASE: /* the metadata's base moves: the choice is made again */
+      CHECK(ok(ct_table_set_step(hook_table, P32)));
+      break;
+    default:
+      CHECK(ok(ct_table_close(hook_table)));
+  }
+  ct_tensor_free(r);
+  ct_tensor_free(k);
+}
+
+/* A table holding ids 1..10, id i last seen (once) at step i, now at step 20; evicts by
+ * policy(param) with action between the phases: 1 if exactly the n ids want went. */
+static int evicts_with(int action, int32_t policy, int64_t param, const int64_t *want, int64_t n) {
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  ct_tensor ti = NULL;
+  int64_t got = -1, ids[10] = {0}, i;
+  int good;
+  cfg.opt_params[0] = 0.1;
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  CHECK(ok(ct_table_new(&hook_table, "evict-phases", &cfg)));
+  for (i = 1; i <= 10; i++) {
+    CHECK(ok(ct_table_set_step(hook_table, i)));
+    lookup_id(hook_table, i);
+  }
+  CHECK(ok(ct_table_set_step(hook_table, 20)));
+  hook_action = action;
+  ct_test_evict_between_phases = between_phases;
+  if (action == HOOK_CLOSE) {
+    good = fails_with(ct_table_evict(&ti, NULL, &got, hook_table, policy, param), "closed") && ti == NULL;
+  } else {
+    good = ok(ct_table_evict(&ti, NULL, &got, hook_table, policy, param)) && got == n &&
+           ok(ct_tensor_copy_to(ids, (size_t)n * sizeof(int64_t), ti, CT_INT64)) &&
+           memcmp(ids, want, (size_t)n * sizeof(int64_t)) == 0;
+  }
+  ct_test_evict_between_phases = NULL;
+  ct_tensor_free(ti);
+  ct_error_free(ct_table_close(hook_table)); /* HOOK_CLOSE: closed already */
+  ct_table_free(hook_table);
+  return good;
+}
+
+static void test_evict_phases(void) {
+  const int64_t w1_5[5] = {1, 2, 3, 4, 5}, w3_7[5] = {3, 4, 5, 6, 7}, w1_4[4] = {1, 2, 3, 4};
+  const int64_t w1_10[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  /* rows trained in between stay (keep-N by rank, TTL by age) */
+  CHECK(evicts_with(HOOK_TOUCH, CT_EVICT_LRU, 5, w1_5 + 2, 3));
+  CHECK(evicts_with(HOOK_TOUCH, CT_EVICT_TTL, 12, w3_7, 5));
+  CHECK(evicts_with(HOOK_TOUCH, CT_EVICT_LFU, 5, w1_5 + 2, 3)); /* ids 1 and 2 now seen twice */
+  /* rows inserted in between are not candidates: the chosen five go, seven rows stay */
+  CHECK(evicts_with(HOOK_INSERT, CT_EVICT_LRU, 5, w1_5, 5));
+  /* chosen again after a delete (9 rows: 4 go) or a rebase (at step 2^32 every row is old) */
+  CHECK(evicts_with(HOOK_DELETE, CT_EVICT_LRU, 5, w1_4, 4));
+  CHECK(evicts_with(HOOK_REBASE, CT_EVICT_TTL, 12, w1_10, 10));
+  CHECK(evicts_with(HOOK_CLOSE, CT_EVICT_LRU, 5, NULL, 0));
+}
+
 int main(void) {
   test_lifecycle();
   test_lookup_read_write();
@@ -1328,6 +1410,7 @@ int main(void) {
   test_save_order();
   test_access_opt_in();
   test_metadata_steps();
+  test_evict_phases();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
