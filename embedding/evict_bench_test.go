@@ -11,7 +11,7 @@ import (
 // BenchmarkEvict: eviction of about 1% of a table of 4M rows of dim 16 with access tracking,
 // whose rows were last seen at one of 1,000 steps, 0 to 99 times (ties on both, broken by
 // id): keep-N (KeepRecent, KeepFrequent) and by age (TTL). ns/row is per row of the table.
-// stall-ms: the longest that one read of one id, repeated by another goroutine meanwhile, took
+// stall-ms/op: the longest that one read of one id, repeated by another goroutine meanwhile, took
 // (the part of the eviction that holds the lock exclusively, plus scheduling). MBrss/op: the
 // peak resident size above the table's. The evicted rows are put back between runs, outside
 // the timer. GOREC_EVICT_ROWS changes the row count.
@@ -91,7 +91,7 @@ func BenchmarkEvict(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
 			b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
-			b.ReportMetric(float64(stall.Microseconds())/1000, "stall-ms")
+			b.ReportMetric(float64(stall.Microseconds())/1000, "stall-ms/op")
 		})
 	}
 }
