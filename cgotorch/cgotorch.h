@@ -645,6 +645,12 @@ ct_error ct_table_evict(ct_tensor *ids, ct_tensor *rows, int64_t *n, ct_table t,
 /* Removes keys like ct_table_delete and returns the rows of those present (rows in the order
  * of ids, which gets the present keys). */
 ct_error ct_table_remove(ct_tensor *ids, ct_tensor *rows, ct_table t, ct_tensor keys);
+/* ct_table_remove for the keys whose rows are unchanged since the caller read their metadata:
+ * a key goes only if its row's last step and frequency (as ct_table_metadata gives them) still
+ * equal last_step[i] and frequency[i] (int64 [N] each, N the keys' count; the first occurrence
+ * of a repeated key decides), so rows trained in between stay. Needs CT_TABLE_TRACK_ACCESS. */
+ct_error ct_table_remove_unchanged(ct_tensor *ids, ct_tensor *rows, ct_table t, ct_tensor keys,
+                                   ct_tensor last_step, ct_tensor frequency);
 /* Moves the live rows into the lowest indices and frees the blocks above them (row indices
  * change; ids, rows, states and metadata do not). */
 ct_error ct_table_compact(ct_table t);

@@ -197,13 +197,13 @@ struct Keys {
   const int64_t *ptr() const { return host.data_ptr<int64_t>(); }
 };
 
-Keys check_keys(ct_tensor h) {
+// keys (or another int64 vector: what names it in errors).
+Keys check_keys(ct_tensor h, const char *what = "keys") {
   const at::Tensor &k = get(h);
-  if (k.scalar_type() != at::kLong) {
-    throw arg_error(std::string("keys must be int64, got ") + c10::toString(k.scalar_type()));
-  }
-  if (k.dim() != 1) throw arg_error("keys must be one-dimensional, got " + std::to_string(k.dim()) + " dimensions");
-  if (!k.is_contiguous()) throw arg_error("keys must be contiguous");
+  const std::string w(what);
+  if (k.scalar_type() != at::kLong) throw arg_error(w + " must be int64, got " + c10::toString(k.scalar_type()));
+  if (k.dim() != 1) throw arg_error(w + " must be one-dimensional, got " + std::to_string(k.dim()) + " dimensions");
+  if (!k.is_contiguous()) throw arg_error(w + " must be contiguous");
   Keys r;
   r.device = k.device();
   r.host = k.device().is_cpu() ? k.detach() : k.detach().to(at::kCPU);
@@ -349,7 +349,9 @@ class Table : public std::enable_shared_from_this<Table> {
   void import_counts(int64_t n, const int64_t *ids, const int64_t *counts);
   void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq);
   std::pair<at::Tensor, at::Tensor> evict(int32_t policy, int64_t param);
-  std::pair<at::Tensor, at::Tensor> remove(const Keys &k);
+  // Removes k's present ids; with last and freq (one each per key), only those whose row's last
+  // step and frequency still equal them (the first occurrence of a repeated id decides).
+  std::pair<at::Tensor, at::Tensor> remove(const Keys &k, const Keys *last = nullptr, const Keys *freq = nullptr);
   void compact();
   struct Delta {
     Snapshot snap;

@@ -285,14 +285,33 @@ func (t *Table) Evict(policy EvictPolicy, param int64, wantRows bool) (ids, rows
 
 // Remove deletes keys and returns the present ones with their rows, atomically.
 func (t *Table) Remove(keys *Tensor) (ids, rows *Tensor, err error) {
+	return t.RemoveUnchanged(keys, nil, nil)
+}
+
+// RemoveUnchanged is Remove for the keys whose rows still have the last step and frequency
+// given for them (int64 [N] each, as Metadata gives them), so that rows trained since the
+// caller read their metadata stay; with both nil it is Remove. It needs a table whose config
+// has TrackAccess.
+func (t *Table) RemoveUnchanged(keys, lastStep, frequency *Tensor) (ids, rows *Tensor, err error) {
 	const op = "table remove"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
 		return nil, nil, err
 	}
+	var l, f C.ct_tensor
+	if lastStep != nil || frequency != nil {
+		if l, err = tensorArg(op, "lastStep", lastStep); err != nil {
+			return nil, nil, err
+		}
+		if f, err = tensorArg(op, "frequency", frequency); err != nil {
+			return nil, nil, err
+		}
+	}
 	var a, b C.ct_tensor
-	err = t.call(op, func(p C.ct_table) C.ct_error { return C.ct_table_remove(&a, &b, p, k) })
+	err = t.call(op, func(p C.ct_table) C.ct_error { return C.ct_table_remove_unchanged(&a, &b, p, k, l, f) })
 	runtime.KeepAlive(keys)
+	runtime.KeepAlive(lastStep)
+	runtime.KeepAlive(frequency)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -553,19 +553,22 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   return take(ids, rows);
 }
 
-std::pair<at::Tensor, at::Tensor> Table::remove(const Keys &k) {
+std::pair<at::Tensor, at::Tensor> Table::remove(const Keys &k, const Keys *last, const Keys *freq) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (last != nullptr) need_access("removing rows unchanged since their metadata was read");
   std::vector<int64_t> r(static_cast<size_t>(k.n)), ids, rows;
   ct_idmap_find(map_, k.ptr(), static_cast<size_t>(k.n), r.data());
   Dedupe dd(k.ptr(), k.n);
   std::vector<uint8_t> done(dd.uids.size(), 0);
   for (int64_t i = 0; i < k.n; i++) {
     const size_t u = static_cast<size_t>(dd.inverse[static_cast<size_t>(i)]);
-    if (r[static_cast<size_t>(i)] < 0 || done[u]) continue;
+    const int64_t row = r[static_cast<size_t>(i)];
+    if (row < 0 || done[u]) continue;
     done[u] = 1;
+    if (last != nullptr && (meta_.last(row) != last->ptr()[i] || meta_.freq(row) != freq->ptr()[i])) continue;
     ids.push_back(k.ptr()[i]);
-    rows.push_back(r[static_cast<size_t>(i)]);
+    rows.push_back(row);
   }
   return take(ids, rows);
 }
@@ -806,13 +809,28 @@ ct_error ct_table_evict(ct_tensor *ids, ct_tensor *rows, int64_t *n, ct_table h,
 }
 
 ct_error ct_table_remove(ct_tensor *ids, ct_tensor *rows, ct_table h, ct_tensor keys) {
+  return ct_table_remove_unchanged(ids, rows, h, keys, nullptr, nullptr);
+}
+
+// (last_step and frequency both NULL: ct_table_remove)
+ct_error ct_table_remove_unchanged(ct_tensor *ids, ct_tensor *rows, ct_table h, ct_tensor keys,
+                                   ct_tensor last_step, ct_tensor frequency) {
   return guard([&] {
     need_out(ids);
     need_out(rows);
     Table &t = tbl(h);
-    Keys k = ct::table::check_keys(keys);
+    Keys k = ct::table::check_keys(keys), l, f;
+    const bool expect = last_step != nullptr || frequency != nullptr;
+    if (expect) {
+      l = ct::table::check_keys(last_step, "last_step");
+      f = ct::table::check_keys(frequency, "frequency");
+      if (l.n != k.n || f.n != k.n) {
+        throw ct::arg_error(std::to_string(k.n) + " keys need as many last steps and frequencies, got " +
+                            std::to_string(l.n) + " and " + std::to_string(f.n));
+      }
+    }
     c10::NoGradGuard no_grad;
-    auto r = t.remove(k);
+    auto r = expect ? t.remove(k, &l, &f) : t.remove(k);
     wrap_all({ids, rows}, {r.first, r.second});
   });
 }

@@ -139,3 +139,51 @@ func TestTableTensorKernels(t *testing.T) {
 		}
 	}
 }
+
+// RemoveUnchanged passes the expected metadata to the C side: both or neither.
+func TestTableRemoveUnchanged(t *testing.T) {
+	cfg := cgotorch.TableConfig{Dim: 2, Optimizer: cgotorch.OptSGD, OptParams: [8]float64{0.5},
+		Device: cgotorch.CPU, TrackAccess: true}
+	tbl, err := cgotorch.NewTable("cgotorch-remove-unchanged", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Close()
+	keys := cgotorch.MustFromSlice([]int64{4, 5})
+	defer keys.Close()
+	rows, err := tbl.Lookup(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	ids, last, freq, err := tbl.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ids.Close()
+	defer last.Close()
+	defer freq.Close()
+	if _, _, err := tbl.RemoveUnchanged(keys, last, nil); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Fatalf("no frequencies: %v", err)
+	}
+	one := freq.Narrow(0, 0, 1)
+	defer one.Close()
+	if _, _, err := tbl.RemoveUnchanged(keys, last, one); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Fatalf("one frequency for two keys: %v", err)
+	}
+	five := cgotorch.MustFromSlice([]int64{5})
+	defer five.Close()
+	rows, err = tbl.Lookup(five) // id 5 trained since the metadata was read
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	gone, _, err := tbl.RemoveUnchanged(ids, last, freq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	if g, _ := cgotorch.ToSlice[int64](gone); !slices.Equal(g, []int64{4}) {
+		t.Fatalf("removed %v, want [4]", g)
+	}
+}

@@ -39,14 +39,8 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 	tbl := newTable(t, embedding.Config{Dim: dim, BlockRows: 32, Initializer: embedding.Zeros{},
 		Optimizer: embedding.SGD{LR: 1}, Device: device})
 	var counts [stable]atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, 64)
-	fail := func(err error) {
-		select {
-		case errc <- err:
-		default:
-		}
-	}
+	errs := newFirstErr()
+	fail := errs.report
 	checkRows := func(rows [][]float32) {
 		for _, r := range rows {
 			for j := range r {
@@ -57,110 +51,97 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 			}
 		}
 	}
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(seed int64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(seed))
-			for i := 0; i < rounds; i++ {
-				n := 1 + rng.Intn(maxBatch)
-				ids := make([]int64, n)
-				for k := range ids {
-					ids[k] = rng.Int63n(stable + churned)
-				}
-				switch rng.Intn(6) {
-				case 0, 1: // update
-					grads := make([]float32, n*dim)
-					for k := range grads {
-						grads[k] = -1
-					}
-					if err := tbl.UpdateIDs(ids, grads); err != nil {
-						fail(err)
-						return
-					}
-					for _, id := range ids {
-						if id < stable {
-							counts[id].Add(1)
-						}
-					}
-				case 2: // lookup
-					r, err := tbl.LookupIDs(ids)
-					if err != nil {
-						fail(err)
-						return
-					}
-					rows, err := embedding.Rows(r)
-					r.Close()
-					if err != nil {
-						fail(err)
-						return
-					}
-					checkRows(rows)
-				case 3: // delete churned ids
-					for k := range ids {
-						ids[k] = stable + ids[k]%churned
-					}
-					if _, err := tbl.DeleteIDs(ids); err != nil {
-						fail(err)
-						return
-					}
-				case 4: // export
-					s, err := tbl.Export()
-					if err != nil {
-						fail(err)
-						return
-					}
-					got, err := cgotorch.ToSlice[int64](s.IDs)
-					if err != nil {
-						fail(err)
-						return
-					}
-					rows, err := embedding.Rows(s.Rows)
-					s.Close()
-					if err != nil {
-						fail(err)
-						return
-					}
-					if len(rows) != len(got) {
-						fail(errorf("export: %d ids, %d rows", len(got), len(rows)))
-						return
-					}
-					for k := 1; k < len(got); k++ {
-						if got[k-1] >= got[k] {
-							fail(errorf("export ids not ascending"))
-							return
-						}
-					}
-					checkRows(rows)
-				case 5: // read and prefetch
-					r, _, err := tbl.ReadIDs(ids)
-					if err != nil {
-						fail(err)
-						return
-					}
-					r.Close()
-					p, err := tbl.PrefetchIDs(ids)
-					if err != nil {
-						fail(err)
-						return
-					}
-					r, err = p.Wait(context.Background())
-					if err != nil {
-						fail(err)
-						return
-					}
-					rows, _ := embedding.Rows(r)
-					r.Close()
-					checkRows(rows)
-				}
+	<-startWorkers(workers, func(_ int, rng *rand.Rand) {
+		for i := 0; i < rounds; i++ {
+			n := 1 + rng.Intn(maxBatch)
+			ids := make([]int64, n)
+			for k := range ids {
+				ids[k] = rng.Int63n(stable + churned)
 			}
-		}(int64(w + 1))
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
+			switch rng.Intn(6) {
+			case 0, 1: // update
+				if err := tbl.UpdateIDs(ids, filled(n*dim, -1)); err != nil {
+					fail(err)
+					return
+				}
+				for _, id := range ids {
+					if id < stable {
+						counts[id].Add(1)
+					}
+				}
+			case 2: // lookup
+				r, err := tbl.LookupIDs(ids)
+				if err != nil {
+					fail(err)
+					return
+				}
+				rows, err := embedding.Rows(r)
+				r.Close()
+				if err != nil {
+					fail(err)
+					return
+				}
+				checkRows(rows)
+			case 3: // delete churned ids
+				for k := range ids {
+					ids[k] = stable + ids[k]%churned
+				}
+				if _, err := tbl.DeleteIDs(ids); err != nil {
+					fail(err)
+					return
+				}
+			case 4: // export
+				s, err := tbl.Export()
+				if err != nil {
+					fail(err)
+					return
+				}
+				got, err := cgotorch.ToSlice[int64](s.IDs)
+				if err != nil {
+					fail(err)
+					return
+				}
+				rows, err := embedding.Rows(s.Rows)
+				s.Close()
+				if err != nil {
+					fail(err)
+					return
+				}
+				if len(rows) != len(got) {
+					fail(errorf("export: %d ids, %d rows", len(got), len(rows)))
+					return
+				}
+				for k := 1; k < len(got); k++ {
+					if got[k-1] >= got[k] {
+						fail(errorf("export ids not ascending"))
+						return
+					}
+				}
+				checkRows(rows)
+			case 5: // read and prefetch
+				r, _, err := tbl.ReadIDs(ids)
+				if err != nil {
+					fail(err)
+					return
+				}
+				r.Close()
+				p, err := tbl.PrefetchIDs(ids)
+				if err != nil {
+					fail(err)
+					return
+				}
+				r, err = p.Wait(context.Background())
+				if err != nil {
+					fail(err)
+					return
+				}
+				rows, _ := embedding.Rows(r)
+				r.Close()
+				checkRows(rows)
+			}
+		}
+	})
+	errs.check(t)
 	e := export(t, tbl)
 	if len(e.ids) != tbl.Len() {
 		t.Fatalf("export has %d ids, Len %d", len(e.ids), tbl.Len())

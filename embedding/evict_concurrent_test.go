@@ -2,7 +2,6 @@ package embedding_test
 
 import (
 	"math/rand"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -28,61 +27,44 @@ func TestEvictWhileTraining(t *testing.T) {
 		Optimizer: embedding.SGD{LR: 1}, TrackAccess: true})
 	var updates, removed atomic.Int64 // removed: by EvictIf
 	var evicted, evictions int64
-	var wg sync.WaitGroup
-	errc := make(chan error, 16)
-	fail := func(err error) {
-		select {
-		case errc <- err:
-		default:
-		}
-	}
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(seed int64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(seed))
-			for i := 0; i < rounds; i++ {
-				batch := make([]int64, 1+rng.Intn(64))
-				for k := range batch {
-					batch[k] = rng.Int63n(ids)
+	errs := newFirstErr()
+	fail := errs.report
+	done := startWorkers(workers, func(w int, rng *rand.Rand) {
+		for i := 0; i < rounds; i++ {
+			batch := make([]int64, 1+rng.Intn(64))
+			for k := range batch {
+				batch[k] = rng.Int63n(ids)
+			}
+			switch rng.Intn(8) {
+			case 0: // a removal between an eviction's phases makes it choose again
+				ev, err := tbl.EvictIf(func(id, _, _ int64) bool { return id%workers == int64(w) })
+				if err == nil {
+					var m int64
+					m, err = rowMass(ev)
+					removed.Add(m)
+					ev.Close()
 				}
-				switch rng.Intn(8) {
-				case 0: // a removal between an eviction's phases makes it choose again
-					ev, err := tbl.EvictIf(func(id, _, _ int64) bool { return id%int64(workers) == seed-1 })
-					if err == nil {
-						var m int64
-						m, err = rowMass(ev)
-						removed.Add(m)
-						ev.Close()
-					}
-					if err != nil {
-						fail(err)
-						return
-					}
-					continue
-				case 1, 2, 3:
-					r, err := tbl.LookupIDs(batch)
-					if err != nil {
-						fail(err)
-						return
-					}
-					r.Close()
-					continue
-				}
-				grads := make([]float32, len(batch)*dim)
-				for k := range grads {
-					grads[k] = -1
-				}
-				if err := tbl.UpdateIDs(batch, grads); err != nil {
+				if err != nil {
 					fail(err)
 					return
 				}
-				updates.Add(int64(len(batch)))
+				continue
+			case 1, 2, 3:
+				r, err := tbl.LookupIDs(batch)
+				if err != nil {
+					fail(err)
+					return
+				}
+				r.Close()
+				continue
 			}
-		}(int64(w + 1))
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+			if err := tbl.UpdateIDs(batch, filled(len(batch)*dim, -1)); err != nil {
+				fail(err)
+				return
+			}
+			updates.Add(int64(len(batch)))
+		}
+	})
 	policies := []embedding.EvictPolicy{embedding.TTL(3), embedding.KeepRecent(500),
 		embedding.KeepFrequent(500), embedding.MemoryBudget(40_000)}
 	for running := true; running; evictions++ {
@@ -102,10 +84,7 @@ func TestEvictWhileTraining(t *testing.T) {
 		}
 		evicted += m
 	}
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
+	errs.check(t)
 	var held int64
 	for _, r := range export(t, tbl).rows {
 		held += int64(r[0])

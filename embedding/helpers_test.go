@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -170,3 +172,50 @@ func equalRows(a, b []float32) bool {
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 func isClosed(err error) bool { return errors.Is(err, embedding.ErrClosed) }
+
+// filled returns n copies of v.
+func filled(n int, v float32) []float32 {
+	g := make([]float32, n)
+	for i := range g {
+		g[i] = v
+	}
+	return g
+}
+
+// firstErr keeps the first error that goroutines report (report drops later ones).
+type firstErr chan error
+
+func newFirstErr() firstErr { return make(firstErr, 1) }
+
+func (f firstErr) report(err error) {
+	select {
+	case f <- err:
+	default:
+	}
+}
+
+// check fails t with the error reported, if any (call it once the goroutines are done).
+func (f firstErr) check(t testing.TB) {
+	t.Helper()
+	select {
+	case err := <-f:
+		t.Fatal(err)
+	default:
+	}
+}
+
+// startWorkers starts n goroutines, each calling f with its number w (0..n-1) and a random
+// source seeded with w+1, and returns a channel closed once all have returned.
+func startWorkers(n int, f func(w int, rng *rand.Rand)) <-chan struct{} {
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(w, rand.New(rand.NewSource(int64(w+1))))
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}

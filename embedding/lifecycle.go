@@ -76,26 +76,34 @@ func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 }
 
 // EvictIf calls evict with every row's metadata (exported in one consistent pass) and removes,
-// in one batch, the rows it returns true for, returning their ids and rows as they were when
-// removed. A row refreshed between the export and the removal is removed all the same.
+// in one batch, the rows it returns true for whose metadata is still what evict saw, returning
+// their ids (ascending) and rows as they were when removed: a row trained between the export
+// and the removal stays, as with Evict. evict runs with no lock held and may use the table.
 func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
 	const op = "evict"
 	ids, last, freq, err := t.Metadata()
 	if err != nil {
 		return nil, err
 	}
-	var victims []int64
+	var victims [3][]int64 // ids, last steps, frequencies
 	for i, id := range ids {
 		if evict(id, last[i], freq[i]) {
-			victims = append(victims, id)
+			victims[0] = append(victims[0], id)
+			victims[1] = append(victims[1], last[i])
+			victims[2] = append(victims[2], freq[i])
 		}
 	}
-	k, err := t.idsTensor(op, victims)
+	var k [3]*cgotorch.Tensor
+	for j, v := range victims {
+		if k[j], err = t.idsTensor(op, v); err != nil {
+			break
+		}
+		defer k[j].Close()
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer k.Close()
-	gone, rows, err := t.t.Remove(k)
+	gone, rows, err := t.t.RemoveUnchanged(k[0], k[1], k[2])
 	if err != nil {
 		return nil, wrap(op, t.name, err)
 	}

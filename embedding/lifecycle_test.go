@@ -25,13 +25,7 @@ func int64s(t testing.TB, x *cgotorch.Tensor) []int64 {
 	return v
 }
 
-func ones(n int) []float32 {
-	g := make([]float32, n)
-	for i := range g {
-		g[i] = 1
-	}
-	return g
-}
+func ones(n int) []float32 { return filled(n, 1) }
 
 // stepEach updates id k once at step k+1 (ids 0..n-1), so id k's last step is k+1.
 func stepEach(t testing.TB, tbl *embedding.Table, n int) {
@@ -211,6 +205,40 @@ func TestEvictIf(t *testing.T) {
 	}
 	if _, err := tbl.Evict(embedding.TTL(-1), false); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("TTL(-1): %v, want ErrBadInput", err)
+	}
+}
+
+// A row trained while EvictIf's predicate runs (after the export, before the removal) stays;
+// the others go, with their rows as they were.
+func TestEvictIfKeepsRowsTrainedMeanwhile(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Zeros{}, TrackAccess: true})
+	stepEach(t, tbl, 6) // ids 0..5, each row -1 after its update
+	ev, err := tbl.EvictIf(func(id, _, _ int64) bool {
+		if id == 2 {
+			if err := tbl.UpdateIDs([]int64{2}, ones(2)); err != nil {
+				t.Error(err)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if got, want := int64s(t, ev.IDs), []int64{0, 1, 3, 4, 5}; !reflect.DeepEqual(got, want) {
+		t.Errorf("evicted %v, want %v", got, want)
+	}
+	rows, err := embedding.Rows(ev.Rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if !reflect.DeepEqual(r, []float32{-1, -1}) {
+			t.Errorf("evicted row %v, want [-1 -1]", r)
+		}
+	}
+	if got, _ := read(t, tbl, 2); tbl.Len() != 1 || !reflect.DeepEqual(got[0], []float32{-2, -2}) {
+		t.Errorf("%d rows left, id 2 is %v; want 1 row, [-2 -2]", tbl.Len(), got)
 	}
 }
 

@@ -1394,6 +1394,55 @@ static void test_evict_phases(void) {
   CHECK(evicts_with(HOOK_CLOSE, CT_EVICT_LRU, 5, NULL, 0));
 }
 
+/* ct_table_remove_unchanged removes only rows whose metadata is still what the caller read. */
+static void test_remove_unchanged(void) {
+  ct_table t = NULL, plain = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  int64_t ids[8], last[8], freq[8], got[4] = {0}, n = -1, i;
+  const float wrong[2] = {0, 0};
+  ct_tensor k, l, f, l4, bad, gi = NULL, gr = NULL;
+  cfg.opt_params[0] = 0.1;
+  CHECK(ok(ct_table_new(&plain, "remove-plain", &cfg)));
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  CHECK(ok(ct_table_new(&t, "remove-unchanged", &cfg)));
+  for (i = 1; i <= 4; i++) {
+    CHECK(ok(ct_table_set_step(t, i)));
+    lookup_id(t, i);
+  }
+  CHECK(metadata(t, ids, last, freq, 8) == 4 && ids[0] == 1 && ids[3] == 4);
+  CHECK(ok(ct_table_set_step(t, 9)));
+  lookup_id(t, 2); /* trained since the read: stays */
+  freq[2]++;       /* id 3: not what the table holds: stays */
+  ids[4] = 7;      /* absent: ignored */
+  last[4] = freq[4] = 0;
+  k = ids_tensor(ids, 5);
+  l = ids_tensor(last, 5);
+  f = ids_tensor(freq, 5);
+  l4 = ids_tensor(last, 4);
+  bad = rows_tensor(wrong, 1, 2);
+  /* bad input: an error, nothing removed */
+  CHECK(fails_with(ct_table_remove_unchanged(&gi, &gr, t, k, l4, f), "5 keys need as many last steps"));
+  CHECK(fails_with(ct_table_remove_unchanged(&gi, &gr, t, k, bad, f), "last_step must be int64"));
+  CHECK(fails_with(ct_table_remove_unchanged(&gi, &gr, t, k, l, NULL), "NULL"));
+  CHECK(fails_with(ct_table_remove_unchanged(&gi, &gr, plain, k, l, f), "CT_TABLE_TRACK_ACCESS"));
+  CHECK(gi == NULL && gr == NULL && metadata(t, ids, last, freq, 8) == 4);
+  CHECK(ok(ct_table_remove_unchanged(&gi, &gr, t, k, l, f)));
+  CHECK(ok(ct_tensor_numel(&n, gi)) && n == 2 && ok(ct_tensor_copy_to(got, 2 * sizeof(int64_t), gi, CT_INT64)));
+  CHECK(got[0] == 1 && got[1] == 4);
+  CHECK(ok(ct_tensor_numel(&n, gr)) && n == 4);
+  CHECK(metadata(t, ids, last, freq, 8) == 2 && ids[0] == 2 && ids[1] == 3);
+  ct_tensor_free(gi);
+  ct_tensor_free(gr);
+  ct_tensor_free(k);
+  ct_tensor_free(l);
+  ct_tensor_free(f);
+  ct_tensor_free(l4);
+  ct_tensor_free(bad);
+  CHECK(ok(ct_table_close(t)) && ok(ct_table_close(plain)));
+  ct_table_free(t);
+  ct_table_free(plain);
+}
+
 int main(void) {
   test_lifecycle();
   test_lookup_read_write();
@@ -1411,6 +1460,7 @@ int main(void) {
   test_access_opt_in();
   test_metadata_steps();
   test_evict_phases();
+  test_remove_unchanged();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
