@@ -98,6 +98,18 @@ size_t ct_idmap_export_marked(const ct_idmap *m, const uint8_t *mark, size_t hw,
  * water mark), from the allocator's free list: no pass over the map. Returns how many are 1. */
 size_t ct_idmap_live(const ct_idmap *m, uint8_t *live, size_t hw);
 
+/* Packs the indices into [0, size): each id whose index is at or above size takes a free
+ * index below size (there are as many of those as of these: ct_idmap_pack_moves), then the
+ * free list is emptied and high_water becomes size. from[k] and to[k] get the k-th move's old
+ * and new index (ids met in the map's slot order, free indices taken in the free list's
+ * order). apply 0: nothing changes, and the moves reported are exactly those a call with
+ * apply 1 makes while the map stays as it is. Allocates nothing. Returns the number of moves,
+ * or -1 (nothing done) when that exceeds cap. O(capacity): a pass over the slots that stops
+ * at the last move. */
+int64_t ct_idmap_pack(ct_idmap *m, int64_t *from, int64_t *to, size_t cap, int apply);
+/* The number of moves ct_idmap_pack makes: the free indices below size. O(free list). */
+size_t ct_idmap_pack_moves(const ct_idmap *m);
+
 /* Test-only hook: when >= 0, the map's allocations succeed that many more times, then every
  * allocation fails until it is set back to -1 (the default). Not thread-safe. */
 extern long ct_idmap_fail_after;

@@ -137,6 +137,36 @@ size_t ct_idmap_live(const ct_idmap *m, uint8_t *live, size_t hw) {
     return n;
 }
 
+size_t ct_idmap_pack_moves(const ct_idmap *m) {
+    size_t holes = 0;
+    for (size_t i = 0; i < m->free_len; i++) holes += (uint64_t)m->free_list[i] < (uint64_t)m->size;
+    return holes;
+}
+
+int64_t ct_idmap_pack(ct_idmap *m, int64_t *from, int64_t *to, size_t cap, int apply) {
+    const uint64_t size = m->size;
+    const size_t moves = ct_idmap_pack_moves(m);
+    if (moves > cap) return -1;
+    size_t n = (size_t)1 << m->gdepth, w = 0, f = 0;
+    for (size_t j = 0; j < n && w < moves; j = next_seg(m, j)) {
+        seg_t *s = m->dir[j].seg;
+        for (size_t i = 0; i < s->cap && w < moves; i++) {
+            const uint64_t x = (uint64_t)s->slots[i].val - 1; /* an empty slot: UINT64_MAX */
+            if (x == UINT64_MAX || x < size) continue;
+            while ((uint64_t)m->free_list[f] >= size) f++; /* (a hole is left for each such id) */
+            from[w] = (int64_t)x;
+            to[w] = m->free_list[f++];
+            if (apply) s->slots[i].val = to[w] + 1;
+            w++;
+        }
+    }
+    if (apply) {
+        m->high_water = (int64_t)size;
+        m->free_len = 0;
+    }
+    return (int64_t)w;
+}
+
 size_t ct_idmap_export_by_index(const ct_idmap *m, int64_t *id_at, uint8_t *live, size_t hw) {
     size_t n = (size_t)1 << m->gdepth, w = 0;
     for (size_t j = 0; j < n; j = next_seg(m, j)) {

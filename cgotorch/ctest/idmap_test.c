@@ -337,6 +337,73 @@ static void test_erase_reuse(void) {
     ct_idmap_free(m);
 }
 
+/* pack: a dry run reports exactly the moves the real one makes; afterwards every id keeps its
+ * index if it was below size and otherwise has the one its move gave it, the indices are
+ * [0, size) each once, and new ids continue at size */
+static void test_pack(void) {
+    enum { N = 20000 };
+    ct_idmap *m = ct_idmap_new(0);
+    int64_t *ids = (int64_t *)xalloc(N * sizeof(int64_t)), *idx = (int64_t *)xalloc(N * sizeof(int64_t));
+    int64_t *gone = (int64_t *)xalloc(N * sizeof(int64_t)), *got = (int64_t *)xalloc(N * sizeof(int64_t));
+    int64_t *f0 = (int64_t *)xalloc(N * sizeof(int64_t)), *t0 = (int64_t *)xalloc(N * sizeof(int64_t));
+    int64_t *f1 = (int64_t *)xalloc(N * sizeof(int64_t)), *t1 = (int64_t *)xalloc(N * sizeof(int64_t));
+    int64_t *moved_to = (int64_t *)xalloc(N * sizeof(int64_t));
+    uint8_t *erased = (uint8_t *)xalloc(N), *seen = (uint8_t *)xalloc(N);
+    memset(seen, 0, N);
+    for (size_t i = 0; i < N; i++) ids[i] = (int64_t)rnd();
+    CHECK(ct_idmap_find_or_insert(m, ids, N, idx, NULL) == N);
+    size_t ng = 0;
+    for (size_t i = 0; i < N; i++) {
+        erased[i] = rnd() % 3 == 0 || i >= N - 100; /* a third, and the last hundred */
+        if (erased[i]) gone[ng++] = ids[i];
+    }
+    CHECK(ct_idmap_erase(m, gone, ng, NULL) == (int64_t)ng);
+    const size_t size = ct_idmap_size(m), moves = ct_idmap_pack_moves(m);
+    CHECK(size == N - ng && moves > 0 && moves < ng);
+    CHECK(ct_idmap_pack(m, f0, t0, moves - 1, 1) == -1 && ct_idmap_high_water(m) == N);
+    CHECK(ct_idmap_pack(m, f0, t0, N, 0) == (int64_t)moves && ct_idmap_high_water(m) == N);
+    CHECK(ct_idmap_pack(m, f1, t1, moves, 1) == (int64_t)moves);
+    CHECK(memcmp(f0, f1, moves * sizeof(int64_t)) == 0 && memcmp(t0, t1, moves * sizeof(int64_t)) == 0);
+    CHECK(ct_idmap_size(m) == size && ct_idmap_high_water(m) == (int64_t)size && ct_idmap_check(m) == 0);
+    for (size_t i = 0; i < N; i++) moved_to[i] = -1;
+    int ok = 1;
+    for (size_t k = 0; k < moves; k++) {
+        LOOP_CHECK(ok, f1[k] >= (int64_t)size && f1[k] < N && t1[k] >= 0 && t1[k] < (int64_t)size);
+        if (f1[k] >= 0 && f1[k] < N) moved_to[f1[k]] = t1[k];
+    }
+    CHECK(ok);
+    CHECK(ct_idmap_find(m, ids, N, got) == size);
+    ok = 1;
+    for (size_t i = 0; i < N; i++) {
+        if (erased[i]) {
+            LOOP_CHECK(ok, got[i] == -1);
+            continue;
+        }
+        LOOP_CHECK(ok, got[i] == (idx[i] < (int64_t)size ? idx[i] : moved_to[idx[i]]));
+        if (got[i] >= 0 && got[i] < (int64_t)size) {
+            LOOP_CHECK(ok, !seen[got[i]]);
+            seen[got[i]] = 1;
+        }
+    }
+    CHECK(ok);
+    int64_t fresh = 5, at = -1;
+    CHECK(ct_idmap_pack_moves(m) == 0 && ct_idmap_pack(m, f0, t0, 0, 1) == 0);
+    CHECK(ct_idmap_find_or_insert(m, &fresh, 1, &at, NULL) == 1 && at == (int64_t)size);
+    CHECK(ct_idmap_check(m) == 0);
+    free(ids);
+    free(idx);
+    free(gone);
+    free(got);
+    free(f0);
+    free(t0);
+    free(f1);
+    free(t1);
+    free(moved_to);
+    free(erased);
+    free(seen);
+    ct_idmap_free(m);
+}
+
 static void test_growth(void) {
     enum { N = 3000000 };
     int64_t *ids = (int64_t *)xalloc(N * sizeof(int64_t)), *o = (int64_t *)xalloc(N * sizeof(int64_t));
@@ -848,6 +915,7 @@ static void run_all(void) {
     test_hash_collisions();
     test_structured_ids();
     test_erase_reuse();
+    test_pack();
     test_growth();
     test_reserve_clear_export();
     test_reserve_bytes();
