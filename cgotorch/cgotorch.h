@@ -652,7 +652,10 @@ ct_error ct_table_remove(ct_tensor *ids, ct_tensor *rows, ct_table t, ct_tensor 
 ct_error ct_table_remove_unchanged(ct_tensor *ids, ct_tensor *rows, ct_table t, ct_tensor keys,
                                    ct_tensor last_step, ct_tensor frequency);
 /* Moves the live rows into the lowest indices and frees the blocks above them (row indices
- * change; ids, rows, states and metadata do not). */
+ * change; ids, rows, states and metadata do not). Only the rows at or above the new size
+ * move, each into an index freed below it; the others keep theirs. An id map holding over 4
+ * times the ids it has room for (most ids removed, or a large capacity reserved) is rebuilt
+ * at the size the ids need. */
 ct_error ct_table_compact(ct_table t);
 
 /* Deltas: the rows changed (inserted, written, updated) since the last mark and the ids deleted

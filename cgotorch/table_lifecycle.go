@@ -318,7 +318,8 @@ func (t *Table) RemoveUnchanged(keys, lastStep, frequency *Tensor) (ids, rows *T
 	return newTensor(a), newTensor(b), nil
 }
 
-// Compact moves the live rows into the lowest row indices and frees the blocks above them.
+// Compact moves the live rows into the lowest row indices and frees the blocks above them
+// (ct_table_compact: only the rows at or above the new size move).
 func (t *Table) Compact() error {
 	return t.call("table compact", func(p C.ct_table) C.ct_error { return C.ct_table_compact(p) })
 }

@@ -21,8 +21,6 @@ namespace ct {
 namespace table {
 
 namespace {
-constexpr int64_t kCompactChunk = 65536;
-
 // Calls f(row index, id) for every id of a map, in row-index order (sequential reads of the
 // blocks). Indices are unique and below the high water mark, so while at most half of those are
 // free the map places each id at its index (9 bytes per index: the id and a live flag) and the
@@ -48,6 +46,27 @@ void each_row_by_index(const ct_idmap *map, F f) {
   for (size_t r = 0; r < hw; r++) {
     if (live[r]) f(static_cast<int64_t>(r), id_at[r]);
   }
+}
+
+// A fresh map holding map's ids at the indices they get from the packing moves from[k] ->
+// to[k] (what ct_idmap_pack reports): a fresh map numbers the ids of a batch 0, 1, 2, ... in
+// batch order, so the batch is the ids in packed index order. Sized for them (the load a
+// reserve gives), whatever the map they come from grew to. Throws std::bad_alloc, nothing
+// changed, when memory runs out.
+ct_idmap *packed_copy(const ct_idmap *map, const std::vector<int64_t> &from, const std::vector<int64_t> &to) {
+  const size_t m = ct_idmap_size(map), hw = static_cast<size_t>(ct_idmap_high_water(map));
+  std::vector<int64_t> id_at(hw), idx(m);
+  {
+    std::vector<uint8_t> live(hw, 0);
+    ct_idmap_export_by_index(map, id_at.data(), live.data(), hw);
+  }
+  for (size_t k = 0; k < from.size(); k++) id_at[static_cast<size_t>(to[k])] = id_at[static_cast<size_t>(from[k])];
+  ct_idmap *nm = ct_idmap_new(m);
+  if (nm == nullptr || ct_idmap_find_or_insert(nm, id_at.data(), m, idx.data(), nullptr) < 0) {
+    ct_idmap_free(nm);
+    throw std::bad_alloc();
+  }
+  return nm;
 }
 
 // Every (row index, id) of a map, ordered by row index.
@@ -591,55 +610,49 @@ void Table::set_chunk(std::vector<at::Tensor> one, int64_t nb) {
   block_chunk_.assign(static_cast<size_t>(nb), 0);
 }
 
+// Compaction packs the row indices into [0, size) (ct_idmap_pack: each row at or above size
+// moves into a free index below it, the others stay where they are) and frees the blocks
+// above: it moves as many rows as there were free indices below size. When the id map holds
+// over 4 times the ids it has room for at its maximum load (most of its ids were removed: it
+// never shrinks by itself; a capacity reserved up front goes too), compaction builds a map
+// sized for the ids instead, with the same packed indices.
 void Table::compact() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
-  const auto p = rows_by_index(map_);
-  const size_t m = p.size();
-  std::vector<int64_t> ids(m), idx(m);
-  for (size_t i = 0; i < m; i++) ids[i] = p[i].second;
-  ct_idmap *nm = ct_idmap_new(m);
-  if (nm == nullptr) throw std::bad_alloc();
-  // A fresh map numbers the ids 0, 1, 2, ... in batch order: row i moves to index i <= its old
-  // index, so moving in ascending order never overwrites a row not yet moved.
-  if (ct_idmap_find_or_insert(nm, ids.data(), m, idx.data(), nullptr) < 0) {
-    ct_idmap_free(nm);
-    throw std::bad_alloc();
-  }
+  const size_t m = ct_idmap_size(map_), moves = ct_idmap_pack_moves(map_);
+  std::vector<int64_t> from(moves), to(moves);
+  ct_idmap_pack(map_, from.data(), to.data(), moves, 0);  // the moves, nothing changed yet
   const int64_t nb = (static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_;
-  // Tensor kernels: the live rows are copied, in their new order, into one new chunk of nb
-  // blocks before anything changes (a failure, out of GPU memory say, leaves the table as it
-  // was), and the old chunks are freed whole.
+  // What can fail comes first: the smaller map, and for tensor kernels the rows as they will
+  // be, copied into one new chunk of nb blocks (out of GPU memory, say; the old chunks are
+  // freed whole after). A failure leaves the table as it was.
+  ct_idmap *smaller = ct_idmap_capacity(map_) > 4 * m ? packed_copy(map_, from, to) : nullptr;
   std::vector<at::Tensor> one;
-  try {
-    if (!raw_) {
-      std::vector<int64_t> old(m);
-      for (size_t i = 0; i < m; i++) old[i] = p[i].first;
-      one = gather_chunk(old, nb);
+  if (!raw_) {
+    try {
+      std::vector<int64_t> src(m);
+      for (size_t i = 0; i < m; i++) src[i] = static_cast<int64_t>(i);
+      for (size_t k = 0; k < moves; k++) src[static_cast<size_t>(to[k])] = from[k];
+      one = gather_chunk(src, nb);
+    } catch (...) {
+      ct_idmap_free(smaller);
+      throw;
     }
-    for (size_t off = 0; off < m; off += kCompactChunk) {
-      const size_t end = std::min(m, off + static_cast<size_t>(kCompactChunk));
-      std::vector<int64_t> src, dst;
-      for (size_t i = off; i < end; i++) {
-        if (p[i].first == static_cast<int64_t>(i)) continue;
-        src.push_back(p[i].first);
-        dst.push_back(static_cast<int64_t>(i));
-      }
-      if (raw_) {  // (tensor kernels copied theirs into `one` above)
-        for (int s = 0; s < nslots(); s++) {
-          for (size_t j = 0; j < src.size(); j++) {
-            std::memcpy(slot_ptr(s, dst[j]), slot_ptr(s, src[j]), sizeof(float) * static_cast<size_t>(width_[s]));
-          }
-        }
-      }
-      for (size_t j = 0; j < src.size(); j++) {
-        meta_.move(dst[j], src[j]);
-        if (!stamp_.empty()) stamp_[static_cast<size_t>(dst[j])] = stamp_[static_cast<size_t>(src[j])];
+  }
+  if (smaller != nullptr) {
+    ct_idmap_free(map_);
+    map_ = smaller;
+  } else {
+    ct_idmap_pack(map_, from.data(), to.data(), moves, 1);  // allocates nothing: cannot fail
+  }
+  for (size_t k = 0; k < moves; k++) {
+    if (raw_) {  // (tensor kernels copied theirs into `one` above)
+      for (int s = 0; s < nslots(); s++) {
+        std::memcpy(slot_ptr(s, to[k]), slot_ptr(s, from[k]), sizeof(float) * static_cast<size_t>(width_[s]));
       }
     }
-  } catch (...) {
-    ct_idmap_free(nm);
-    throw;
+    meta_.move(to[k], from[k]);
+    if (!stamp_.empty()) stamp_[static_cast<size_t>(to[k])] = stamp_[static_cast<size_t>(from[k])];
   }
   const size_t arrays = static_cast<size_t>(nb * narr_), slots = static_cast<size_t>(nb * block_rows_);
   if (raw_) {
@@ -657,8 +670,6 @@ void Table::compact() {
     stamp_.resize(slots);
     stamp_.shrink_to_fit();
   }
-  ct_idmap_free(map_);
-  map_ = nm;
   remaps_++;
 }
 

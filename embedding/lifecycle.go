@@ -133,7 +133,10 @@ func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
 }
 
 // Compact moves the live rows into the lowest row indices and frees the storage blocks above
-// them, so that Stats().Bytes falls after evictions. Row indices (Indices) change.
+// them, so that Stats().Bytes falls after evictions. Only the rows at or above the new Len
+// move (into indices freed below it), so its cost follows the deletions, not the table; the id
+// map is rebuilt smaller when it has room for over 4 times the ids it holds (a Capacity
+// reserved in the Config goes then too). Row indices (Indices) change.
 func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) }
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,

@@ -292,6 +292,75 @@ func TestCompactKeepsEverything(t *testing.T) {
 	train(t, tbl, r, 5, 30, 400)
 }
 
+// After a few deletions compaction moves only the rows above the new size, each into an index
+// freed below it; every other row keeps its index, and every row its values and states.
+func TestCompactMovesOnlyTheRowsAbove(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, BlockRows: 8})
+	const n = 1000
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)*37 - 500
+	}
+	before, err := tbl.IndicesIDs(ids, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for range 3 { // (momentum states to move too)
+		g := make([]float32, n*3)
+		for i := range g {
+			g[i] = float32(r.NormFloat64())
+		}
+		if err := tbl.UpdateIDs(ids, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gone, kept []int64
+	for i, id := range ids {
+		if i%50 == 7 {
+			gone = append(gone, id)
+		} else {
+			kept = append(kept, id)
+		}
+	}
+	if _, err := tbl.DeleteIDs(gone); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(t, tbl)
+	if err := tbl.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	sameDump(t, "after compaction", dump(t, tbl), want)
+	after, err := tbl.IndicesIDs(kept, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(kept))
+	holes := map[int64]bool{}
+	for _, id := range gone {
+		if x := before[(id+500)/37]; x < size {
+			holes[x] = true
+		}
+	}
+	moved := 0
+	for i, id := range kept {
+		was, now := before[(id+500)/37], after[i]
+		switch {
+		case now < 0 || now >= size:
+			t.Fatalf("id %d at index %d after compaction, want below %d", id, now, size)
+		case was < size && now != was:
+			t.Errorf("id %d moved from %d to %d; only rows at or above %d move", id, was, now, size)
+		case was >= size && !holes[now]:
+			t.Errorf("id %d moved from %d to %d, not a freed index", id, was, now)
+		case was >= size:
+			moved++
+		}
+	}
+	if moved != len(holes) {
+		t.Errorf("%d rows moved into %d freed indices", moved, len(holes))
+	}
+}
+
 // Compaction gives the memory of the dropped blocks back to the system, also when the blocks
 // were carved out of one huge-page slab that the surviving blocks keep mapped.
 func TestCompactReleasesMemory(t *testing.T) {
