@@ -621,12 +621,13 @@ void Table::compact() {
   check_open();
   const size_t m = ct_idmap_size(map_), moves = ct_idmap_pack_moves(map_);
   std::vector<int64_t> from(moves), to(moves);
-  ct_idmap_pack(map_, from.data(), to.data(), moves, 0);  // the moves, nothing changed yet
+  const bool rebuild = ct_idmap_capacity(map_) > 4 * m;
+  if (rebuild || !raw_) ct_idmap_pack(map_, from.data(), to.data(), moves, 0);  // the moves, nothing changed
   const int64_t nb = (static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_;
   // What can fail comes first: the smaller map, and for tensor kernels the rows as they will
   // be, copied into one new chunk of nb blocks (out of GPU memory, say; the old chunks are
   // freed whole after). A failure leaves the table as it was.
-  ct_idmap *smaller = ct_idmap_capacity(map_) > 4 * m ? packed_copy(map_, from, to) : nullptr;
+  ct_idmap *smaller = rebuild ? packed_copy(map_, from, to) : nullptr;
   std::vector<at::Tensor> one;
   if (!raw_) {
     try {
@@ -668,7 +669,7 @@ void Table::compact() {
   meta_.truncate(nb);
   if (!stamp_.empty()) {
     stamp_.resize(slots);
-    stamp_.shrink_to_fit();
+    if (stamp_.capacity() - slots > slots / 8) stamp_.shrink_to_fit();  // (a copy: worth 1/8)
   }
   remaps_++;
 }
