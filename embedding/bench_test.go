@@ -25,23 +25,14 @@ const (
 func benchTable(b *testing.B, name string, cfg embedding.Config, n int) *embedding.Table {
 	b.Helper()
 	cfg.Capacity = n
-	tbl, err := embedding.New(name, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { tbl.Close() })
-	ids := make([]int64, 0, 65536)
-	for start := 0; start < n; start += cap(ids) {
-		ids = ids[:0]
-		for i := start; i < n && len(ids) < cap(ids); i++ {
-			ids = append(ids, int64(i))
-		}
+	tbl := emptyBenchTable(b, name, cfg)
+	inChunks(n, func(i int) int64 { return int64(i) }, func(ids []int64) {
 		r, err := tbl.LookupIDs(ids)
 		if err != nil {
 			b.Fatal(err)
 		}
 		r.Close()
-	}
+	})
 	return tbl
 }
 

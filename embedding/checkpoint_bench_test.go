@@ -20,18 +20,10 @@ func BenchmarkCheckpoint(b *testing.B) {
 	rows := envRows("GOREC_CKPT_ROWS", 10_000_000)
 	const dim = 16
 	cfg := embedding.Config{Dim: dim, Optimizer: embedding.Adagrad{}, Capacity: rows}
-	tbl, err := embedding.New("bench-checkpoint", cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { tbl.Close() }()
-	const chunk = 1 << 20
-	for off := 0; off < rows; off += chunk {
-		n := min(chunk, rows-off)
-		d := &embedding.Delta{IDs: make([]int64, n), Rows: make([]float32, n*dim), States: [][]float32{make([]float32, n*dim)}, Meta: make([]int64, 3*n)}
-		for i := range d.IDs {
-			d.IDs[i] = int64(off+i)*7919 + 1
-		}
+	tbl := emptyBenchTable(b, "bench-checkpoint", cfg)
+	inChunks(rows, func(i int) int64 { return int64(i)*7919 + 1 }, func(ids []int64) {
+		n := len(ids)
+		d := &embedding.Delta{IDs: ids, Rows: make([]float32, n*dim), States: [][]float32{make([]float32, n*dim)}, Meta: make([]int64, 3*n)}
 		for i := range d.Rows {
 			d.Rows[i] = float32(i%1000) * 1e-3
 			d.States[0][i] = float32(i % 7)
@@ -39,7 +31,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		if err := tbl.ApplyDelta(d); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 	dir := b.TempDir()
 	var size int64
 	b.Run(suffix("Save", rows), func(b *testing.B) {
@@ -108,6 +100,28 @@ func BenchmarkCheckpoint(b *testing.B) {
 }
 
 // envRows is the row count the environment variable name gives, or def.
+// emptyBenchTable creates a benchmark's table; it is closed when the benchmark ends.
+func emptyBenchTable(b *testing.B, name string, cfg embedding.Config) *embedding.Table {
+	tbl, err := embedding.New(name, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tbl.Close() })
+	return tbl
+}
+
+// inChunks calls f with the ids id(0), ..., id(rows-1) in slices of at most 1M.
+func inChunks(rows int, id func(int) int64, f func(ids []int64)) {
+	const chunk = 1 << 20
+	for off := 0; off < rows; off += chunk {
+		ids := make([]int64, min(chunk, rows-off))
+		for i := range ids {
+			ids[i] = id(off + i)
+		}
+		f(ids)
+	}
+}
+
 func envRows(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n

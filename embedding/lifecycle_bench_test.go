@@ -19,11 +19,7 @@ func BenchmarkEvict(b *testing.B) {
 	rows := envRows("GOREC_EVICT_ROWS", 4_000_000)
 	const dim, step = 16, 1000
 	cfg := embedding.Config{Dim: dim, Optimizer: embedding.SGD{LR: 0.1}, Capacity: rows, TrackAccess: true}
-	tbl, err := embedding.New("bench-evict", cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tbl.Close()
+	tbl := emptyBenchTable(b, "bench-evict", cfg)
 	id := func(i int) int64 { return int64(i)*7919 + 1 }
 	// put inserts ids with their metadata, a function of the id; returns how many are older
 	// than ttl steps
@@ -42,15 +38,8 @@ func BenchmarkEvict(b *testing.B) {
 		}
 		return old
 	}
-	const chunk = 1 << 20
 	old := 0
-	for off := 0; off < rows; off += chunk {
-		ids := make([]int64, min(chunk, rows-off))
-		for i := range ids {
-			ids[i] = id(off + i)
-		}
-		old += put(ids)
-	}
+	inChunks(rows, id, func(ids []int64) { old += put(ids) })
 	keep := rows - rows/100
 	for _, p := range []struct {
 		name   string
@@ -71,6 +60,7 @@ func BenchmarkEvict(b *testing.B) {
 				var wait time.Duration
 				peak := peakRSS(func() {
 					wait = longestRead(tbl, id(0), func() {
+						var err error
 						if ev, err = tbl.Evict(p.policy, true); err != nil {
 							b.Fatal(err)
 						}
@@ -120,4 +110,59 @@ func longestRead(tbl *embedding.Table, id int64, f func()) time.Duration {
 	f()
 	close(done)
 	return <-longest
+}
+
+// BenchmarkCompact: compaction of a table of 4M rows of dim 16 (SGD with momentum: a state
+// and a step stamp a row) after 1% of its ids, spread over the whole table, were deleted; the
+// deleted ids are inserted again between runs, outside the timer (they take the rows after the
+// last). stall-ms/op: the longest one read of one id by another goroutine waited (compaction
+// holds the table's lock exclusively). MBrss/op: the peak resident size above the table's.
+// GOREC_COMPACT_ROWS changes the row count.
+func BenchmarkCompact(b *testing.B) {
+	rows := envRows("GOREC_COMPACT_ROWS", 4_000_000)
+	const dim = 16
+	cfg := embedding.Config{Dim: dim, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, Capacity: rows}
+	tbl := emptyBenchTable(b, "bench-compact", cfg)
+	id := func(i int) int64 { return int64(i)*7919 + 1 }
+	insert := func(ids []int64) {
+		r, err := tbl.LookupIDs(ids)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
+	}
+	inChunks(rows, id, insert)
+	b.Run(suffix("OnePercent", rows), func(b *testing.B) {
+		var extra int64
+		var stall time.Duration
+		b.StopTimer()
+		for i := 0; i < b.N; i++ {
+			gone := make([]int64, 0, rows/100)
+			for k := i % 100; k < rows; k += 100 {
+				gone = append(gone, id(k))
+			}
+			if _, err := tbl.DeleteIDs(gone); err != nil {
+				b.Fatal(err)
+			}
+			var wait time.Duration
+			start := rss()
+			b.StartTimer()
+			peak := peakRSS(func() {
+				wait = longestRead(tbl, id(1), func() {
+					if err := tbl.Compact(); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+			b.StopTimer()
+			extra = max(extra, peak-start)
+			stall = max(stall, wait)
+			if tbl.Len() != rows-len(gone) {
+				b.Fatalf("%d rows after compaction, want %d", tbl.Len(), rows-len(gone))
+			}
+			insert(gone)
+		}
+		b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
+		b.ReportMetric(float64(stall.Microseconds())/1000, "stall-ms/op")
+	})
 }
