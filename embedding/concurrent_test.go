@@ -12,7 +12,7 @@ import (
 	"github.com/gorec/gorec/embedding"
 )
 
-// Many goroutines look up, update, delete, read, prefetch and export one table at once. Every
+// Many goroutines look up, update, delete, compact, read, prefetch and export one table at once. Every
 // update adds exactly 1 to each element of each occurrence's row (SGD, lr 1, gradient -1), so:
 // a row's elements are always equal small integers; ids never deleted end with exactly the
 // number of updates they got; exports are consistent; Len matches the export. On the CPU, and
@@ -89,6 +89,12 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 				if _, err := tbl.DeleteIDs(ids); err != nil {
 					fail(err)
 					return
+				}
+				if rng.Intn(4) == 0 { // and compact: rows move while others read and train
+					if err := tbl.Compact(); err != nil {
+						fail(err)
+						return
+					}
 				}
 			case 4: // export
 				s, err := tbl.Export()
