@@ -100,7 +100,7 @@ size_t ct_idmap_live(const ct_idmap *m, uint8_t *live, size_t hw);
 
 /* Packs the indices into [0, size): each id whose index is at or above size takes a free
  * index below size (there are as many of those as of these: ct_idmap_pack_moves), then the
- * free list is emptied and high_water becomes size. from[k] and to[k] get the k-th move's old
+ * free list is emptied (and its memory freed) and high_water becomes size. from[k] and to[k] get the k-th move's old
  * and new index (ids met in the map's slot order, free indices taken in the free list's
  * order). apply 0: nothing changes, and the moves reported are exactly those a call with
  * apply 1 makes while the map stays as it is. Allocates nothing. Returns the number of moves,

@@ -163,6 +163,10 @@ int64_t ct_idmap_pack(ct_idmap *m, int64_t *from, int64_t *to, size_t cap, int a
     if (apply) {
         m->high_water = (int64_t)size;
         m->free_len = 0;
+        m->bytes -= m->free_cap * sizeof(int64_t); /* the free list is empty: its memory goes */
+        xfree(m->free_list);
+        m->free_list = NULL;
+        m->free_cap = 0;
     }
     return (int64_t)w;
 }

@@ -362,7 +362,9 @@ static void test_pack(void) {
     CHECK(size == N - ng && moves > 0 && moves < ng);
     CHECK(ct_idmap_pack(m, f0, t0, moves - 1, 1) == -1 && ct_idmap_high_water(m) == N);
     CHECK(ct_idmap_pack(m, f0, t0, N, 0) == (int64_t)moves && ct_idmap_high_water(m) == N);
+    const size_t bytes = ct_idmap_bytes(m);
     CHECK(ct_idmap_pack(m, f1, t1, moves, 1) == (int64_t)moves);
+    CHECK(ct_idmap_bytes(m) + ng * sizeof(int64_t) <= bytes); /* the free list's memory went */
     CHECK(memcmp(f0, f1, moves * sizeof(int64_t)) == 0 && memcmp(t0, t1, moves * sizeof(int64_t)) == 0);
     CHECK(ct_idmap_size(m) == size && ct_idmap_high_water(m) == (int64_t)size && ct_idmap_check(m) == 0);
     for (size_t i = 0; i < N; i++) moved_to[i] = -1;
@@ -389,6 +391,8 @@ static void test_pack(void) {
     int64_t fresh = 5, at = -1;
     CHECK(ct_idmap_pack_moves(m) == 0 && ct_idmap_pack(m, f0, t0, 0, 1) == 0);
     CHECK(ct_idmap_find_or_insert(m, &fresh, 1, &at, NULL) == 1 && at == (int64_t)size);
+    CHECK(ct_idmap_erase(m, &fresh, 1, NULL) == 1 && ct_idmap_find_or_insert(m, &fresh, 1, &at, NULL) == 1 &&
+          at == (int64_t)size); /* a free list again after it was freed */
     CHECK(ct_idmap_check(m) == 0);
     free(ids);
     free(idx);
