@@ -629,7 +629,11 @@ typedef enum {
   CT_EVICT_TTL = 0,   /* param: rows whose last step is more than param steps ago */
   CT_EVICT_LRU = 1,   /* param: keep that many rows, the most recently seen */
   CT_EVICT_LFU = 2,   /* param: keep that many rows, the most frequently seen */
-  CT_EVICT_BYTES = 3  /* param: a budget in bytes: LRU keeping budget / (bytes per row) rows */
+  CT_EVICT_BYTES = 3  /* param: a budget in bytes: LRU keeping budget / (bytes per row) rows,
+                       * counting 32 bytes of id map a row, then compaction (ct_table_compact)
+                       * in the same critical section, with the id map rebuilt smaller where
+                       * it holds more; if that compaction runs out of memory the eviction
+                       * stands, uncompacted */
 } ct_table_evict_policy;
 
 /* Evicts rows by policy (ties: the more recently, then more frequently seen, then the smaller
@@ -653,9 +657,9 @@ ct_error ct_table_remove_unchanged(ct_tensor *ids, ct_tensor *rows, ct_table t, 
                                    ct_tensor last_step, ct_tensor frequency);
 /* Moves the live rows into the lowest indices and frees the blocks above them (row indices
  * change; ids, rows, states and metadata do not). Only the rows at or above the new size
- * move, each into an index freed below it; the others keep theirs. An id map holding over 4
- * times the ids it has room for (most ids removed, or a large capacity reserved) is rebuilt
- * at the size the ids need. */
+ * move, each into an index freed below it; the others keep theirs. An id map with room for
+ * over twice its ids (a quarter or more of them removed, or a large capacity reserved) is
+ * rebuilt at the size the ids need. */
 ct_error ct_table_compact(ct_table t);
 
 /* Deltas: the rows changed (inserted, written, updated) since the last mark and the ids deleted

@@ -555,6 +555,9 @@ class Table : public std::enable_shared_from_this<Table> {
   };
   // Chooses the rows policy(param) evicts (mu_ held, shared or exclusive).
   EvictPlan plan_eviction(int32_t policy, int64_t param) const;
+  // Compaction (mu_ held exclusively); shrink_map: rebuild the id map at the size its ids need
+  // whenever that is smaller.
+  void compact_locked(bool shrink_map);
   // Keep-N eviction's victims: every row but the keep first by rank; *cut gets the keep-th
   // rank (mu_ held).
   std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu, uint64_t *cut) const;

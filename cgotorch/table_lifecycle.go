@@ -46,7 +46,7 @@ const (
 	EvictTTL   EvictPolicy = C.CT_EVICT_TTL   // rows last seen more than param steps ago
 	EvictLRU   EvictPolicy = C.CT_EVICT_LRU   // keep the param most recently seen rows
 	EvictLFU   EvictPolicy = C.CT_EVICT_LFU   // keep the param most frequently seen rows
-	EvictBytes EvictPolicy = C.CT_EVICT_BYTES // LRU keeping what fits in param bytes
+	EvictBytes EvictPolicy = C.CT_EVICT_BYTES // LRU keeping what fits in param bytes, then compaction
 )
 
 // TableDelta is the change of a table since its last mark (see Delta): the changed rows with

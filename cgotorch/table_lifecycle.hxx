@@ -21,6 +21,10 @@ namespace ct {
 namespace table {
 
 namespace {
+// A budget eviction's estimate of the id map's bytes per row; it compacts with the map rebuilt
+// when the map holds more. (A map sized for its ids holds about 29 B an id.)
+constexpr int64_t kMapBytesPerRow = 32;
+
 // Calls f(row index, id) for every id of a map, in row-index order (sequential reads of the
 // blocks). Indices are unique and below the high water mark, so while at most half of those are
 // free the map places each id at its index (9 bytes per index: the id and a live flag) and the
@@ -527,7 +531,7 @@ Table::EvictPlan Table::plan_eviction(int32_t policy, int64_t param) const {
   }
   int64_t keep = param;
   if (policy == CT_EVICT_BYTES) {
-    int64_t per_row = meta_.row_bytes() + 32;  // metadata + id map
+    int64_t per_row = meta_.row_bytes() + kMapBytesPerRow;  // metadata + id map
     for (int64_t w : arr_width_) per_row += w * static_cast<int64_t>(sizeof(float));
     if (!stamp_.empty()) per_row += sizeof(int64_t);
     keep = param / per_row;
@@ -542,7 +546,11 @@ Table::EvictPlan Table::plan_eviction(int32_t policy, int64_t param) const {
 // step; keep-N, its rank against the cut. So a row trained in between stays, and rows inserted
 // in between are not candidates. Where rows may have moved in between (remaps_: a delete,
 // clear, swap, compaction or another eviction) or the metadata's base moved, it chooses again
-// under the exclusive lock. Nothing to evict: no exclusive lock at all.
+// under the exclusive lock. Nothing to evict: no exclusive lock at all, except for a byte
+// budget, which then compacts the table in the same critical section, with the id map rebuilt
+// when it holds more than the budget counted for it; a compaction that cannot get its memory
+// leaves the table uncompacted (the eviction stands: Stats' bytes stay above the budget until
+// a compaction succeeds).
 std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
   if (policy < CT_EVICT_TTL || policy > CT_EVICT_BYTES) throw arg_error("unknown eviction policy " + std::to_string(policy));
   if (param < 0) throw arg_error("eviction parameter must be >= 0, got " + std::to_string(param));
@@ -551,7 +559,7 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
     std::shared_lock<std::shared_mutex> lock(mu_);
     check_open();
     p = plan_eviction(policy, param);
-    if (p.victims.empty()) return take({}, {});
+    if (p.victims.empty() && policy != CT_EVICT_BYTES) return take({}, {});
   }
 #ifdef CT_TEST_HOOKS
   if (ct_test_evict_between_phases != nullptr) ct_test_evict_between_phases();
@@ -569,7 +577,16 @@ std::pair<at::Tensor, at::Tensor> Table::evict(int32_t policy, int64_t param) {
     ids.push_back(v.first);
     rows.push_back(r);
   }
-  return take(ids, rows);
+  auto out = take(ids, rows);
+  if (policy == CT_EVICT_BYTES) {
+    const bool shrink = ct_idmap_bytes(map_) > static_cast<size_t>(kMapBytesPerRow) * ct_idmap_size(map_);
+    try {
+      compact_locked(shrink);
+    } catch (const std::bad_alloc &) {
+    } catch (const c10::Error &) {  // (out of device memory)
+    }
+  }
+  return out;
 }
 
 std::pair<at::Tensor, at::Tensor> Table::remove(const Keys &k, const Keys *last, const Keys *freq) {
@@ -610,18 +627,23 @@ void Table::set_chunk(std::vector<at::Tensor> one, int64_t nb) {
   block_chunk_.assign(static_cast<size_t>(nb), 0);
 }
 
-// Compaction packs the row indices into [0, size) (ct_idmap_pack: each row at or above size
-// moves into a free index below it, the others stay where they are) and frees the blocks
-// above: it moves as many rows as there were free indices below size. When the id map holds
-// over 4 times the ids it has room for at its maximum load (most of its ids were removed: it
-// never shrinks by itself; a capacity reserved up front goes too), compaction builds a map
-// sized for the ids instead, with the same packed indices.
 void Table::compact() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  compact_locked(false);
+}
+
+// Compaction packs the row indices into [0, size) (ct_idmap_pack: each row at or above size
+// moves into a free index below it, the others stay where they are) and frees the blocks
+// above: it moves as many rows as there were free indices below size. When the id map has
+// room for over twice its ids at its maximum load (over 43 bytes an id: more than a map grown
+// by inserts ever holds, as after removing a quarter of its ids or more; the map never
+// shrinks by itself; a capacity reserved up front goes too), or with shrink_map whenever that
+// is smaller, compaction builds a map sized for the ids instead, with the same packed indices.
+void Table::compact_locked(bool shrink_map) {
   const size_t m = ct_idmap_size(map_), moves = ct_idmap_pack_moves(map_);
   std::vector<int64_t> from(moves), to(moves);
-  const bool rebuild = ct_idmap_capacity(map_) > 4 * m;
+  const bool rebuild = ct_idmap_capacity(map_) > 2 * m || (shrink_map && ct_idmap_capacity(map_) > m + m / 3);
   if (rebuild || !raw_) ct_idmap_pack(map_, from.data(), to.data(), moves, 0);  // the moves, nothing changed
   const int64_t nb = (static_cast<int64_t>(m) + block_rows_ - 1) / block_rows_;
   // What can fail comes first: the smaller map, and for tensor kernels the rows as they will

@@ -31,8 +31,10 @@ func KeepRecent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLRU, int64
 func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int64(n)} }
 
 // MemoryBudget keeps the most recently seen rows that fit bytes, counting each row's floats,
-// metadata and about 32 bytes of id map; Evict then compacts the table so that Stats().Bytes
-// falls (blocks are whole, so it lands within a block of rows of the budget).
+// metadata and 32 bytes of id map; the eviction then compacts the table, rebuilding the id map
+// smaller where it holds more than that, so that Stats().Bytes falls (blocks are whole, so it
+// lands within a block of rows of the budget). If the compaction cannot get its memory, the
+// eviction still stands and the table stays uncompacted until a Compact succeeds.
 func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{cgotorch.EvictBytes, bytes} }
 
 // Evicted are the ids an eviction removed, ascending, with their rows as they were (nil
@@ -59,18 +61,11 @@ func (e *Evicted) Close() {
 // against the last one the keep admitted), rows inserted meanwhile are not candidates, and
 // after a delete, removal, Clear, compaction or another eviction meanwhile it chooses again
 // under the exclusive lock. Row memory is reused by later inserts; Compact returns it
-// (MemoryBudget compacts by itself).
+// (MemoryBudget compacts by itself, in the same exclusive section).
 func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 	ids, r, n, err := t.t.Evict(p.kind, p.param, rows)
 	if err != nil {
 		return nil, wrap("evict", t.name, err)
-	}
-	if p.kind == cgotorch.EvictBytes {
-		if err := t.Compact(); err != nil {
-			ids.Close()
-			r.Close()
-			return nil, err
-		}
 	}
 	return &Evicted{N: int(n), IDs: ids, Rows: r}, nil
 }
@@ -135,8 +130,8 @@ func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
 // Compact moves the live rows into the lowest row indices and frees the storage blocks above
 // them, so that Stats().Bytes falls after evictions. Only the rows at or above the new Len
 // move (into indices freed below it), so its cost follows the deletions, not the table; the id
-// map is rebuilt smaller when it has room for over 4 times the ids it holds (a Capacity
-// reserved in the Config goes then too). Row indices (Indices) change.
+// map is rebuilt smaller when it has room for over twice the ids it holds (after a quarter or
+// more of them went; a Capacity reserved in the Config goes then too). Row indices (Indices) change.
 func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) }
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,

@@ -1199,6 +1199,10 @@ static void test_access_opt_in(void) {
   ct_tensor_free(l);
   ct_tensor_free(f);
   CHECK(ok(ct_table_evict(NULL, NULL, &n, tracked, CT_EVICT_LRU, 10)) && n == 990);
+  /* A byte budget compacts, also when it evicts nothing. */
+  CHECK(ok(ct_table_stats_get(&st, tracked)) && st.size == 10);
+  CHECK(ok(ct_table_evict(NULL, NULL, &n, tracked, CT_EVICT_BYTES, INT64_MAX)) && n == 0);
+  CHECK(ok(ct_table_stats_get(&sp, tracked)) && sp.size == 10 && sp.bytes < st.bytes && sp.capacity < st.capacity);
   CHECK(ok(ct_table_close(plain)) && ok(ct_table_close(tracked)));
   ct_table_free(plain);
   ct_table_free(tracked);
