@@ -76,3 +76,44 @@ func ExampleSave() {
 	// Output:
 	// example-saved [[0.5 0.5] [1 0.5]] 1
 }
+
+// With admission, an id gets a row only at its k-th training lookup: rare ids cost nothing.
+func ExampleTable_SetAdmission() {
+	t, _ := embedding.New("example-admission", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
+	defer t.Close()
+	_ = t.SetAdmission(2)
+	for _, batch := range [][]int64{{5, 6}, {5}} {
+		r, _ := t.LookupIDs(batch)
+		v, _ := embedding.Rows(r)
+		fmt.Println(v, t.Len())
+	}
+	// Output:
+	// [[0 0] [0 0]] 0
+	// [[1 1]] 1
+}
+
+// Deltas ship a trainer's changes to a replica (a server, say) without copying the table.
+func ExampleTable_Delta() {
+	cfg := embedding.Config{Dim: 1, Initializer: embedding.Constant{Value: 1}, Optimizer: embedding.SGD{LR: 1}}
+	trainer, _ := embedding.New("example-trainer", cfg)
+	defer trainer.Close()
+	replica, _ := embedding.New("example-replica", cfg)
+	defer replica.Close()
+	ship := func() {
+		d, _ := trainer.Delta(true) // the changes since the last mark, and a new mark
+		_ = replica.ApplyDelta(d)
+		fmt.Println("shipped", len(d.IDs), "rows,", len(d.Deleted), "deletions")
+	}
+	_ = trainer.UpdateIDs([]int64{1, 2, 3}, []float32{1, 1, 1})
+	ship() // the first delta: the whole table
+	_ = trainer.UpdateIDs([]int64{2}, []float32{0.5})
+	_, _ = trainer.DeleteIDs([]int64{3})
+	ship()
+	r, found, _ := replica.ReadIDs([]int64{1, 2, 3})
+	v, _ := embedding.Rows(r)
+	fmt.Println(v, found)
+	// Output:
+	// shipped 3 rows, 0 deletions
+	// shipped 1 rows, 1 deletions
+	// [[0] [-0.5] [0]] [true true false]
+}
