@@ -10,7 +10,9 @@ import (
 
 // BenchmarkEvict: eviction of about 1% of a table of 4M rows of dim 16 with access tracking,
 // whose rows were last seen at one of 1,000 steps, 0 to 99 times (ties on both, broken by
-// id): keep-N (KeepRecent, KeepFrequent) and by age (TTL). ns/row is per row of the table.
+// id): keep-N (KeepRecent, KeepFrequent), by age (TTL) and to 99% of the table's bytes
+// (MemoryBudget: recency, then compaction in the same exclusive section). ns/row is per row of
+// the table.
 // stall-ms/op: the longest that one read of one id, repeated by another goroutine meanwhile, took
 // (the part of the eviction that holds the lock exclusively, plus scheduling). MBrss/op: the
 // peak resident size above the table's. The evicted rows are put back between runs, outside
@@ -41,14 +43,19 @@ func BenchmarkEvict(b *testing.B) {
 	old := 0
 	inChunks(rows, id, func(ids []int64) { old += put(ids) })
 	keep := rows - rows/100
+	st, err := tbl.Stats()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, p := range []struct {
 		name   string
 		policy embedding.EvictPolicy
-		keep   int
+		keep   int // -1: any
 	}{
 		{"KeepRecent", embedding.KeepRecent(keep), keep},
 		{"KeepFrequent", embedding.KeepFrequent(keep), keep},
 		{"TTL", embedding.TTL(ttl), rows - old},
+		{"MemoryBudget", embedding.MemoryBudget(st.Bytes - st.Bytes/100), -1}, // and compaction
 	} {
 		b.Run(suffix(p.name, rows), func(b *testing.B) {
 			var extra int64
@@ -69,7 +76,7 @@ func BenchmarkEvict(b *testing.B) {
 				b.StopTimer()
 				extra = max(extra, peak-start)
 				stall = max(stall, wait)
-				if ev.N != rows-p.keep || tbl.Len() != p.keep {
+				if ev.N+tbl.Len() != rows || p.keep >= 0 && tbl.Len() != p.keep {
 					b.Fatalf("evicted %d, %d rows left; want %d and %d", ev.N, tbl.Len(), rows-p.keep, p.keep)
 				}
 				gone, err := cgotorch.ToSlice[int64](ev.IDs)
