@@ -99,15 +99,34 @@ func corrupt(op, table, format string, args ...any) error {
 
 // Save writes a checkpoint of tables to dir (created if needed), replacing the checkpoint there
 // only once the new one is complete and durable. Each table is a consistent snapshot (see
-// Table.Export): writers of that table wait while it is written, lookups of present ids go on.
+// Table.Export): writers of that table wait while it is written (with SaveOptions.Staged,
+// only while it is copied into memory), lookups of present ids go on.
 // Tables saved together are not mutually consistent unless the caller pauses training.
 func Save(dir string, tables ...*Table) error { return SaveWith(dir, tables, nil) }
 
 // SaveWith is Save with extra files in the same checkpoint: files maps a name (letters, digits,
 // '_' and '-') to a function writing its content (nn.SaveCheckpoint writes the dense state
 // this way).
-func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) error) (err error) {
+func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) error) error {
+	return SaveWithOptions(dir, tables, SaveOptions{Files: files})
+}
+
+// SaveOptions adjust a save (SaveWithOptions). The zero value is Save's behaviour.
+type SaveOptions struct {
+	// Files are extra files of the checkpoint, as in SaveWith.
+	Files map[string]func(io.Writer) error
+	// Staged copies each table into memory (its rows, states, metadata and admission counts)
+	// while holding its lock, then writes the copy: the table's writers (updates, inserts,
+	// deletes) wait only for the copy, not for the disk, at the cost of one table's size in
+	// memory during the save (tables are staged one at a time). For training that goes on in
+	// other goroutines while a checkpoint is written. The file is the same either way.
+	Staged bool
+}
+
+// SaveWithOptions is Save with options.
+func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	const op = "save"
+	files := o.Files
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
@@ -130,7 +149,7 @@ func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) erro
 		name := fmt.Sprintf("%s.t%d.safetensors", gen, i)
 		path := filepath.Join(dir, name)
 		created = append(created, path)
-		e, err := writeTableFile(path, t)
+		e, err := writeTableFile(path, t, o.Staged)
 		if err != nil {
 			return err
 		}

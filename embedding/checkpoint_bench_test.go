@@ -15,7 +15,9 @@ import (
 // BenchmarkCheckpoint: saving and loading a table of 10M rows of dim 16 with Adagrad (rows and
 // states: 1.28 GB; the file with ids and metadata: 1.6 GB), in MB/s of the file, next to
 // SequentialWrite, the same number of bytes written to a file with plain 8 MiB writes and an
-// fsync: the ceiling of the disk. GOREC_CKPT_ROWS changes the row count.
+// fsync: the ceiling of the disk. Save and SaveStaged (SaveOptions.Staged): stall-ms/op is the
+// longest one update of one id by another goroutine waited during the save. GOREC_CKPT_ROWS
+// changes the row count.
 func BenchmarkCheckpoint(b *testing.B) {
 	rows := envRows("GOREC_CKPT_ROWS", 10_000_000)
 	const dim = 16
@@ -34,26 +36,38 @@ func BenchmarkCheckpoint(b *testing.B) {
 	})
 	dir := b.TempDir()
 	var size int64
-	b.Run(suffix("Save", rows), func(b *testing.B) {
-		var extra int64
-		for i := 0; i < b.N; i++ {
-			start := rss()
-			peak := peakRSS(func() {
-				if err := embedding.Save(dir, tbl); err != nil {
-					b.Fatal(err)
-				}
-			})
-			extra = max(extra, peak-start)
+	update := func() { // (a zero gradient: the rows stay as they are)
+		if err := tbl.UpdateIDs([]int64{1}, make([]float32, dim)); err != nil {
+			b.Error(err)
 		}
-		b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
-		m, _ := filepath.Glob(filepath.Join(dir, "g*.t0.safetensors"))
-		fi, err := os.Stat(m[0])
-		if err != nil {
-			b.Fatal(err)
-		}
-		size = fi.Size()
-		b.SetBytes(size)
-	})
+	}
+	for _, staged := range []bool{false, true} {
+		name := map[bool]string{false: "Save", true: "SaveStaged"}[staged]
+		b.Run(suffix(name, rows), func(b *testing.B) {
+			var extra int64
+			var stall time.Duration
+			for i := 0; i < b.N; i++ {
+				start := rss()
+				peak := peakRSS(func() {
+					stall = max(stall, longestWait(update, func() {
+						if err := embedding.SaveWithOptions(dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: staged}); err != nil {
+							b.Fatal(err)
+						}
+					}))
+				})
+				extra = max(extra, peak-start)
+			}
+			b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
+			b.ReportMetric(float64(stall.Microseconds())/1000, "stall-ms/op")
+			m, _ := filepath.Glob(filepath.Join(dir, "g*.t0.safetensors"))
+			fi, err := os.Stat(m[0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			size = fi.Size()
+			b.SetBytes(size)
+		})
+	}
 	b.Run(suffix("SequentialWrite", rows), func(b *testing.B) {
 		buf := make([]byte, 8<<20)
 		for i := range buf {

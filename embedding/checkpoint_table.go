@@ -61,7 +61,7 @@ func tableStates(t *cgotorch.Table, cc cgotorch.TableConfig) ([]string, []int64,
 }
 
 // writeTableFile streams a consistent snapshot of t into a new file at path, fsynced.
-func writeTableFile(path string, t *Table) (tableEntry, error) {
+func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 	const op = "save"
 	cc, err := t.t.Config()
 	if err != nil {
@@ -81,10 +81,22 @@ func writeTableFile(path string, t *Table) (tableEntry, error) {
 		OptParams: cc.OptParams, Seed: cc.Seed, ReadDefault: readNames[t.cfg.ReadDefault],
 		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
+	stream := func(sink func(*cgotorch.TableChunk) error) error { return t.t.Save(chunkRows(cc.Dim, widths), sink) }
+	if staged {
+		per := cc.Dim
+		for _, w := range widths {
+			per += w
+		}
+		s := newStager(int64(t.Len()), per)
+		if err := t.t.Save(chunkRows(cc.Dim, widths), s.add); err != nil {
+			return tableEntry{}, wrap(op, t.name, err)
+		}
+		stream = s.replay
+	}
 	var w *stWriter
 	err = atomicfile.WriteSynced(path, func(out io.Writer) error {
 		f := out.(*os.File)
-		return t.t.Save(chunkRows(cc.Dim, widths), func(c *cgotorch.TableChunk) error {
+		return stream(func(c *cgotorch.TableChunk) error {
 			if w == nil {
 				e.Rows, e.Counts, e.Step = c.TotalRows, c.TotalCounts, c.Step
 				meta := map[string]string{"format": tableFormat, "version": tableVersion, "step": strconv.FormatInt(c.Step, 10)}

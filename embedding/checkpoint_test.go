@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -360,15 +361,54 @@ func TestCheckpointConsistentUnderTraining(t *testing.T) {
 			}
 		}
 	}()
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 6; i++ { // every other save staged
 		sub := filepath.Join(dir, fmt.Sprint(i))
-		if err := embedding.Save(sub, a); err != nil {
+		if err := embedding.SaveWithOptions(sub, []*embedding.Table{a}, embedding.SaveOptions{Staged: i%2 == 1}); err != nil {
 			t.Fatal(err)
 		}
 		checkUniformSum(t, sub)
 	}
 	stop.Store(true)
 	wg.Wait()
+}
+
+// A staged save writes the same table file, byte for byte, as a save streaming under the lock
+// (every optimizer, with admission counts).
+func TestCheckpointStagedSameFile(t *testing.T) {
+	for name, cfg := range roundTripConfigs {
+		t.Run(name, func(t *testing.T) {
+			tbl := newTable(t, cfg)
+			if _, err := tbl.LookupIDs(seq(100)); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Optimizer != (embedding.NoOptimizer{}) {
+				train(t, tbl, rand.New(rand.NewPCG(3, 4)), 10, 40, 200)
+			}
+			if err := tbl.SetAdmission(2); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tbl.LookupIDs([]int64{5000, 5001}); err != nil {
+				t.Fatal(err)
+			}
+			var files [2][]byte
+			for i, staged := range []bool{false, true} {
+				dir := t.TempDir()
+				if err := embedding.SaveWithOptions(dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: staged}); err != nil {
+					t.Fatal(err)
+				}
+				m, err := filepath.Glob(filepath.Join(dir, "*.t0.safetensors"))
+				if err != nil || len(m) != 1 {
+					t.Fatalf("table files %v (%v)", m, err)
+				}
+				if files[i], err = os.ReadFile(m[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(files[0]) < 1000 || !bytes.Equal(files[0], files[1]) {
+				t.Errorf("staged file: %d bytes, streamed: %d bytes, equal %v", len(files[1]), len(files[0]), bytes.Equal(files[0], files[1]))
+			}
+		})
+	}
 }
 
 // checkUniformSum loads dir's checkpoint next to the open tables, checks that every Adagrad

@@ -59,10 +59,11 @@
 //
 // # Lifecycle
 //
-// Save, SaveWith, Load, LoadRenamed and LoadInto write and read checkpoints: directories of
-// safetensors files and a JSON manifest (docs/checkpoint.md), exact to the bit, consistent per
-// table, streamed in chunks, and crash-safe (the previous checkpoint stays loadable until the
-// new one is durable). A table created with Config.TrackAccess keeps every row's last
+// Save, SaveWith, SaveWithOptions, Load, LoadRenamed and LoadInto write and read checkpoints:
+// directories of safetensors files and a JSON manifest (docs/checkpoint.md), exact to the bit,
+// consistent per table, streamed in chunks, and crash-safe (the previous checkpoint stays
+// loadable until the new one is durable). A staged save (SaveOptions.Staged) copies each table
+// into memory first, so that training in other goroutines waits for the copy, not the disk. A table created with Config.TrackAccess keeps every row's last
 // training step and frequency (Metadata, 8 bytes a row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent (LFU) or MemoryBudget, EvictIf by a
 // predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only at its
 // k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since a

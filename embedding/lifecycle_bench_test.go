@@ -96,6 +96,16 @@ func BenchmarkEvict(b *testing.B) {
 // longestRead runs f while another goroutine reads id from tbl over and over, and returns the
 // longest a read took: how long f kept readers out.
 func longestRead(tbl *embedding.Table, id int64, f func()) time.Duration {
+	return longestWait(func() {
+		if r, _, err := tbl.ReadIDs([]int64{id}); err == nil {
+			r.Close()
+		}
+	}, f)
+}
+
+// longestWait runs f while another goroutine calls op over and over, and returns the longest
+// one call of op took.
+func longestWait(op, f func()) time.Duration {
 	done := make(chan struct{})
 	longest := make(chan time.Duration)
 	go func() {
@@ -108,9 +118,7 @@ func longestRead(tbl *embedding.Table, id int64, f func()) time.Duration {
 			default:
 			}
 			start := time.Now()
-			if r, _, err := tbl.ReadIDs([]int64{id}); err == nil {
-				r.Close()
-			}
+			op()
 			m = max(m, time.Since(start))
 		}
 	}()
