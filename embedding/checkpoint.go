@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -118,8 +119,10 @@ type SaveOptions struct {
 	// Staged copies each table into memory (its rows, states, metadata and admission counts)
 	// while holding its lock, then writes the copy: the table's writers (updates, inserts,
 	// deletes) wait only for the copy, not for the disk, at the cost of one table's size in
-	// memory during the save (tables are staged one at a time). For training that goes on in
-	// other goroutines while a checkpoint is written. The file is the same either way.
+	// memory during the save (tables are staged one at a time; the memory is returned to the
+	// system when the save ends, with debug.FreeOSMemory: a garbage collection). For training
+	// that goes on in other goroutines while a checkpoint is written. The file is the same
+	// either way.
 	Staged bool
 }
 
@@ -127,6 +130,9 @@ type SaveOptions struct {
 func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	const op = "save"
 	files := o.Files
+	if o.Staged {
+		defer debug.FreeOSMemory() // the copies' memory goes back to the system at once
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
