@@ -57,7 +57,8 @@ test: deps vet sanitize gotest
 
 gotest:
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'KeepsRSSFlat' -v ./nn/ | grep -E '^(---|ok|FAIL|PASS)|RSS'  # RSS bound, race detector off
+	$(GO) test -count=1 -run 'KeepsRSSFlat|StagedReturnsMemory' -v ./nn/ ./embedding/ \
+	  | grep -E '^(---|ok|FAIL|PASS)|RSS|resident'  # RSS bounds, race detector off
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g -O1

@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/procstat"
 )
 
 // tableDump is everything a checkpoint must restore, as plain values (floats as bits).
@@ -408,6 +410,30 @@ func TestCheckpointStagedSameFile(t *testing.T) {
 				t.Errorf("staged file: %d bytes, streamed: %d bytes, equal %v", len(files[1]), len(files[0]), bytes.Equal(files[0], files[1]))
 			}
 		})
+	}
+}
+
+// A staged save's copy (here 128 MB of rows and states) is back with the system when the save
+// returns.
+func TestCheckpointStagedReturnsMemory(t *testing.T) {
+	if procstat.ResidentKB() == 0 || raceEnabled {
+		t.Skip("no /proc/self/status, or the race detector's shadow memory")
+	}
+	const n, dim = 1_000_000, 16
+	tbl := newTable(t, embedding.Config{Dim: dim, Optimizer: embedding.Adagrad{}, Capacity: n})
+	if err := tbl.UpdateIDs(seq(n), make([]float32, n*dim)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	debug.FreeOSMemory() // (the update's garbage)
+	before := procstat.ResidentKB()
+	if err := embedding.SaveWithOptions(dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: true}); err != nil {
+		t.Fatal(err)
+	}
+	after := procstat.ResidentKB()
+	t.Logf("resident %d MiB -> %d MiB over a staged save of %d rows", before>>10, after>>10, n)
+	if after-before > 32<<10 {
+		t.Errorf("a staged save left %d MiB more resident, want under 32", (after-before)>>10)
 	}
 }
 
