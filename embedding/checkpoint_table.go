@@ -60,7 +60,8 @@ func tableStates(t *cgotorch.Table, cc cgotorch.TableConfig) ([]string, []int64,
 	return names, cgotorch.StateWidths(cc.Optimizer, cc.Dim, st.NumStates), nil
 }
 
-// writeTableFile streams a consistent snapshot of t into a new file at path, fsynced.
+// writeTableFile streams a consistent snapshot of t into a new file at path, fsynced (staged:
+// copied into memory under t's lock first, written after).
 func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 	const op = "save"
 	cc, err := t.t.Config()
