@@ -105,8 +105,10 @@ size_t ct_idmap_export_marked(const ct_idmap *m, const uint8_t *mark, size_t hw,
         const seg_t *s = m->dir[j].seg;
         for (size_t i = 0; i < s->cap && w < cap; i++) {
             const uint64_t x = (uint64_t)s->slots[i].val - 1; /* an empty slot: UINT64_MAX */
-            /* marked: one test, taken rarely, not a branch on the (random) empty slots */
-            if (mark ? !(x < hw && mark[x < hw ? x : 0]) : x == UINT64_MAX) continue;
+            /* marked: one test (& reads a mark for empty slots too), taken rarely, not a branch
+             * on the (random) empty slots */
+            const int take = mark ? (x < hw) & (mark[x < hw ? x : 0] != 0) : x != UINT64_MAX;
+            if (!take) continue;
             ids[w] = s->slots[i].key;
             idx[w] = (int64_t)x;
             w++;

@@ -37,13 +37,18 @@ func tableRegions(m, c, dim int64, states []string, widths []int64) []safetensor
 	)
 }
 
-// chunkRows is how many rows of dim floats and the given states fit a streaming buffer.
-func chunkRows(dim int64, widths []int64) int64 {
-	per := 4*dim + 3*8 + 8
+// rowFloats is the floats of a row of dim floats with states of the given widths.
+func rowFloats(dim int64, widths []int64) int64 {
 	for _, w := range widths {
-		per += 4 * w
+		dim += w
 	}
-	return max(1, chunkBytes/per)
+	return dim
+}
+
+// chunkRows is how many rows of dim floats and the given states fit a streaming buffer (with
+// the id and three metadata int64 each).
+func chunkRows(dim int64, widths []int64) int64 {
+	return max(1, chunkBytes/(4*rowFloats(dim, widths)+4*8))
 }
 
 // tableStates names the optimizer states table t (configured as cc) has, and their widths: as
@@ -82,14 +87,11 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 		OptParams: cc.OptParams, Seed: cc.Seed, ReadDefault: readNames[t.cfg.ReadDefault],
 		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
-	stream := func(sink func(*cgotorch.TableChunk) error) error { return t.t.Save(chunkRows(cc.Dim, widths), sink) }
+	perChunk := chunkRows(cc.Dim, widths)
+	stream := func(sink func(*cgotorch.TableChunk) error) error { return t.t.Save(perChunk, sink) }
 	if staged {
-		per := cc.Dim
-		for _, w := range widths {
-			per += w
-		}
-		s := newStager(int64(t.Len()), per)
-		if err := t.t.Save(chunkRows(cc.Dim, widths), s.add); err != nil {
+		s := newStager(int64(t.Len()), rowFloats(cc.Dim, widths))
+		if err := t.t.Save(perChunk, s.add); err != nil {
 			return tableEntry{}, wrap(op, t.name, err)
 		}
 		stream = s.replay

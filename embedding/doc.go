@@ -63,9 +63,10 @@
 // directories of safetensors files and a JSON manifest (docs/checkpoint.md), exact to the bit,
 // consistent per table, streamed in chunks, and crash-safe (the previous checkpoint stays
 // loadable until the new one is durable). A staged save (SaveOptions.Staged) copies each table
-// into memory first, so that training in other goroutines waits for the copy, not the disk. A table created with Config.TrackAccess keeps every row's last
-// training step and frequency (Metadata, 8 bytes a row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent (LFU) or MemoryBudget, EvictIf by a
-// predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only at its
+// into memory first, so that training in other goroutines waits for the copy, not the disk.
+// A table created with Config.TrackAccess keeps every row's last training step and frequency
+// (Metadata, 8 bytes a row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent
+// (LFU) or MemoryBudget, EvictIf by a predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only at its
 // k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since a
 // mark, for serving or incremental checkpoints.
 //
@@ -84,8 +85,8 @@
 // Tables are safe for concurrent use. Each table has a reader/writer lock: lookups of ids that
 // are all present, reads, exports and stats share it; inserting lookups, writes, updates,
 // deletes and Clear take it alone. Evict chooses its rows under the shared lock and takes it
-// alone only to remove them (see Table.Evict). Within one call, large batches are split over libtorch's
-// intra-op threads (cgotorch.SetNumThreads): the id map's find from 32,768 ids, the gathers,
+// alone only to remove them (see Table.Evict). Within one call, large batches are split over
+// libtorch's intra-op threads (cgotorch.SetNumThreads): the id map's find from 32,768 ids, the gathers,
 // new rows' initialisation and the optimizer's row updates from 16,384 rows (fewer for rows
 // wider than 1,024 floats); a smaller batch costs less on one thread than waking others. Where
 // many goroutines call at once (serving), those calls already keep the cores busy: one intra-op
