@@ -78,7 +78,7 @@ $(BUILD)/san/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/san
 	$(CXX) -std=c++17 $(SAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/san/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
-$(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/cgotorch.h | $(BUILD)/san
+$(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/ctest/check.h cgotorch/cgotorch.h | $(BUILD)/san
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
 $(BUILD)/san/abi_test: $(BUILD)/san/abi_test.o $(SAN_OBJS)
 	$(CXX) $(SAN) $(OMP) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10

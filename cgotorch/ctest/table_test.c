@@ -7,32 +7,7 @@
 #include <string.h>
 
 #include "cgotorch.h"
-
-static int passed, failed;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (cond) {                                                                \
-      passed++;                                                                \
-    } else {                                                                   \
-      failed++;                                                                \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                          \
-  } while (0)
-
-static int ok(ct_error err) {
-  if (err == NULL) return 1;
-  fprintf(stderr, "unexpected error: %s\n", err);
-  ct_error_free(err);
-  return 0;
-}
-
-static int fails_with(ct_error err, const char *want) {
-  int good = err != NULL && strstr(err, want) != NULL && strstr(err, "Exception raised from") == NULL;
-  if (!good) fprintf(stderr, "expected an error containing \"%s\", got %s\n", want, err ? err : "NULL");
-  ct_error_free(err);
-  return good;
-}
+#include "check.h"
 
 static ct_tensor ids_tensor(const int64_t *ids, int64_t n) {
   ct_tensor t = NULL;
