@@ -1,10 +1,10 @@
 /* table_stress.c: many threads on one embedding table at once, through the C ABI: every kind of
- * operation (lookups, reads, prefetches, updates, writes, deletes, exports, saves, deltas,
- * eviction by each policy, removal, compaction, clear) in a random mix, then Close while they
- * run, for four table configurations (optimizers with one and two states, both layouts, the
- * raw and the tensor kernels, admission). Built and run under ThreadSanitizer by
- * `make table-tsan` (it sees the C++ side's data races, where Go's race detector sees none) and
- * under AddressSanitizer by `make table-sanitize`.
+ * operation (lookups, reads, prefetches, updates, backward passes and steps, writes, deletes,
+ * exports, saves, deltas, eviction by each policy, removal, compaction, clear) in a random mix,
+ * then Close while they run, for four table configurations (optimizers with one and two
+ * states, both layouts, the raw and the tensor kernels, admission). Built and run under
+ * ThreadSanitizer by `make table-tsan` (it sees the C++ side's data races, where Go's race
+ * detector sees none) and under AddressSanitizer by `make table-sanitize`.
  *
  * What it checks besides the sanitizers' reports:
  *   - while the table is open every call succeeds; once it is being closed, a call either
@@ -61,7 +61,7 @@ static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a tw
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[21];      /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[23];      /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -278,12 +278,23 @@ static void operate(ct_table t, uint32_t *r) {
       if (ready) take_rows("prefetch", ids, n, rows, found);
       else fail("prefetch wait", "not ready without a time limit");
     }
-  } else if (op < 40) { /* autograd lookup (training: inserts, no backward) */
+  } else if (op < 40) { /* autograd lookup (training: inserts), and a backward pass for trained ids */
     ran(3);
     ct_table_forward_options o;
     memset(&o, 0, sizeof o);
     o.train = 1;
-    if (call_ok(ct_table_forward(&rows, t, k, &o), "forward")) take_rows("forward", ids, n, rows, NULL);
+    o.fused = (int32_t)(op & 1);
+    if (call_ok(ct_table_forward(&rows, t, k, &o), "forward")) {
+      if (pure) {
+        take_rows("forward", ids, n, rows, NULL);
+      } else { /* a backward pass: fused, a step at once; else pending until a step */
+        ran(21 + o.fused);
+        ct_tensor g = tensor(vals, (size_t)(n * D) * sizeof(float), CT_FLOAT32, n, D);
+        if (call_ok(ct_tensor_backward(rows, g, 0), "backward") && !o.fused) call_ok(ct_table_step(NULL, t), "step");
+        ct_tensor_free(g);
+        ct_tensor_free(rows);
+      }
+    }
   } else if (op < 56 && !pure) { /* update and write: trained ids only */
     ran(4);
     ct_tensor v = tensor(vals, (size_t)(n * D) * sizeof(float), CT_FLOAT32, n, D);
