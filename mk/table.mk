@@ -19,32 +19,6 @@ table-sanitize: deps $(BUILD)/san/table_test $(BUILD)/san/table_stress
 	$(BUILD)/san/table_test
 	$(BUILD)/san/table_stress
 
-# ---- the table under concurrent use, under ThreadSanitizer: `make table-tsan` ------------------
-# cgotorch/ctest/table_stress.c (many threads, every operation, Close while they run) against
-# cgotorch's sources built with -fsanitize=thread in build/tsan/: Go's race detector does not see
-# the C++ side's memory. libtorch itself is not instrumented; the test keeps it on one intra-op
-# thread. Run without address-space randomisation where the system allows it (ThreadSanitizer
-# cannot map its shadow memory under some kernels' randomisation).
-.PHONY: table-tsan
-TSAN := -fsanitize=thread -fno-omit-frame-pointer -g -O1
-TSAN_OBJS := $(SAN_OBJS:$(BUILD)/san/%=$(BUILD)/tsan/%)
-NO_ASLR := $(shell setarch $$(uname -m) -R true 2>/dev/null && echo setarch $$(uname -m) -R)
-$(BUILD)/tsan:
-	mkdir -p $@
-$(BUILD)/tsan/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/tsan
-	$(CXX) -std=c++17 $(TSAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
-$(BUILD)/tsan/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/tsan
-	$(CC) -std=c11 $(TSAN) -Wall -c $< -o $@
-$(BUILD)/tsan/table_stress.o: cgotorch/ctest/table_stress.c cgotorch/ctest/check.h cgotorch/cgotorch.h | $(BUILD)/tsan
-	$(CC) -std=c11 -Wall -Wextra -Werror $(TSAN) -Icgotorch -c $< -o $@
-$(BUILD)/tsan/table_stress: $(BUILD)/tsan/table_stress.o $(TSAN_OBJS)
-	$(CXX) $(TSAN) $(OMP) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -lc10
-
-table-tsan: deps $(BUILD)/tsan/table_stress
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(NO_ASLR) $(BUILD)/tsan/table_stress
-
-sanitize: table-tsan
-
 sanitize: table-sanitize
 
 # ---- table benchmark: `make table-bench` ------------------------------------------------------
