@@ -44,6 +44,7 @@
 //
 // Files (one translation unit, unity_table.cc, includes them in this order)
 //   table.hxx             the helpers every part uses (key and row checks, slabs) and class Table
+//   table_sort.hxx        radix sort of ids (exports, metadata, eviction and delta outputs)
 //   table_storage.hxx     construction, row storage and its growth, inserting new rows
 //   table_gather.hxx      rows between table and batch (row plans, gathers, scatters)
 //   table_ops.hxx         lookup, indices, read, write, update, erase, clear, stats, snapshot, close

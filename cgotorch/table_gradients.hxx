@@ -99,13 +99,14 @@ std::pair<at::Tensor, at::Tensor> Table::pending() {
   Dedupe dd(ids.data_ptr<int64_t>(), ids.size(0));
   auto sum = at::zeros({dd.size(), dim_}, float_opts());
   if (ids.size(0) > 0) sum.index_add_(0, index_tensor(dd.inverse, device_), g);
-  std::vector<int64_t> order(dd.uids.size());
-  for (size_t i = 0; i < order.size(); i++) order[i] = static_cast<int64_t>(i);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return dd.uids[static_cast<size_t>(a)] < dd.uids[static_cast<size_t>(b)];
-  });
-  std::vector<int64_t> sorted(order.size());
-  for (size_t i = 0; i < order.size(); i++) sorted[i] = dd.uids[static_cast<size_t>(order[i])];
+  std::vector<std::pair<int64_t, int64_t>> p(dd.uids.size());  // (id, position)
+  for (size_t i = 0; i < p.size(); i++) p[i] = {dd.uids[i], static_cast<int64_t>(i)};
+  sort_by_first(p);
+  std::vector<int64_t> sorted(p.size()), order(p.size());
+  for (size_t i = 0; i < p.size(); i++) {
+    sorted[i] = p[i].first;
+    order[i] = p[i].second;
+  }
   return {index_tensor(sorted, device_), sum.index_select(0, index_tensor(order, device_))};
 }
 

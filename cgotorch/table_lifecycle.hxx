@@ -40,7 +40,7 @@ void each_row_by_index(const ct_idmap *map, F f) {
     for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
     std::vector<int64_t>().swap(ids);
     std::vector<int64_t>().swap(idx);
-    std::sort(p.begin(), p.end());
+    sort_by_first(p);
     for (const auto &x : p) f(x.first, x.second);
     return;
   }
@@ -428,7 +428,7 @@ void Table::metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq) {
   check_open();
   need_access("metadata");
   auto p = rows_by_index(map_);
-  std::sort(p.begin(), p.end(), [](const auto &a, const auto &b) { return a.second < b.second; });
+  sort_by_key(p, [](const std::pair<int64_t, int64_t> &x) { return x.second; });
   const int64_t m = static_cast<int64_t>(p.size());
   *ids = at::empty({m}, at::kLong);
   *last = at::empty({m}, at::kLong);
@@ -468,7 +468,7 @@ std::vector<std::pair<int64_t, int64_t>> select_rows(const ct_idmap *map, std::v
   const size_t w = ct_idmap_export_marked(map, mark.data(), mark.size(), ids.data(), idx.data(), count);
   std::vector<std::pair<int64_t, int64_t>> p(w);
   for (size_t i = 0; i < w; i++) p[i] = {ids[i], idx[i]};
-  std::sort(p.begin(), p.end());
+  sort_by_first(p);
   return p;
 }
 
@@ -711,7 +711,7 @@ Table::Delta Table::delta(bool mark) {
   each_row_by_index(map_, [&](int64_t r, int64_t id) {
     if (meta_.changed(r)) changed.emplace_back(id, r);
   });
-  std::sort(changed.begin(), changed.end());
+  sort_by_first(changed);
   const int64_t m = static_cast<int64_t>(changed.size());
   std::vector<int64_t> ids, rows;
   for (const auto &x : changed) {
@@ -734,7 +734,7 @@ Table::Delta Table::delta(bool mark) {
     saved_meta(rows[static_cast<size_t>(i)], &pm[3 * i], &pm[3 * i + 1], &pm[3 * i + 2]);
   }
   std::vector<int64_t> del(deleted_);
-  std::sort(del.begin(), del.end());
+  sort_by_key(del, [](int64_t x) { return x; });
   del.erase(std::unique(del.begin(), del.end()), del.end());
   std::vector<int64_t> found(del.size()), gone;
   ct_idmap_find(map_, del.data(), del.size(), found.data());

@@ -319,11 +319,13 @@ Snapshot Table::snapshot() {
   std::shared_lock<std::shared_mutex> lock(mu_);
   check_open();
   const size_t m = ct_idmap_size(map_);
-  std::vector<int64_t> ids(m), idx(m);
-  ct_idmap_export(map_, ids.data(), idx.data(), m);
-  std::vector<size_t> order(m);
-  for (size_t i = 0; i < m; i++) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  std::vector<std::pair<int64_t, int64_t>> p(m);  // (id, index)
+  {
+    std::vector<int64_t> ids(m), idx(m);
+    ct_idmap_export(map_, ids.data(), idx.data(), m);
+    for (size_t i = 0; i < m; i++) p[i] = {ids[i], idx[i]};
+  }
+  sort_by_first(p);
   Snapshot snap;
   snap.step = step_;
   const int64_t mm = static_cast<int64_t>(m);
@@ -331,9 +333,10 @@ Snapshot Table::snapshot() {
   std::vector<int64_t> rows(m);
   int64_t *pid = snap.ids.data_ptr<int64_t>();
   for (size_t i = 0; i < m; i++) {
-    pid[i] = ids[order[i]];
-    rows[i] = idx[order[i]];
+    pid[i] = p[i].first;
+    rows[i] = p[i].second;
   }
+  std::vector<std::pair<int64_t, int64_t>>().swap(p);
   snap.rows = at::empty({mm, dim_}, float_opts());
   gather(rows.data(), mm, 0, snap.rows);
   for (int s = 1; s < nslots(); s++) {

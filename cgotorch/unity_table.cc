@@ -1,6 +1,7 @@
 // unity_table.cc: one translation unit for the embedding tables (see unity_tensor.cc for why
 // the C++ sources are compiled through two such units). table.hxx lists what each file holds.
 #include "table.hxx"
+#include "table_sort.hxx"
 #include "table_storage.hxx"
 #include "table_gather.hxx"
 #include "table_ops.hxx"

@@ -1373,6 +1373,70 @@ static void test_evict_phases(void) {
   CHECK(evicts_with(HOOK_CLOSE, CT_EVICT_LRU, 5, NULL, 0));
 }
 
+static int cmp_i64(const void *a, const void *b) {
+  const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Copies an int64 tensor of n elements out and frees it; 0 if its size differs. */
+static int take_ids(ct_tensor t, int64_t *out, int64_t n) {
+  int64_t m = -1;
+  int r = ok(ct_tensor_numel(&m, t)) && m == n && ok(ct_tensor_copy_to(out, (size_t)n * sizeof(int64_t), t, CT_INT64));
+  ct_tensor_free(t);
+  return r;
+}
+
+/* Every output ordered by id (export, metadata, delta, eviction) lists the ids ascending in
+ * signed order, extremes included; this build sorts them all by radix (CT_RADIX_MIN=2). */
+static void test_id_order(void) {
+  enum { N = 5000 };
+  static int64_t ids[N], want[N], got[N];
+  const int64_t ext[] = {INT64_MIN, INT64_MIN + 1, -4294967296LL, -1, 0, 1, 4294967296LL, INT64_MAX - 1, INT64_MAX};
+  const int next = (int)(sizeof ext / sizeof ext[0]);
+  uint64_t r = 99;
+  for (int i = 0; i < N; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    ids[i] = i < next ? ext[i] : i % 3 == 0 ? (int64_t)(r >> 40) - (1 << 23) : (int64_t)(r ^ (r >> 31));
+  }
+  memcpy(want, ids, sizeof ids);
+  qsort(want, N, sizeof want[0], cmp_i64);
+  int distinct = 1;
+  for (int i = 1; i < N; i++) distinct &= want[i] != want[i - 1];
+  CHECK(distinct);
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  cfg.opt_params[0] = 0.1;
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  ct_tensor k = ids_tensor(ids, N), rows = NULL, x = NULL, y = NULL, z = NULL, st[1] = {NULL}, del = NULL;
+  CHECK(ok(ct_table_new(&t, "id-order", &cfg)) && ok(ct_table_lookup(&rows, t, k)));
+  ct_tensor_free(rows);
+  CHECK(ok(ct_table_export(&x, &rows, st, 1, NULL, t)) && take_ids(x, got, N) && memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(rows);
+  ct_tensor_free(st[0]);
+  CHECK(ok(ct_table_metadata(&x, &y, &z, t)) && take_ids(x, got, N) && memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(y);
+  ct_tensor_free(z);
+  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, t, 1)) && take_ids(x, got, N) &&
+        memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(rows);
+  ct_tensor_free(st[0]);
+  ct_tensor_free(y);
+  ct_tensor_free(del);
+  CHECK(ok(ct_table_evict(&x, &rows, NULL, t, CT_EVICT_LRU, 0)) && take_ids(x, got, N) &&
+        memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(rows);
+  /* the delta's deletions: ascending too */
+  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, t, 0)) && take_ids(del, got, N) &&
+        memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(x);
+  ct_tensor_free(rows);
+  ct_tensor_free(st[0]);
+  ct_tensor_free(y);
+  ct_tensor_free(k);
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+}
+
 /* ct_table_remove_unchanged removes only rows whose metadata is still what the caller read. */
 static void test_remove_unchanged(void) {
   ct_table t = NULL, plain = NULL;
@@ -1440,6 +1504,7 @@ int main(void) {
   test_metadata_steps();
   test_evict_phases();
   test_remove_unchanged();
+  test_id_order();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
