@@ -12,7 +12,7 @@
 .PHONY: table-tsan tensor-tsan
 TSAN := -fsanitize=thread -fno-omit-frame-pointer -g -O1
 TSAN_OBJS := $(SAN_OBJS:$(BUILD)/san/%=$(BUILD)/tsan/%)
-.PRECIOUS: $(BUILD)/tsan/%_stress.o
+.PRECIOUS: $(BUILD)/tsan/%_stress.o $(TSAN_OBJS)
 TSAN_RUN := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   $(shell setarch $$(uname -m) -R true 2>/dev/null && echo setarch $$(uname -m) -R)
 
