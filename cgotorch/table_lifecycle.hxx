@@ -73,13 +73,6 @@ ct_idmap *packed_copy(const ct_idmap *map, const std::vector<int64_t> &from, con
   return nm;
 }
 
-// Every (row index, id) of a map, ordered by row index.
-std::vector<std::pair<int64_t, int64_t>> rows_by_index(const ct_idmap *map) {
-  std::vector<std::pair<int64_t, int64_t>> p;
-  p.reserve(ct_idmap_size(map));
-  each_row_by_index(map, [&](int64_t r, int64_t id) { p.emplace_back(r, id); });
-  return p;
-}
 }  // namespace
 
 // ---- metadata -------------------------------------------------------------------------------
@@ -427,18 +420,24 @@ void Table::metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq) {
   std::shared_lock<std::shared_mutex> lock(mu_);
   check_open();
   need_access("metadata");
-  auto p = rows_by_index(map_);
-  sort_by_key(p, [](const std::pair<int64_t, int64_t> &x) { return x.second; });
+  // (id, last step's offset << 32 | frequency): the records are read in row order, and the
+  // sort carries them, so that nothing is looked up at random afterwards
+  std::vector<std::pair<int64_t, int64_t>> p;
+  p.reserve(ct_idmap_size(map_));
+  each_row_by_index(map_, [&](int64_t r, int64_t id) {
+    p.emplace_back(id, static_cast<int64_t>(meta_.rank(r, false)));
+  });
+  sort_by_first(p);
   const int64_t m = static_cast<int64_t>(p.size());
   *ids = at::empty({m}, at::kLong);
   *last = at::empty({m}, at::kLong);
   *freq = at::empty({m}, at::kLong);
   int64_t *pi = ids->data_ptr<int64_t>(), *pl = last->data_ptr<int64_t>(), *pf = freq->data_ptr<int64_t>();
   for (int64_t i = 0; i < m; i++) {
-    const int64_t r = p[static_cast<size_t>(i)].first;
-    pi[i] = p[static_cast<size_t>(i)].second;
-    pl[i] = meta_.last(r);
-    pf[i] = meta_.freq(r);
+    const uint64_t v = static_cast<uint64_t>(p[static_cast<size_t>(i)].second);
+    pi[i] = p[static_cast<size_t>(i)].first;
+    pl[i] = meta_.base() + static_cast<int64_t>(v >> 32);
+    pf[i] = static_cast<int64_t>(v & UINT32_MAX);
   }
 }
 

@@ -110,7 +110,7 @@ class RowMeta {
   int64_t freq(int64_t r) const { return __atomic_load_n(&rec(r).freq, __ATOMIC_RELAXED); }
   // Row r's rank for keep-N eviction as one integer: the recency (last step's offset from the
   // base, which orders as the last step) and the frequency, either one first (lfu: frequency),
-  // so that a larger value is kept first.
+  // so that a larger value is kept first. (Metadata carries rank(r, false) through its sort.)
   uint64_t rank(int64_t r, bool lfu) const {
     const uint64_t l = __atomic_load_n(&rec(r).last, __ATOMIC_RELAXED), f = __atomic_load_n(&rec(r).freq, __ATOMIC_RELAXED);
     return lfu ? f << 32 | l : l << 32 | f;

@@ -61,7 +61,7 @@ static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a tw
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[23];      /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[23];     /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
