@@ -16,7 +16,7 @@ namespace ct {
 namespace table {
 
 // Below this many elements std::stable_sort is faster (this VM, random ids: 2,048 in 26 us
-// against the radix sort's 37; 8,192 in 97-340 against 97); the sanitizer build lowers it so
+// against the radix sort's 37; 8,192 in 340 us against 97); the sanitizer build lowers it so
 // that the C tests' small tables take the radix path too.
 #ifndef CT_RADIX_MIN
 #define CT_RADIX_MIN 4096
