@@ -61,34 +61,34 @@
 //
 // Save, SaveWith, SaveWithOptions, Load, LoadRenamed and LoadInto write and read checkpoints:
 // directories of safetensors files and a JSON manifest (docs/checkpoint.md), exact to the bit,
-// consistent per table, streamed in chunks, and crash-safe (the previous checkpoint stays
-// loadable until the new one is durable). A staged save (SaveOptions.Staged) copies each table
-// into memory first, so that training in other goroutines waits for the copy, not the disk.
-// A table created with Config.TrackAccess keeps every row's last training step and frequency
-// (Metadata, 8 bytes a row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent
-// (LFU) or MemoryBudget, EvictIf by a predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only at its
-// k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since a
-// mark, for serving or incremental checkpoints.
+// consistent per table, streamed in chunks, and crash-safe (the previous checkpoint stays loadable
+// until the new one is durable). A staged save (SaveOptions.Staged) copies each table into memory
+// first, so that training in other goroutines waits for the copy, not the disk. A table created
+// with Config.TrackAccess keeps every row's last training step and frequency (Metadata, 8 bytes a
+// row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent (LFU) or MemoryBudget,
+// EvictIf by a predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only
+// at its k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since
+// a mark, for serving or incremental checkpoints.
 //
 // # Errors
 //
-// Every method returns its failures as errors (the modules of package nn panic instead, as
-// model math does); the backward pass through a lookup is tensor math and panics with a
-// *cgotorch.Error if the table was closed meanwhile or (Fused) a gradient is NaN or Inf.
-// Every error wraps one of ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound,
-// ErrUnknownPrefetch, ErrDevice, ErrCorrupt, ErrIncompatible or ErrInternal (use errors.Is),
-// and the *cgotorch.Error it came from when there is one. A failed call changes nothing: inputs are checked (dtype, rank,
-// contiguity, sizes, NaN and Inf) and every allocation is made before the table changes.
+// Every method returns its failures as errors (the modules of package nn panic instead, as model
+// math does); the backward pass through a lookup is tensor math and panics with a *cgotorch.Error
+// if the table was closed meanwhile or (Fused) a gradient is NaN or Inf. Every error wraps one of
+// ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrDevice, ErrCorrupt,
+// ErrIncompatible or ErrInternal (use errors.Is), and the *cgotorch.Error it came from when there
+// is one. A failed call changes nothing: inputs are checked (dtype, rank, contiguity, sizes, NaN
+// and Inf) and every allocation is made before the table changes.
 //
 // # Concurrency
 //
-// Tables are safe for concurrent use. Each table has a reader/writer lock: lookups of ids that
-// are all present, reads, exports and stats share it; inserting lookups, writes, updates,
-// deletes and Clear take it alone. Evict chooses its rows under the shared lock and takes it
-// alone only to remove them (see Table.Evict). Within one call, large batches are split over
-// libtorch's intra-op threads (cgotorch.SetNumThreads): the id map's find from 32,768 ids, the gathers,
-// new rows' initialisation and the optimizer's row updates from 16,384 rows (fewer for rows
-// wider than 1,024 floats); a smaller batch costs less on one thread than waking others. Where
-// many goroutines call at once (serving), those calls already keep the cores busy: one intra-op
-// thread avoids running several threads' teams on each core.
+// Tables are safe for concurrent use. Each table has a reader/writer lock: lookups of ids that are
+// all present, reads, exports and stats share it; inserting lookups, writes, updates, deletes and
+// Clear take it alone. Evict chooses its rows under the shared lock and takes it alone only to
+// remove them (see Table.Evict). Within one call, large batches are split over libtorch's intra-op
+// threads (cgotorch.SetNumThreads): the id map's find from 32,768 ids, the gathers, new rows'
+// initialisation and the optimizer's row updates from 16,384 rows (fewer for rows wider than 1,024
+// floats); a smaller batch costs less on one thread than waking others. Where many goroutines call
+// at once (serving), those calls already keep the cores busy: one intra-op thread avoids running
+// several threads' teams on each core.
 package embedding

@@ -127,11 +127,11 @@ func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
 	return out[0], out[1], out[2], nil
 }
 
-// Compact moves the live rows into the lowest row indices and frees the storage blocks above
-// them, so that Stats().Bytes falls after evictions. Only the rows at or above the new Len
-// move (into indices freed below it), so its cost follows the deletions, not the table; the id
-// map is rebuilt smaller when it has room for over twice the ids it holds (after a quarter or
-// more of them went; a Capacity reserved in the Config goes then too). Row indices (Indices) change.
+// Compact moves the live rows into the lowest row indices and frees the storage blocks above them,
+// so that Stats().Bytes falls after evictions. Only the rows at or above the new Len move (into
+// indices freed below it), so its cost follows the deletions, not the table; the id map is rebuilt
+// smaller when it has room for over twice the ids it holds (after a quarter or more of them went; a
+// Capacity reserved in the Config goes then too). Row indices (Indices) change.
 func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) }
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,
