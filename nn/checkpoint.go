@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/gorec/gorec/embedding"
@@ -53,17 +54,61 @@ func Tables(m Module) []*embedding.Table {
 // Save between training steps: the tables and the dense state are each consistent, not
 // consistent with each other while other goroutines train.
 func SaveCheckpoint(dir string, m Module) error {
-	return embedding.SaveWith(dir, Tables(m), map[string]func(io.Writer) error{
-		denseFile: func(w io.Writer) error { return SaveState(w, m) },
-	})
+	return SaveCheckpointWith(dir, m, embedding.SaveOptions{})
+}
+
+// SaveCheckpointWith is SaveCheckpoint with embedding's save options: o.Staged copies each
+// table into memory under its lock and writes the copy after, so training in other goroutines
+// waits for the copy, not for the disk (the files are the same); o.Files adds files of the
+// caller's own (a vocabulary, the data reader's position), read back by LoadCheckpointWith.
+// "dense" is the model's dense state: a file of that name is ErrBadInput.
+func SaveCheckpointWith(dir string, m Module, o embedding.SaveOptions) error {
+	files := map[string]func(io.Writer) error{denseFile: func(w io.Writer) error { return SaveState(w, m) }}
+	for name, f := range o.Files {
+		if name == denseFile {
+			return denseTaken("save")
+		}
+		files[name] = f
+	}
+	o.Files = files
+	return embedding.SaveWithOptions(dir, Tables(m), o)
 }
 
 // LoadCheckpoint restores a checkpoint of SaveCheckpoint into m (its tables must match the
 // saved ones in name, dim, optimizer and layout: embedding.ErrIncompatible otherwise; its
 // dense state is loaded strictly, like LoadState). Everything is read and checked before
 // anything changes: on error m is as it was.
-func LoadCheckpoint(dir string, m Module) error {
-	return embedding.LoadInto(dir, Tables(m), map[string]func(io.Reader) error{
-		denseFile: func(r io.Reader) error { return LoadState(r, m) },
-	})
+func LoadCheckpoint(dir string, m Module) error { return LoadCheckpointWith(dir, m, nil) }
+
+// LoadCheckpointWith is LoadCheckpoint that also reads the caller's files saved with
+// SaveCheckpointWith (each must be in the checkpoint: embedding.ErrIncompatible otherwise).
+// The tables, the dense state and the caller's files are all read and checked before anything
+// changes, so on error m is as it was (a file function that ran has seen its file); then the
+// tables are swapped in and the dense state copied in.
+func LoadCheckpointWith(dir string, m Module, files map[string]func(io.Reader) error) error {
+	var dense *checkedState
+	defer func() {
+		if dense != nil {
+			dense.close()
+		}
+	}()
+	all := map[string]func(io.Reader) error{denseFile: func(r io.Reader) (err error) {
+		dense, err = readState(r, m)
+		return err
+	}}
+	for name, f := range files {
+		if name == denseFile {
+			return denseTaken("load")
+		}
+		all[name] = f
+	}
+	if err := embedding.LoadInto(dir, Tables(m), all); err != nil {
+		return err
+	}
+	return dense.apply()
+}
+
+func denseTaken(op string) error {
+	return &embedding.Error{Op: op, Kind: embedding.ErrBadInput,
+		Err: fmt.Errorf("the file name %q is the model's dense state", denseFile)}
 }

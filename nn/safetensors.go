@@ -227,19 +227,31 @@ func SaveStateFile(path string, m Module) error {
 // like torch's load_state_dict: a missing key, an unexpected key or a shape mismatch is an error,
 // and m is left unchanged unless every tensor fits.
 func LoadState(r io.Reader, m Module) error {
-	tensors, _, err := ReadSafetensors(r)
+	st, err := readState(r, m)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, t := range tensors {
-			t.Close()
-		}
-	}()
-	state := StateDict(m)
+	defer st.close()
+	return st.apply()
+}
+
+// checkedState is a state read and checked against a module's (readState), not yet copied in.
+type checkedState struct {
+	state   []NamedParameter
+	tensors map[string]*cgotorch.Tensor
+}
+
+// readState reads a safetensors stream and checks it against m's parameters and buffers as
+// LoadState does, changing nothing; the caller closes the result.
+func readState(r io.Reader, m Module) (*checkedState, error) {
+	tensors, _, err := ReadSafetensors(r)
+	if err != nil {
+		return nil, err
+	}
+	st := &checkedState{state: StateDict(m), tensors: tensors}
 	known := map[string]bool{}
 	var problems []error
-	for _, p := range state {
+	for _, p := range st.state {
 		known[p.Name] = true
 		t, ok := tensors[p.Name]
 		if !ok {
@@ -264,15 +276,27 @@ func LoadState(r io.Reader, m Module) error {
 		problems = append(problems, fmt.Errorf("unexpected key %q", name))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("%w: loading state: %w", cgotorch.ErrInvalidArgument, errors.Join(problems...))
+		st.close()
+		return nil, fmt.Errorf("%w: loading state: %w", cgotorch.ErrInvalidArgument, errors.Join(problems...))
 	}
+	return st, nil
+}
+
+// apply copies the checked tensors into the module's parameters and buffers.
+func (st *checkedState) apply() error {
 	return cgotorch.Try(func() {
 		cgotorch.NoGrad(func() {
-			for _, p := range state {
-				p.Tensor.CopyFrom(tensors[p.Name])
+			for _, p := range st.state {
+				p.Tensor.CopyFrom(st.tensors[p.Name])
 			}
 		})
 	})
+}
+
+func (st *checkedState) close() {
+	for _, t := range st.tensors {
+		t.Close()
+	}
 }
 
 // LoadStateFile is LoadState from the file at path.
