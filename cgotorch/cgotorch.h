@@ -595,6 +595,14 @@ typedef int32_t (*ct_table_sink)(uintptr_t ctx, const ct_table_chunk *chunk);
  * locked shared for the whole call: lookups of present ids go on, writers wait. An aborted save
  * is an error starting "aborted: ". */
 ct_error ct_table_save(ct_table t, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
+/* The rows of ct_table_export (ids ascending, SGD momentum caught up) streamed to sink in chunks
+ * of at most chunk_rows rows, without the whole snapshot in memory: kind CT_CHUNK_ROWS, ids,
+ * rows and states, last_step and frequency when the table tracks access (else NULL), stamp and
+ * counts NULL, on the host whatever the table's device; no call for an empty table. Locked
+ * shared for the whole call, as ct_table_save (sink must not call the table); the sort by id
+ * takes 16 bytes an id, twice that while it runs. An aborted export is an error starting
+ * "aborted: ". */
+ct_error ct_table_export_chunks(ct_table t, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
 /* Inserts or overwrites n ids with their rows [n, dim], states (state0/state1: [n, width],
  * NULL when the optimizer has fewer states) and metadata (last_step, frequency, stamp: [n]
  * each; NULL: the current step, 0 and the current step). Everything is copied and checked

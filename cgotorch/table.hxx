@@ -320,6 +320,7 @@ class Table : public std::enable_shared_from_this<Table> {
   void clear();
   ct_table_stats stats();
   Snapshot snapshot();
+  void export_chunks(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
   void close();
 
   int64_t prefetch(const Keys &k, int32_t mode);
@@ -465,6 +466,7 @@ class Table : public std::enable_shared_from_this<Table> {
   // The current value of slot s of rows[0, n) (rows[i] >= 0) into out [n, width] on the storage
   // device, with SGD momentum brought up to date (without changing the table).
   void gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const;
+  std::vector<std::pair<int64_t, int64_t>> rows_by_id() const;  // (id, row index), by id
   // gather's raw kernel without momentum catch-up: out [n, width_[s]] on the host.
   void gather_plain(const int64_t *rows, int64_t n, int s, float *out) const;
   at::Tensor gather_slot_tensor(const std::vector<int64_t> &rows, int s) const;

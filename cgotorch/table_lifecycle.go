@@ -122,7 +122,25 @@ func (t *Table) Config() (TableConfig, error) {
 // order, then its admission counts (each kind at least once, possibly empty). The table is
 // locked shared during the whole call: writers wait. sink must not call the table.
 func (t *Table) Save(chunkRows int64, sink func(*TableChunk) error) error {
-	const op = "table save"
+	return t.stream("table save", sink, func(p C.ct_table, ctx C.uintptr_t) C.ct_error {
+		return C.ct_table_save(p, C.int64_t(chunkRows), C.ct_go_table_sink(), ctx)
+	})
+}
+
+// ExportChunks streams what Export gives (ids ascending, SGD momentum caught up) to sink,
+// chunkRows rows at a time, without the whole snapshot in memory: ChunkRows chunks with IDs,
+// Rows and States, and LastStep and Frequency when the table tracks access; no call for an
+// empty table. The table is locked shared during the whole call: writers wait. sink must not
+// call the table.
+func (t *Table) ExportChunks(chunkRows int64, sink func(*TableChunk) error) error {
+	return t.stream("table export chunks", sink, func(p C.ct_table, ctx C.uintptr_t) C.ct_error {
+		return C.ct_table_export_chunks(p, C.int64_t(chunkRows), C.ct_go_table_sink(), ctx)
+	})
+}
+
+// stream runs a C call that reports chunks to ctTableSink, which hands them to sink; sink's
+// error, if any, is the result.
+func (t *Table) stream(op string, sink func(*TableChunk) error, call func(C.ct_table, C.uintptr_t) C.ct_error) error {
 	st, err := t.Stats()
 	if err != nil {
 		return err
@@ -133,9 +151,7 @@ func (t *Table) Save(chunkRows int64, sink func(*TableChunk) error) error {
 	}
 	h := cgo.NewHandle(s)
 	defer h.Delete()
-	err = t.call(op, func(p C.ct_table) C.ct_error {
-		return C.ct_table_save(p, C.int64_t(chunkRows), C.ct_go_table_sink(), C.uintptr_t(h))
-	})
+	err = t.call(op, func(p C.ct_table) C.ct_error { return call(p, C.uintptr_t(h)) })
 	if s.err != nil {
 		return s.err
 	}

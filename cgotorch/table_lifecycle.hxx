@@ -785,6 +785,13 @@ ct_error ct_table_save(ct_table h, int64_t chunk_rows, ct_table_sink sink, uintp
   });
 }
 
+ct_error ct_table_export_chunks(ct_table h, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).export_chunks(chunk_rows, sink, ctx);
+  });
+}
+
 ct_error ct_table_import(ct_table h, int64_t n, const int64_t *ids, const float *rows,
                          const float *state0, const float *state1, const int64_t *last_step,
                          const int64_t *frequency, const int64_t *stamp) {

@@ -315,17 +315,24 @@ ct_table_stats Table::stats() {
   return s;
 }
 
-Snapshot Table::snapshot() {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  check_open();
+// (id, row index) of every id, ascending by id (16 bytes an id, twice that while sorting).
+std::vector<std::pair<int64_t, int64_t>> Table::rows_by_id() const {
   const size_t m = ct_idmap_size(map_);
-  std::vector<std::pair<int64_t, int64_t>> p(m);  // (id, index)
+  std::vector<std::pair<int64_t, int64_t>> p(m);
   {
     std::vector<int64_t> ids(m), idx(m);
     ct_idmap_export(map_, ids.data(), idx.data(), m);
     for (size_t i = 0; i < m; i++) p[i] = {ids[i], idx[i]};
   }
   sort_by_first(p);
+  return p;
+}
+
+Snapshot Table::snapshot() {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  auto p = rows_by_id();
+  const size_t m = p.size();
   Snapshot snap;
   snap.step = step_;
   const int64_t mm = static_cast<int64_t>(m);
@@ -347,6 +354,55 @@ Snapshot Table::snapshot() {
   lock.unlock();
   if (!device_.is_cpu()) snap.ids = snap.ids.to(device_);
   return snap;
+}
+
+// The snapshot's rows a chunk at a time: per chunk, the ids, their rows and states gathered
+// (into host buffers reused by every chunk; tables on a GPU gather there and copy the chunk
+// over) and, with access tracking, their last steps and frequencies.
+void Table::export_chunks(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
+  if (sink == nullptr) throw arg_error("sink is NULL");
+  if (chunk_rows <= 0) throw arg_error("chunk_rows must be > 0, got " + std::to_string(chunk_rows));
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  const auto p = rows_by_id();
+  const int64_t m = static_cast<int64_t>(p.size());
+  const int64_t cr = std::min<int64_t>(chunk_rows, m);
+  const size_t ucr = static_cast<size_t>(cr);
+  const bool meta = meta_.access();
+  std::vector<int64_t> ids(ucr), rows(ucr), last(meta ? ucr : 0), freq(meta ? ucr : 0);
+  std::vector<at::Tensor> buf(static_cast<size_t>(nslots()));
+  for (int s = 0; s < nslots(); s++) buf[static_cast<size_t>(s)] = at::empty({cr, width_[s]}, float_opts());
+  ct_table_chunk c{};
+  c.kind = CT_CHUNK_ROWS;
+  c.num_states = nstates_;
+  c.total_rows = m;
+  c.step = step_;
+  for (int64_t b = 0; b < m; b += cr) {
+    const int64_t n = std::min(cr, m - b);
+    for (int64_t i = 0; i < n; i++) {
+      const auto &x = p[static_cast<size_t>(b + i)];
+      ids[static_cast<size_t>(i)] = x.first;
+      rows[static_cast<size_t>(i)] = x.second;
+      if (meta) {
+        last[static_cast<size_t>(i)] = meta_.last(x.second);
+        freq[static_cast<size_t>(i)] = meta_.freq(x.second);
+      }
+    }
+    std::vector<at::Tensor> host(buf.size());
+    for (size_t s = 0; s < buf.size(); s++) {
+      auto out = buf[s].narrow(0, 0, n);
+      gather(rows.data(), n, static_cast<int>(s), out);
+      host[s] = device_.is_cpu() ? out : out.to(at::kCPU);
+    }
+    c.offset = b;
+    c.count = n;
+    c.ids = ids.data();
+    c.rows = host[0].data_ptr<float>();
+    for (int s = 0; s < 2; s++) c.states[s] = s < nstates_ ? host[static_cast<size_t>(s + 1)].data_ptr<float>() : nullptr;
+    c.last_step = meta ? last.data() : nullptr;
+    c.frequency = meta ? freq.data() : nullptr;
+    if (sink(ctx, &c) != 0) throw std::runtime_error("aborted: the sink stopped the export");
+  }
 }
 
 void Table::close() {

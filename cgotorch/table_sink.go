@@ -9,7 +9,8 @@ import (
 	"unsafe"
 )
 
-// sinkState is what a ct_table_save stream reports to: the Go function and its first error.
+// sinkState is what a ct_table_save or ct_table_export_chunks stream reports to: the Go
+// function and its first error.
 type sinkState struct {
 	f   func(*TableChunk) error
 	dim int
@@ -17,7 +18,7 @@ type sinkState struct {
 	err error
 }
 
-// ctTableSink is the ct_table_sink of Table.Save: it hands each chunk to the Go function as
+// ctTableSink is the ct_table_sink of Table.Save and Table.ExportChunks: it hands each chunk to the Go function as
 // slices over the C buffers (valid during the call only). A non-nil error or a panic stops
 // the save.
 //
@@ -26,7 +27,7 @@ func ctTableSink(ctx C.uintptr_t, c *C.ct_table_chunk) (ret C.int32_t) {
 	s := cgo.Handle(ctx).Value().(*sinkState)
 	defer func() {
 		if r := recover(); r != nil {
-			s.err = fmt.Errorf("cgotorch: table save sink panicked: %v", r)
+			s.err = fmt.Errorf("cgotorch: table sink panicked: %v", r)
 			ret = 1
 		}
 	}()

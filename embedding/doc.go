@@ -25,7 +25,8 @@
 //   - Read: the rows of ids without inserting; absent ids get a default row (inference).
 //   - Write: set rows (insert or assign). Update: one optimizer step from gradients.
 //   - Prefetch: an asynchronous Read on a worker thread; Wait(ctx) returns its rows.
-//   - Delete, Clear, Len, Stats, Export (a consistent snapshot with optimizer states).
+//   - Delete, Clear, Len, Stats, Export (a consistent snapshot with optimizer states) and
+//     ExportEach (the same, streamed a chunk at a time).
 //
 // Ids are int64 tensors [N] (one-dimensional, contiguous, any device); rows, values and
 // gradients float32 [N, Dim]. Each operation also has a form taking a []int64 (LookupIDs, ...).

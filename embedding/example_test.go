@@ -69,6 +69,22 @@ func ExampleTable_Export() {
 	// [2 3] [[1] [0.5]] sum [[0] [4]] 1
 }
 
+// A table streamed a chunk at a time, as one would push it to a serving store.
+func ExampleTable_ExportEach() {
+	t, _ := embedding.New("example-export-each", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
+	defer t.Close()
+	rows, _ := t.LookupIDs([]int64{30, 10, 20, 40, 50})
+	rows.Close()
+	_ = t.ExportEach(2, func(c *embedding.ExportChunk) error {
+		fmt.Println(c.Offset, c.Total, c.IDs, c.Rows) // valid during the call: copy what you keep
+		return nil
+	})
+	// Output:
+	// 0 5 [10 20] [1 1 1 1]
+	// 2 5 [30 40] [1 1 1 1]
+	// 4 5 [50] [1 1]
+}
+
 func ExampleNew_nameTaken() {
 	a, _ := embedding.New("example-shared", embedding.Config{Dim: 4})
 	_, err := embedding.New("example-shared", embedding.Config{Dim: 4})

@@ -197,12 +197,18 @@ func BenchmarkExport(b *testing.B) {
 	})
 	run := func(name string, f func() int) {
 		b.Run(suffix(name, rows), func(b *testing.B) {
+			var extra int64
 			for i := 0; i < b.N; i++ {
-				if n := f(); n != rows {
-					b.Fatalf("%d ids, want %d", n, rows)
-				}
+				start := rss()
+				peak := peakRSS(func() {
+					if n := f(); n != rows {
+						b.Fatalf("%d ids, want %d", n, rows)
+					}
+				})
+				extra = max(extra, peak-start)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/row")
+			b.ReportMetric(float64(extra)/(1<<20), "MBrss/op")
 		})
 	}
 	run("Export", func() int {
@@ -212,6 +218,23 @@ func BenchmarkExport(b *testing.B) {
 		}
 		defer s.Close()
 		return int(s.IDs.Shape()[0])
+	})
+	run("ExportEach", func() int { // chunks of 64K rows, each summed (as a consumer would read it)
+		n := 0
+		var sum float32
+		if err := tbl.ExportEach(1<<16, func(c *embedding.ExportChunk) error {
+			n += len(c.IDs)
+			for _, v := range c.Rows {
+				sum += v
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if sum != sum {
+			b.Fatal("a row is NaN")
+		}
+		return n
 	})
 	run("Metadata", func() int {
 		ids, _, _, err := tbl.Metadata()

@@ -1,10 +1,10 @@
 /* table_stress.c: many threads on one embedding table at once, through the C ABI: every kind of
  * operation (lookups, reads, prefetches, updates, backward passes and steps, writes, deletes,
- * exports, saves, deltas, eviction by each policy, removal, compaction, clear) in a random mix,
- * then Close while they run, for four table configurations (optimizers with one and two
- * states, both layouts, the raw and the tensor kernels, admission). Built and run under
- * ThreadSanitizer by `make table-tsan` (it sees the C++ side's data races, where Go's race
- * detector sees none) and under AddressSanitizer by `make table-sanitize`.
+ * exports whole and in chunks, saves, deltas, eviction by each policy, removal, compaction,
+ * clear) in a random mix, then Close while they run, for four table configurations (optimizers
+ * with one and two states, both layouts, the raw and the tensor kernels, admission). Built and
+ * run under ThreadSanitizer by `make table-tsan` (it sees the C++ side's data races, where Go's
+ * race detector sees none) and under AddressSanitizer by `make table-sanitize`.
  *
  * What it checks besides the sanitizers' reports:
  *   - while the table is open every call succeeds; once it is being closed, a call either
@@ -61,7 +61,7 @@ static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a tw
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[23];     /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[24];     /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -203,14 +203,21 @@ static int64_t check_export(ct_table t, const char *what, ct_tensor *keep) {
 struct save_ctx {
   int64_t rows;
   int bad_chunk;
+  int64_t last_id; /* an export's: the last id seen */
 };
 
+/* A save's or an export's chunks (rows in order, and an export's ids ascending across chunks) */
 static int32_t save_sink(uintptr_t ctx, const ct_table_chunk *c) {
   struct save_ctx *s = (struct save_ctx *)ctx;
   if (c->kind != CT_CHUNK_ROWS) return 0;
   if (c->offset != s->rows) s->bad_chunk = 1;
+  if (c->stamp == NULL) /* an export */
+    for (int64_t i = 0; i < c->count; i++) {
+      if (s->rows + i > 0 && c->ids[i] <= s->last_id) s->bad_chunk = 1;
+      s->last_id = c->ids[i];
+    }
   s->rows += c->count;
-  check_rows("save", c->ids, c->rows, NULL, c->count);
+  check_rows(c->stamp == NULL ? "export chunks" : "save", c->ids, c->rows, NULL, c->count);
   return 0;
 }
 
@@ -320,8 +327,14 @@ static void operate(ct_table t, uint32_t *r) {
     check_export(t, "export", NULL);
   } else if (op < 74) {
     ran(8);
-    struct save_ctx s = {0, 0};
-    if (call_ok(ct_table_save(t, 64, save_sink, (uintptr_t)&s), "save") && s.bad_chunk) fail("save", "chunk offsets");
+    struct save_ctx s = {0, 0, 0};
+    if (op & 1) {
+      ran(23);
+      if (call_ok(ct_table_export_chunks(t, 48, save_sink, (uintptr_t)&s), "export chunks") && s.bad_chunk)
+        fail("export chunks", "chunk offsets or id order");
+    } else if (call_ok(ct_table_save(t, 64, save_sink, (uintptr_t)&s), "save") && s.bad_chunk) {
+      fail("save", "chunk offsets");
+    }
   } else if (op < 77) {
     ran(9);
     ct_tensor dm = NULL, dd = NULL, st[2] = {NULL, NULL};
@@ -362,13 +375,14 @@ static void operate(ct_table t, uint32_t *r) {
 
 struct worker {
   uint32_t seed;
-  int closer; /* closes the table halfway */
+  int closer;  /* closes the table halfway */
+  ct_table t;  /* a handle of its own, opened before the threads start (a worker starting after
+                  the closer closed the table would find no table of that name to open) */
 };
 
 static void *work(void *arg) {
   struct worker *w = (struct worker *)arg;
-  ct_table t = NULL;
-  if (!call_ok(ct_table_open(&t, NAME), "open")) return NULL; /* a handle of its own */
+  ct_table t = w->t;
   uint32_t r = w->seed;
   for (int i = 0; i < ITERS; i++) {
     if (w->closer && i == ITERS / 2) {
@@ -388,6 +402,8 @@ static void run_phase(uint32_t seed, int closer) {
   for (int i = 0; i < THREADS; i++) {
     w[i].seed = seed + 7919u * (uint32_t)i;
     w[i].closer = closer && i == 0;
+    w[i].t = NULL;
+    CHECK(ok(ct_table_open(&w[i].t, NAME)));
     CHECK(pthread_create(&th[i], NULL, work, &w[i]) == 0);
   }
   for (int i = 0; i < THREADS; i++) CHECK(pthread_join(th[i], NULL) == 0);

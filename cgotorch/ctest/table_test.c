@@ -961,6 +961,78 @@ static void test_swap_states(int32_t flags) {
   }
 }
 
+/* What an export stream gives, collected by export_sink (dim 3, one state of width 3). */
+typedef struct {
+  int64_t total, seen, step, calls, meta_calls;
+  int64_t ids[64];
+  float emb[64 * 3], s0[64 * 3];
+  int abort_at;
+} exported;
+
+static int32_t export_sink(uintptr_t ctx, const ct_table_chunk *c) {
+  exported *k = (exported *)ctx;
+  k->calls++;
+  if (k->abort_at != 0 && k->calls == k->abort_at) return 1;
+  if (c->kind != CT_CHUNK_ROWS || c->offset != k->seen || c->count <= 0 || c->offset + c->count > 64 ||
+      c->stamp != NULL || c->counts != NULL || c->states[0] == NULL || c->states[1] != NULL)
+    return 1;
+  k->total = c->total_rows;
+  k->step = c->step;
+  k->meta_calls += c->last_step != NULL && c->frequency != NULL;
+  memcpy(k->ids + c->offset, c->ids, (size_t)c->count * sizeof(int64_t));
+  memcpy(k->emb + c->offset * 3, c->rows, (size_t)(c->count * 3) * sizeof(float));
+  memcpy(k->s0 + c->offset * 3, c->states[0], (size_t)(c->count * 3) * sizeof(float));
+  k->seen += c->count;
+  return 0;
+}
+
+/* ct_table_export_chunks gives ct_table_export's ids, rows and states (momentum caught up for
+ * rows that lag behind), chunk by chunk, bit for bit. */
+static void test_export_chunks_one(int32_t flags) {
+  ct_table a = NULL;
+  ct_table_config cfg = config(3, CT_OPT_SGD);
+  int64_t all[8] = {8, 1, 7, 2, 6, 3, 5, 4}, some[3] = {2, 5, 8}, cr[4] = {1, 3, 8, 100};
+  exported k;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[1] = 0.9;
+  cfg.flags = flags;
+  CHECK(ok(ct_table_new(&a, "export-chunks", &cfg)));
+  memset(&k, 0, sizeof k);
+  CHECK(ok(ct_table_export_chunks(a, 4, export_sink, (uintptr_t)&k)) && k.calls == 0); /* empty */
+  update_ids(a, all, 8, 3, 1.0f);
+  update_ids(a, some, 3, 3, -0.5f); /* the others lag behind: their rows are caught up */
+  update_ids(a, some, 2, 3, 0.25f);
+  int64_t *ids, m;
+  float *rows, *s0;
+  snapshot(a, &ids, &rows, &s0, &m);
+  CHECK(m == 8 && s0 != NULL);
+  for (int c = 0; c < 4; c++) {
+    memset(&k, 0, sizeof k);
+    CHECK(ok(ct_table_export_chunks(a, cr[c], export_sink, (uintptr_t)&k)));
+    CHECK(k.total == 8 && k.seen == 8 && k.step == 3 && k.calls == (8 + cr[c] - 1) / cr[c]);
+    CHECK(k.meta_calls == ((flags & CT_TABLE_TRACK_ACCESS) ? k.calls : 0));
+    CHECK(memcmp(k.ids, ids, sizeof(int64_t) * 8) == 0 && memcmp(k.emb, rows, sizeof(float) * 24) == 0 &&
+          memcmp(k.s0, s0, sizeof(float) * 24) == 0);
+  }
+  free(ids);
+  free(rows);
+  free(s0);
+  memset(&k, 0, sizeof k);
+  k.abort_at = 2;
+  CHECK(fails_with(ct_table_export_chunks(a, 3, export_sink, (uintptr_t)&k), "aborted: ") && k.calls == 2);
+  CHECK(fails_with(ct_table_export_chunks(a, 0, export_sink, (uintptr_t)&k), "chunk_rows"));
+  CHECK(fails_with(ct_table_export_chunks(a, 3, NULL, 0), "sink is NULL"));
+  CHECK(ok(ct_table_close(a)));
+  CHECK(fails_with(ct_table_export_chunks(a, 3, export_sink, (uintptr_t)&k), "closed: "));
+  ct_table_free(a);
+}
+
+static void test_export_chunks(void) {
+  test_export_chunks_one(0);
+  test_export_chunks_one(CT_TABLE_TENSOR_KERNELS);
+  test_export_chunks_one(CT_TABLE_TRACK_ACCESS);
+}
+
 static void test_save_import_one(int32_t flags) {
   ct_table a = NULL, b = NULL, c = NULL;
   ct_table_config cfg = config(3, CT_OPT_SGD), got;
@@ -1500,6 +1572,7 @@ int main(void) {
   test_autograd();
   test_save_import();
   test_save_order();
+  test_export_chunks();
   test_access_opt_in();
   test_metadata_steps();
   test_evict_phases();
