@@ -462,6 +462,14 @@ ct_error ct_table_indices(ct_tensor *out, ct_table t, ct_tensor keys, int32_t in
  * found (may be NULL) gets a bool [N] tensor. */
 ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table t, ct_tensor keys,
                        int32_t default_mode);
+/* ct_table_lookup and ct_table_read over the caller's memory, with no tensor on either side:
+ * ids [n] in, rows [n, dim] float32 (row after row; rows_len floats, which must be n * dim)
+ * out, on the host whatever the table's device; found [n] (may be NULL) gets 1 where the id
+ * was present, else 0. Nothing keeps a pointer to them after the call. On error the table is
+ * as the tensor forms leave it, and what rows and found hold is unspecified. */
+ct_error ct_table_lookup_into(float *rows, int64_t rows_len, ct_table t, const int64_t *ids, int64_t n);
+ct_error ct_table_read_into(float *rows, int64_t rows_len, uint8_t *found, ct_table t, const int64_t *ids,
+                            int64_t n, int32_t default_mode);
 /* Sets the rows of keys to values [N, dim], inserting absent ids (their optimizer state starts
  * fresh; present ids keep theirs). For a repeated id the last occurrence wins. */
 ct_error ct_table_write(ct_table t, ct_tensor keys, ct_tensor values);

@@ -312,6 +312,9 @@ class Table : public std::enable_shared_from_this<Table> {
   const std::string &name() const { return name_; }
 
   at::Tensor lookup(const Keys &k);
+  // lookup and read into out [N, dim] on the storage device (read: found[N] may be NULL)
+  void lookup_into(const Keys &k, at::Tensor &out);
+  void read_into(const Keys &k, int32_t mode, at::Tensor &out, uint8_t *found);
   at::Tensor indices(const Keys &k, bool insert);
   std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
   void write(const Keys &k, const at::Tensor &values);
@@ -327,6 +330,7 @@ class Table : public std::enable_shared_from_this<Table> {
 
   // ---- autograd (see table_rows and the functions after it)
   int64_t dim() const { return dim_; }
+  at::Device device() const { return device_; }
   int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
@@ -481,7 +485,7 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<at::Tensor> gather_chunk(const std::vector<int64_t> &rows, int64_t nb) const;
   void set_chunk(std::vector<at::Tensor> one, int64_t nb);
   // Rows of rows[0, n) with defaults for rows[i] < 0 (ids[i] gives the initial value).
-  at::Tensor gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const;
+  void gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode, at::Tensor &out) const;
   // Tensor-kernel momentum factors of rows: lr * S(k) and m^k as [n, 1] tensors.
   void momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
                         at::Tensor *decay) const;
@@ -569,7 +573,7 @@ class Table : public std::enable_shared_from_this<Table> {
   // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not
   // admitted, whose rows in the result are zeros. found: rows[] holds a find of k's ids that is
   // still valid (see remaps_); else they are looked up here.
-  at::Tensor lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found);
+  void lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out);
   // The insert path of a training lookup (mu_ held exclusively): inserts k's absent ids (with
   // found, only those rows[] marks -1: rows[] holds a still valid find), initialises the new
   // rows, gathers every row into out, then runs then(); if anything throws, the ids this

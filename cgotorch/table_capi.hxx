@@ -77,6 +77,34 @@ void wrap_pair(ct_tensor *a, ct_tensor *b, at::Tensor x, at::Tensor y) {
   }
   *a = ha;
 }
+
+// n ids of the caller's memory as Keys, not copied: valid during the call only.
+Keys host_keys(const int64_t *ids, int64_t n) {
+  if (n < 0) throw ct::arg_error("n must be >= 0, got " + std::to_string(n));
+  if (n > 0 && ids == nullptr) throw ct::arg_error("ids is NULL");
+  Keys k;
+  k.host = n > 0 ? at::from_blob(const_cast<int64_t *>(ids), {n}, at::kLong) : at::empty({0}, at::kLong);
+  k.n = n;
+  return k;
+}
+
+// f(out) fills out [n, dim]: the caller's rows themselves for a table on the host, else a
+// tensor on the table's device, copied into them after.
+template <class F>
+void into_rows(Table &t, float *rows, int64_t rows_len, int64_t n, F f) {
+  if (n > std::numeric_limits<int64_t>::max() / t.dim()) throw ct::arg_error("n is too large: " + std::to_string(n));
+  if (rows_len != n * t.dim()) {
+    throw ct::arg_error("rows holds " + std::to_string(rows_len) + " floats, " + std::to_string(n) + " ids of dim " +
+                        std::to_string(t.dim()) + " need " + std::to_string(n * t.dim()));
+  }
+  if (n > 0 && rows == nullptr) throw ct::arg_error("rows is NULL");
+  c10::NoGradGuard no_grad;
+  at::Tensor dst = n > 0 ? at::from_blob(rows, {n, t.dim()}, at::kFloat) : at::empty({0, t.dim()}, at::kFloat);
+  const auto on_device = at::TensorOptions().dtype(at::kFloat).device(t.device());
+  at::Tensor out = t.device().is_cpu() ? dst : at::empty({n, t.dim()}, on_device);
+  f(out);
+  if (!out.is_same(dst)) dst.copy_(out);
+}
 }  // namespace
 
 extern "C" {
@@ -189,6 +217,23 @@ ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table h, ct_tensor 
       auto r = t.read(k, default_mode);
       wrap_pair(rows, found, std::move(r.first), std::move(r.second));
     });
+  });
+}
+
+ct_error ct_table_lookup_into(float *rows, int64_t rows_len, ct_table h, const int64_t *ids, int64_t n) {
+  return guard([&] {
+    Table &t = tbl(h);
+    const Keys k = host_keys(ids, n);
+    into_rows(t, rows, rows_len, n, [&](at::Tensor &out) { t.lookup_into(k, out); });
+  });
+}
+
+ct_error ct_table_read_into(float *rows, int64_t rows_len, uint8_t *found, ct_table h, const int64_t *ids,
+                            int64_t n, int32_t default_mode) {
+  return guard([&] {
+    Table &t = tbl(h);
+    const Keys k = host_keys(ids, n);
+    into_rows(t, rows, rows_len, n, [&](at::Tensor &out) { t.read_into(k, default_mode, out, found); });
   });
 }
 

@@ -187,9 +187,9 @@ void Table::gather_plain(const int64_t *rows, int64_t n, int s, float *out) cons
   for_rows(n, w, body);
 }
 
-at::Tensor Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode) const {
-  auto out = at::empty({n, dim_}, float_opts());
-  if (n == 0) return out;
+// out: [n, dim] on the storage device.
+void Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int32_t mode, at::Tensor &out) const {
+  if (n == 0) return;
   std::vector<int64_t> present_pos, present_rows, absent_pos;
   for (int64_t i = 0; i < n; i++) {
     if (rows[i] >= 0) {
@@ -201,7 +201,7 @@ at::Tensor Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n
   }
   if (absent_pos.empty()) {
     gather(rows, n, 0, out);
-    return out;
+    return;
   }
   // Defaults first, then the present rows.
   auto defaults = at::zeros({static_cast<int64_t>(absent_pos.size()), dim_}, at::kFloat);
@@ -215,7 +215,6 @@ at::Tensor Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n
   gather(present_rows.data(), static_cast<int64_t>(present_rows.size()), 0, present);
   out.index_copy_(0, index_tensor(absent_pos, device_), defaults.to(device_));
   out.index_copy_(0, index_tensor(present_pos, device_), present);
-  return out;
 }
 
 }  // namespace table

@@ -349,7 +349,7 @@ void Table::import_counts(int64_t n, const int64_t *ids, const int64_t *counts) 
   seen_.swap(next);
 }
 
-at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found) {
+void Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out) {
   const int64_t n = k.n;
   const int64_t *ids = k.ptr();
   Dedupe dd(ids, n);
@@ -380,17 +380,15 @@ at::Tensor Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bo
   std::vector<int64_t> arows(static_cast<size_t>(a));
   std::vector<uint8_t> anew(static_cast<size_t>(a));
   insert_ids(admit.data(), a, arows.data(), anew.data());
-  at::Tensor out;
   guarded(admit.data(), anew.data(), a, [&] {
     init_rows(admit.data(), arows.data(), anew.data(), a, false);
     for (int64_t j = 0; j < a; j++) urows[static_cast<size_t>(admit_at[static_cast<size_t>(j)])] = arows[static_cast<size_t>(j)];
     for (int64_t i = 0; i < n; i++) rows[static_cast<size_t>(i)] = urows[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])];
-    out = gather_rows(ids, rows.data(), n, CT_READ_ZEROS);
+    gather_rows(ids, rows.data(), n, CT_READ_ZEROS, out);
     for (const auto &p : counted) seen_[p.first] = p.second;
   });
   for (int64_t id : admit) seen_.erase(id);
   touch(rows.data(), n, step_);
-  return out;
 }
 
 void Table::drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr,

@@ -7,9 +7,14 @@ namespace ct {
 namespace table {
 
 at::Tensor Table::lookup(const Keys &k) {
+  auto out = at::empty({k.n, dim_}, float_opts());
+  lookup_into(k, out);
+  return to_caller(out, k);
+}
+
+void Table::lookup_into(const Keys &k, at::Tensor &out) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
-  auto out = at::empty({n, dim_}, float_opts());
   uint64_t remaps;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -17,16 +22,13 @@ at::Tensor Table::lookup(const Keys &k) {
     if (find_rows(k.ptr(), n, rows.data()) == static_cast<size_t>(n)) {
       gather(rows.data(), n, 0, out);
       touch(rows.data(), n, step_);
-      lock.unlock();
-      return to_caller(out, k);
+      return;
     }
     remaps = remaps_;
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   lookup_inserting(k, rows, remaps == remaps_, out, [] {});
-  lock.unlock();
-  return to_caller(out, k);
 }
 
 template <class F>
@@ -34,7 +36,7 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
   const int64_t n = k.n;
   const int64_t *ids = k.ptr();
   if (admit_after_ > 1) {
-    out = lookup_admitting(k, rows, found);
+    lookup_admitting(k, rows, found, out);
     then();  // if this throws, the ids admitted stay (initialised; their counts are spent)
     return;
   }
@@ -71,20 +73,24 @@ at::Tensor Table::indices(const Keys &k, bool do_insert) {
 }
 
 std::pair<at::Tensor, at::Tensor> Table::read(const Keys &k, int32_t mode) {
+  auto out = at::empty({k.n, dim_}, float_opts());
+  auto found = at::empty({k.n}, at::kBool);
+  read_into(k, mode, out, reinterpret_cast<uint8_t *>(found.data_ptr<bool>()));
+  return {to_caller(out, k), found.device() == k.device ? found : found.to(k.device)};
+}
+
+void Table::read_into(const Keys &k, int32_t mode, at::Tensor &out, uint8_t *found) {
   check_mode(mode);
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
-  auto found = at::empty({n}, at::kBool);
-  at::Tensor out;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
     check_open();
     find_rows(k.ptr(), n, rows.data());
-    out = gather_rows(k.ptr(), rows.data(), n, mode);
+    gather_rows(k.ptr(), rows.data(), n, mode, out);
   }
-  bool *f = found.data_ptr<bool>();
-  for (int64_t i = 0; i < n; i++) f[i] = rows[static_cast<size_t>(i)] >= 0;
-  return {to_caller(out, k), found.device() == k.device ? found : found.to(k.device)};
+  if (found == nullptr) return;
+  for (int64_t i = 0; i < n; i++) found[i] = rows[static_cast<size_t>(i)] >= 0;
 }
 
 void Table::write(const Keys &k, const at::Tensor &values_in) {

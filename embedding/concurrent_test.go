@@ -69,17 +69,29 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 						counts[id].Add(1)
 					}
 				}
-			case 2: // lookup
-				r, err := tbl.LookupIDs(ids)
-				if err != nil {
-					fail(err)
-					return
-				}
-				rows, err := embedding.Rows(r)
-				r.Close()
-				if err != nil {
-					fail(err)
-					return
+			case 2: // lookup, into a tensor or a slice
+				var rows [][]float32
+				if rng.Intn(2) == 0 {
+					flat := make([]float32, n*dim)
+					if err := tbl.LookupInto(flat, ids); err != nil {
+						fail(err)
+						return
+					}
+					for k := 0; k < n; k++ {
+						rows = append(rows, flat[k*dim:(k+1)*dim])
+					}
+				} else {
+					r, err := tbl.LookupIDs(ids)
+					if err != nil {
+						fail(err)
+						return
+					}
+					rows, err = embedding.Rows(r)
+					r.Close()
+					if err != nil {
+						fail(err)
+						return
+					}
 				}
 				checkRows(rows)
 			case 3: // delete churned ids
@@ -96,7 +108,27 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 						return
 					}
 				}
-			case 4: // export
+			case 4: // export, whole or in chunks
+				if rng.Intn(2) == 0 {
+					last := int64(math.MinInt64)
+					err := tbl.ExportEach(16, func(c *embedding.ExportChunk) error {
+						var rows [][]float32
+						for k, id := range c.IDs {
+							if (c.Offset > 0 || k > 0) && id <= last {
+								return errorf("export each: ids not ascending")
+							}
+							last = id
+							rows = append(rows, c.Rows[k*dim:(k+1)*dim])
+						}
+						checkRows(rows)
+						return nil
+					})
+					if err != nil {
+						fail(err)
+						return
+					}
+					continue
+				}
 				s, err := tbl.Export()
 				if err != nil {
 					fail(err)

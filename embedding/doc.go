@@ -29,7 +29,9 @@
 //     ExportEach (the same, streamed a chunk at a time).
 //
 // Ids are int64 tensors [N] (one-dimensional, contiguous, any device); rows, values and
-// gradients float32 [N, Dim]. Each operation also has a form taking a []int64 (LookupIDs, ...).
+// gradients float32 [N, Dim]. Each operation also has a form taking a []int64 (LookupIDs, ...),
+// and Lookup and Read one writing the rows into the caller's []float32 (LookupInto, ReadInto:
+// no tensor on either side, for serving loops that reuse their buffers).
 // Results come back on the ids' device; empty ids give [0, Dim] results.
 //
 // # Autograd

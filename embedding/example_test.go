@@ -69,6 +69,26 @@ func ExampleTable_Export() {
 	// [2 3] [[1] [0.5]] sum [[0] [4]] 1
 }
 
+// Rows straight into a buffer the caller reuses: no tensor, nothing allocated per call.
+func ExampleTable_LookupInto() {
+	t, _ := embedding.New("example-lookup-into", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 0.5}})
+	defer t.Close()
+	buf := make([]float32, 3*t.Dim())
+	for _, batch := range [][]int64{{1, 2, 3}, {3, 4, 5}} {
+		if err := t.LookupInto(buf, batch); err != nil {
+			panic(err)
+		}
+		fmt.Println(buf, t.Len())
+	}
+	found := make([]bool, 2)
+	_ = t.ReadInto(buf[:4], found, []int64{5, 6}) // reads insert nothing
+	fmt.Println(buf[:4], found, t.Len())
+	// Output:
+	// [0.5 0.5 0.5 0.5 0.5 0.5] 3
+	// [0.5 0.5 0.5 0.5 0.5 0.5] 5
+	// [0.5 0.5 0 0] [true false] 5
+}
+
 // A table streamed a chunk at a time, as one would push it to a serving store.
 func ExampleTable_ExportEach() {
 	t, _ := embedding.New("example-export-each", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})

@@ -1,10 +1,11 @@
 /* table_stress.c: many threads on one embedding table at once, through the C ABI: every kind of
- * operation (lookups, reads, prefetches, updates, backward passes and steps, writes, deletes,
- * exports whole and in chunks, saves, deltas, eviction by each policy, removal, compaction,
- * clear) in a random mix, then Close while they run, for four table configurations (optimizers
- * with one and two states, both layouts, the raw and the tensor kernels, admission). Built and
- * run under ThreadSanitizer by `make table-tsan` (it sees the C++ side's data races, where Go's
- * race detector sees none) and under AddressSanitizer by `make table-sanitize`.
+ * operation (lookups and reads, into tensors and into the caller's buffers, prefetches,
+ * updates, backward passes and steps, writes, deletes, exports whole and in chunks, saves,
+ * deltas, eviction by each policy, removal, compaction, clear) in a random mix, then Close
+ * while they run, for four table configurations (optimizers with one and two states, both
+ * layouts, the raw and the tensor kernels, admission). Built and run under ThreadSanitizer by
+ * `make table-tsan` (it sees the C++ side's data races, where Go's race detector sees none)
+ * and under AddressSanitizer by `make table-sanitize`.
  *
  * What it checks besides the sanitizers' reports:
  *   - while the table is open every call succeeds; once it is being closed, a call either
@@ -61,7 +62,7 @@ static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a tw
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[24];     /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[26];     /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -274,12 +275,25 @@ static void operate(ct_table t, uint32_t *r) {
   for (int64_t i = 0; i < n * D; i++) vals[i] = (float)(next(r) % 2001) / 1000.0f - 1.0f;
   ct_tensor k = tensor(ids, (size_t)n * sizeof(int64_t), CT_INT64, n, 0), rows = NULL, found = NULL, x = NULL;
   const uint32_t op = next(r) % 100;
-  if (op < 20) { /* training lookup */
+  if (op < 20) { /* training lookup, into a tensor or the caller's buffer */
     ran(0);
-    if (call_ok(ct_table_lookup(&rows, t, k), "lookup")) take_rows("lookup", ids, n, rows, NULL);
-  } else if (op < 32) { /* read */
+    if (op & 1) {
+      ran(24);
+      if (call_ok(ct_table_lookup_into(vals, n * D, t, ids, n), "lookup into"))
+        check_rows("lookup into", ids, vals, NULL, n);
+    } else if (call_ok(ct_table_lookup(&rows, t, k), "lookup")) {
+      take_rows("lookup", ids, n, rows, NULL);
+    }
+  } else if (op < 32) { /* read, likewise */
     ran(1);
-    if (call_ok(ct_table_read(&rows, &found, t, k, CT_READ_ZEROS), "read")) take_rows("read", ids, n, rows, found);
+    uint8_t fb[BATCH];
+    if (op & 1) {
+      ran(25);
+      if (call_ok(ct_table_read_into(vals, n * D, fb, t, ids, n, CT_READ_ZEROS), "read into"))
+        check_rows("read into", ids, vals, fb, n);
+    } else if (call_ok(ct_table_read(&rows, &found, t, k, CT_READ_ZEROS), "read")) {
+      take_rows("read", ids, n, rows, found);
+    }
   } else if (op < 36) { /* prefetch, then wait */
     ran(2);
     int64_t id = -1;

@@ -961,6 +961,58 @@ static void test_swap_states(int32_t flags) {
   }
 }
 
+/* ct_table_lookup_into and ct_table_read_into give the tensor forms' rows, straight into the
+ * caller's buffers, and check what they are given. */
+static void test_into_one(int32_t flags) {
+  ct_table a = NULL, b = NULL;
+  ct_table_config cfg = config(3, CT_OPT_ADAGRAD);
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[3] = 1e-10;
+  cfg.flags = flags;
+  CHECK(ok(ct_table_new(&a, "into-a", &cfg)) && ok(ct_table_new(&b, "into-b", &cfg)));
+  int64_t ids[5] = {4, -9, 4, 0, 77}, absent[2] = {4, 123};
+  float got[15], want[15];
+  ct_tensor k = ids_tensor(ids, 5), r = NULL, f = NULL;
+  CHECK(ok(ct_table_lookup_into(got, 15, a, ids, 5)));
+  CHECK(ok(ct_table_lookup(&r, b, k)) && take_floats(r, want, 15) && memcmp(got, want, sizeof got) == 0);
+  update_ids(a, ids, 2, 3, 1.0f);
+  update_ids(b, ids, 2, 3, 1.0f);
+  CHECK(ok(ct_table_lookup_into(got, 15, a, ids, 5)));
+  CHECK(ok(ct_table_lookup(&r, b, k)) && take_floats(r, want, 15) && memcmp(got, want, sizeof got) == 0);
+  ct_tensor_free(k);
+  /* read: found, the defaults of absent ids, nothing inserted */
+  uint8_t found[2] = {7, 7}, wf[2];
+  ct_table_stats st;
+  k = ids_tensor(absent, 2);
+  CHECK(ok(ct_table_read_into(got, 6, found, a, absent, 2, CT_READ_INITIAL)));
+  CHECK(ok(ct_table_read(&r, &f, b, k, CT_READ_INITIAL)) && take_floats(r, want, 6) &&
+        ok(ct_tensor_copy_to(wf, 2, f, CT_BOOL)) && memcmp(got, want, 6 * sizeof(float)) == 0 &&
+        found[0] == 1 && found[1] == 0 && wf[0] == 1 && wf[1] == 0);
+  ct_tensor_free(f);
+  ct_tensor_free(k);
+  CHECK(ok(ct_table_read_into(got, 6, NULL, a, absent, 2, CT_READ_ZEROS)) && got[3] == 0 && got[5] == 0);
+  CHECK(ok(ct_table_stats_get(&st, a)) && st.size == 4);
+  /* what they are given */
+  CHECK(fails_with(ct_table_lookup_into(got, 14, a, ids, 5), "rows holds 14 floats"));
+  CHECK(fails_with(ct_table_read_into(got, 16, NULL, a, ids, 5, CT_READ_ZEROS), "rows holds 16 floats"));
+  CHECK(fails_with(ct_table_lookup_into(got, 15, a, NULL, 5), "ids is NULL"));
+  CHECK(fails_with(ct_table_lookup_into(NULL, 15, a, ids, 5), "rows is NULL"));
+  CHECK(fails_with(ct_table_lookup_into(got, 0, a, ids, -1), "n must be >= 0"));
+  CHECK(fails_with(ct_table_read_into(got, 15, NULL, a, ids, 5, 9), "unknown read default"));
+  CHECK(fails_with(ct_table_lookup_into(got, 0, a, ids, INT64_MAX / 2), "too large"));
+  CHECK(ok(ct_table_lookup_into(NULL, 0, a, NULL, 0)) && ok(ct_table_read_into(NULL, 0, NULL, a, NULL, 0, 0)));
+  CHECK(ok(ct_table_stats_get(&st, a)) && st.size == 4);
+  CHECK(ok(ct_table_close(a)) && ok(ct_table_close(b)));
+  CHECK(fails_with(ct_table_lookup_into(got, 15, a, ids, 5), "closed: "));
+  ct_table_free(a);
+  ct_table_free(b);
+}
+
+static void test_into(void) {
+  test_into_one(0);
+  test_into_one(CT_TABLE_TENSOR_KERNELS);
+}
+
 /* What an export stream gives, collected by export_sink (dim 3, one state of width 3). */
 typedef struct {
   int64_t total, seen, step, calls, meta_calls;
@@ -1573,6 +1625,7 @@ int main(void) {
   test_save_import();
   test_save_order();
   test_export_chunks();
+  test_into();
   test_access_opt_in();
   test_metadata_steps();
   test_evict_phases();
