@@ -27,8 +27,9 @@ type ChunkState struct {
 // on the host whatever the table's device. It is one consistent snapshot: the table is locked
 // shared during the whole call, so lookups of present ids go on and writers wait, and fn must
 // not call the table. Beyond a chunk's buffers it holds 16 bytes an id (32 while it sorts them).
-// An error fn returns stops the export and is returned as is. For pushing a large table to a
-// serving store, or writing it in a format of one's own.
+// An error fn returns stops the export and is returned as is; a panic in fn stops it too and
+// comes back as an ErrInternal error. For pushing a large table to a serving store, or writing
+// it in a format of one's own.
 func (t *Table) ExportEach(chunkRows int, fn func(*ExportChunk) error) error {
 	const op = "export each"
 	if chunkRows <= 0 {

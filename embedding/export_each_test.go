@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,6 +130,12 @@ func TestExportEachErrors(t *testing.T) {
 	if err != stop || calls != 1 {
 		t.Errorf("ExportEach with a failing fn: %v after %d calls", err, calls)
 	}
+	// A panic in fn stops the export as an error, and the table is not left locked.
+	if err := tbl.ExportEach(2, func(*embedding.ExportChunk) error { panic("sink bug") }); !errors.Is(err, embedding.ErrInternal) ||
+		!strings.Contains(err.Error(), "sink bug") {
+		t.Errorf("ExportEach with a panicking fn: %v", err)
+	}
+	update(t, tbl, []int64{1}, 1, 1)
 	if err := tbl.ExportEach(0, func(*embedding.ExportChunk) error { return nil }); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("chunkRows 0: %v", err)
 	}
