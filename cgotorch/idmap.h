@@ -89,8 +89,8 @@ size_t ct_idmap_export_by_index(const ct_idmap *m, int64_t *id_at, uint8_t *live
 
 /* Export the (id, index) pairs whose index i is below hw with mark[i] != 0 (mark NULL: every
  * pair, whatever hw): writes at most cap pairs, returns how many it wrote. Order unspecified.
- * Reads mark[index] once per id: a selection of rows costs a pass over the map and writes
- * only the pairs selected. */
+ * Reads one mark per slot (mark[index], or mark[0] for an empty slot or an index at or above
+ * hw): a selection of rows costs a pass over the map and writes only the pairs selected. */
 size_t ct_idmap_export_marked(const ct_idmap *m, const uint8_t *mark, size_t hw, int64_t *ids, int64_t *idx,
                               size_t cap);
 

@@ -100,6 +100,7 @@ void ct_idmap_clear(ct_idmap *m) {
 
 size_t ct_idmap_export_marked(const ct_idmap *m, const uint8_t *mark, size_t hw, int64_t *ids, int64_t *idx,
                               size_t cap) {
+    if (mark && hw == 0) return 0; /* nothing can be marked (and mark[0] is not there to read) */
     size_t n = (size_t)1 << m->gdepth, w = 0;
     for (size_t j = 0; j < n && w < cap; j = next_seg(m, j)) {
         const seg_t *s = m->dir[j].seg;

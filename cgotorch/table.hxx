@@ -331,6 +331,8 @@ class Table : public std::enable_shared_from_this<Table> {
   // ---- autograd (see table_rows and the functions after it)
   int64_t dim() const { return dim_; }
   at::Device device() const { return device_; }
+  // An uninitialised [n, dim] tensor on the storage device: what lookups and reads fill.
+  at::Tensor new_rows(int64_t n) const { return at::empty({n, dim_}, float_opts()); }
   int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.

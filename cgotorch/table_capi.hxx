@@ -100,8 +100,7 @@ void into_rows(Table &t, float *rows, int64_t rows_len, int64_t n, F f) {
   if (n > 0 && rows == nullptr) throw ct::arg_error("rows is NULL");
   c10::NoGradGuard no_grad;
   at::Tensor dst = n > 0 ? at::from_blob(rows, {n, t.dim()}, at::kFloat) : at::empty({0, t.dim()}, at::kFloat);
-  const auto on_device = at::TensorOptions().dtype(at::kFloat).device(t.device());
-  at::Tensor out = t.device().is_cpu() ? dst : at::empty({n, t.dim()}, on_device);
+  at::Tensor out = t.device().is_cpu() ? dst : t.new_rows(n);
   f(out);
   if (!out.is_same(dst)) dst.copy_(out);
 }

@@ -32,7 +32,7 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm) {
 at::Tensor Table::lookup_renorm(const Keys &k, double max_norm) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
-  auto out = at::empty({n, dim_}, float_opts());
+  auto out = new_rows(n);
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   // Rows not admitted are zeros: never over max_norm.

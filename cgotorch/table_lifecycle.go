@@ -32,6 +32,7 @@ type TableChunk struct {
 	IDs         []int64
 	Rows        []float32   // ChunkRows: [len(IDs), dim]
 	States      [][]float32 // ChunkRows: one per optimizer state, [len(IDs), width]
+	StateNames  []string    // the states' names (TableStateName), shared by every chunk: do not modify
 	LastStep    []int64     // ChunkRows
 	Frequency   []int64     // ChunkRows
 	Stamp       []int64     // ChunkRows: the step SGD momentum is up to date with
@@ -146,8 +147,9 @@ func (t *Table) stream(op string, sink func(*TableChunk) error, call func(C.ct_t
 		return err
 	}
 	s := &sinkState{f: sink, dim: int(st.Dim)}
-	for _, w := range StateWidths(st.Optimizer, st.Dim, st.NumStates) {
+	for i, w := range StateWidths(st.Optimizer, st.Dim, st.NumStates) {
 		s.w = append(s.w, int(w))
+		s.names = append(s.names, TableStateName(st.Optimizer, i))
 	}
 	h := cgo.NewHandle(s)
 	defer h.Delete()

@@ -7,7 +7,7 @@ namespace ct {
 namespace table {
 
 at::Tensor Table::lookup(const Keys &k) {
-  auto out = at::empty({k.n, dim_}, float_opts());
+  auto out = new_rows(k.n);
   lookup_into(k, out);
   return to_caller(out, k);
 }
@@ -73,7 +73,7 @@ at::Tensor Table::indices(const Keys &k, bool do_insert) {
 }
 
 std::pair<at::Tensor, at::Tensor> Table::read(const Keys &k, int32_t mode) {
-  auto out = at::empty({k.n, dim_}, float_opts());
+  auto out = new_rows(k.n);
   auto found = at::empty({k.n}, at::kBool);
   read_into(k, mode, out, reinterpret_cast<uint8_t *>(found.data_ptr<bool>()));
   return {to_caller(out, k), found.device() == k.device ? found : found.to(k.device)};

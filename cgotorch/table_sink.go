@@ -12,15 +12,16 @@ import (
 // sinkState is what a ct_table_save or ct_table_export_chunks stream reports to: the Go
 // function and its first error.
 type sinkState struct {
-	f   func(*TableChunk) error
-	dim int
-	w   []int // state widths
-	err error
+	f     func(*TableChunk) error
+	dim   int
+	w     []int    // state widths
+	names []string // state names
+	err   error
 }
 
-// ctTableSink is the ct_table_sink of Table.Save and Table.ExportChunks: it hands each chunk to the Go function as
-// slices over the C buffers (valid during the call only). A non-nil error or a panic stops
-// the save.
+// ctTableSink is the ct_table_sink of Table.Save and Table.ExportChunks: it hands each chunk
+// to the Go function as slices over the C buffers (valid during the call only). A non-nil
+// error or a panic stops the stream.
 //
 //export ctTableSink
 func ctTableSink(ctx C.uintptr_t, c *C.ct_table_chunk) (ret C.int32_t) {
@@ -42,6 +43,7 @@ func ctTableSink(ctx C.uintptr_t, c *C.ct_table_chunk) (ret C.int32_t) {
 	}
 	if ch.Kind == ChunkRows {
 		ch.Rows = float32s(c.rows, n*s.dim)
+		ch.StateNames = s.names
 		for i, w := range s.w {
 			ch.States = append(ch.States, float32s(c.states[i], n*w))
 		}

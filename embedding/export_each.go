@@ -35,15 +35,11 @@ func (t *Table) ExportEach(chunkRows int, fn func(*ExportChunk) error) error {
 	if chunkRows <= 0 {
 		return badInput(op, t.name, "chunkRows must be > 0, got %d", chunkRows)
 	}
-	st, err := t.t.Stats()
-	if err != nil {
-		return wrap(op, t.name, err)
-	}
 	var fnErr error
-	err = t.t.ExportChunks(int64(chunkRows), func(c *cgotorch.TableChunk) error {
+	err := t.t.ExportChunks(int64(chunkRows), func(c *cgotorch.TableChunk) error {
 		ch := &ExportChunk{Offset: int(c.Offset), Total: int(c.TotalRows), Step: c.Step, IDs: c.IDs, Rows: c.Rows}
 		for i, v := range c.States {
-			ch.States = append(ch.States, ChunkState{Name: cgotorch.TableStateName(st.Optimizer, i), Values: v})
+			ch.States = append(ch.States, ChunkState{Name: c.StateNames[i], Values: v})
 		}
 		if len(c.LastStep) > 0 {
 			ch.LastStep, ch.Frequency = c.LastStep, c.Frequency

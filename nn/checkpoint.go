@@ -63,12 +63,9 @@ func SaveCheckpoint(dir string, m Module) error {
 // caller's own (a vocabulary, the data reader's position), read back by LoadCheckpointWith.
 // "dense" is the model's dense state: a file of that name is ErrBadInput.
 func SaveCheckpointWith(dir string, m Module, o embedding.SaveOptions) error {
-	files := map[string]func(io.Writer) error{denseFile: func(w io.Writer) error { return SaveState(w, m) }}
-	for name, f := range o.Files {
-		if name == denseFile {
-			return denseTaken("save")
-		}
-		files[name] = f
+	files, err := withDense("save", o.Files, func(w io.Writer) error { return SaveState(w, m) })
+	if err != nil {
+		return err
 	}
 	o.Files = files
 	return embedding.SaveWithOptions(dir, Tables(m), o)
@@ -92,15 +89,12 @@ func LoadCheckpointWith(dir string, m Module, files map[string]func(io.Reader) e
 			dense.close()
 		}
 	}()
-	all := map[string]func(io.Reader) error{denseFile: func(r io.Reader) (err error) {
+	all, err := withDense("load", files, func(r io.Reader) (err error) {
 		dense, err = readState(r, m)
 		return err
-	}}
-	for name, f := range files {
-		if name == denseFile {
-			return denseTaken("load")
-		}
-		all[name] = f
+	})
+	if err != nil {
+		return err
 	}
 	if err := embedding.LoadInto(dir, Tables(m), all); err != nil {
 		return err
@@ -108,7 +102,16 @@ func LoadCheckpointWith(dir string, m Module, files map[string]func(io.Reader) e
 	return dense.apply()
 }
 
-func denseTaken(op string) error {
-	return &embedding.Error{Op: op, Kind: embedding.ErrBadInput,
-		Err: fmt.Errorf("the file name %q is the model's dense state", denseFile)}
+// withDense is the caller's files with the dense state's added (a caller's file of that name
+// is ErrBadInput).
+func withDense[F any](op string, files map[string]F, dense F) (map[string]F, error) {
+	all := map[string]F{denseFile: dense}
+	for name, f := range files {
+		if name == denseFile {
+			return nil, &embedding.Error{Op: op, Kind: embedding.ErrBadInput,
+				Err: fmt.Errorf("the file name %q is the model's dense state", denseFile)}
+		}
+		all[name] = f
+	}
+	return all, nil
 }
