@@ -3,7 +3,10 @@ package cgotorch
 // #include "cgotorch.h"
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+)
 
 // DType is the element type of a tensor.
 type DType int8
@@ -47,25 +50,28 @@ func (d DType) IsFloat() bool {
 	return d == Float16 || d == Float32 || d == Float64 || d == BFloat16
 }
 
-// Element is a Go type that can be copied into and out of tensors.
+// Element is a Go type that can be copied into and out of tensors: float32, float64, int64,
+// int32, uint8 (byte) and bool, or a type defined on one of them.
 type Element interface {
-	~float32 | ~float64 | ~int64 | ~int32 | ~bool
+	~float32 | ~float64 | ~int64 | ~int32 | ~uint8 | ~bool
 }
 
-// dtypeOf gives the DType matching the Go element type T.
+// dtypeOf gives the DType matching the Go element type T, by its underlying type (a type
+// switch would see a defined type such as `type score float32` as none of them).
 func dtypeOf[T Element]() DType {
-	var z T
-	switch any(z).(type) {
-	case float32:
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Float32:
 		return Float32
-	case float64:
+	case reflect.Float64:
 		return Float64
-	case int64:
+	case reflect.Int64:
 		return Int64
-	case int32:
+	case reflect.Int32:
 		return Int32
+	case reflect.Uint8:
+		return Uint8
 	default:
-		// ~bool is the only case left: Element is closed.
+		// reflect.Bool is the only kind left: Element is closed.
 		return Bool
 	}
 }

@@ -23,6 +23,29 @@ func TestFromSliceRoundTrip(t *testing.T) {
 	checkRoundTrip(t, []int64{0, -1, 1 << 62})
 	checkRoundTrip(t, []int32{0, -1, 1 << 30})
 	checkRoundTrip(t, []bool{true, false, true})
+	checkRoundTrip(t, []uint8{0, 255, 7})
+}
+
+// Types defined on an element type are that element type (a type switch had taken them for
+// bool, and copied garbage).
+type (
+	score   float32
+	counter int64
+	pixel   byte
+)
+
+func TestDefinedElementTypes(t *testing.T) {
+	for _, c := range []struct {
+		got, want DType
+	}{{dtypeOf[score](), Float32}, {dtypeOf[counter](), Int64}, {dtypeOf[pixel](), Uint8},
+		{dtypeOf[byte](), Uint8}, {dtypeOf[float64](), Float64}, {dtypeOf[int32](), Int32}, {dtypeOf[bool](), Bool}} {
+		if c.got != c.want {
+			t.Errorf("dtype %v, want %v", c.got, c.want)
+		}
+	}
+	checkRoundTrip(t, []score{1.5, -2})
+	checkRoundTrip(t, []counter{1 << 40, -3})
+	checkRoundTrip(t, []pixel{200, 1})
 }
 
 func checkRoundTrip[T Element](t *testing.T, in []T) {
