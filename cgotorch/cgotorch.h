@@ -80,6 +80,17 @@ const volatile int64_t *ct_live_bytes_counter(void);
 ct_error ct_set_num_threads(int32_t n);
 ct_error ct_get_num_threads(int32_t *out);
 ct_error ct_manual_seed(uint64_t seed);
+/* The state of libtorch's default CPU generator (the one ct_manual_seed seeds and ct_dropout, the
+ * random fills, ... draw from): a new 1-D CPU uint8 tensor, libtorch's own serialised form (the
+ * bytes of torch.get_rng_state()). Read under the generator's mutex. Save it with a checkpoint
+ * and give it back to ct_set_rng_state to resume the same random draws. */
+ct_error ct_rng_state(ct_tensor *out);
+/* Restores a state taken by ct_rng_state (or torch.get_rng_state()): the next draws are those that
+ * followed it. state must be a 1-D contiguous CPU uint8 tensor of the size libtorch expects, with
+ * valid contents; anything else is an "invalid argument" error (a NULL or released handle:
+ * "closed") and leaves the generator unchanged. Set under the generator's mutex; the generator
+ * copies the bytes (state may be freed afterwards). */
+ct_error ct_set_rng_state(ct_tensor state);
 ct_error ct_cuda_available(int32_t *out);
 ct_error ct_cuda_device_count(int32_t *out);
 /* The libtorch version, e.g. "1.13.1"; a static string, do not free. */

@@ -3,7 +3,11 @@ package cgotorch
 // #include "cgotorch.h"
 import "C"
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"runtime"
+)
 
 // SetNumThreads sets libtorch's intra-op thread count (process-wide).
 func SetNumThreads(n int) error {
@@ -22,6 +26,37 @@ func NumThreads() int {
 
 // ManualSeed seeds libtorch's default generators (Rand, Randn, dropout, ...).
 func ManualSeed(seed uint64) { must("manual seed", C.ct_manual_seed(C.uint64_t(seed))) }
+
+// RNGState returns the state of libtorch's default CPU generator, the one ManualSeed seeds and
+// Rand, Randn, Dropout, ... draw from: a new 1-D Uint8 tensor in libtorch's own serialised form
+// (the bytes of PyTorch's torch.get_rng_state()). Save it with a training checkpoint and give it
+// back to SetRNGState to resume with the same random draws (dropout masks included).
+func RNGState() (*Tensor, error) {
+	var out C.ct_tensor
+	if err := toError("rng state", C.ct_rng_state(&out)); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// SetRNGState restores a state returned by RNGState (or saved from PyTorch's
+// torch.get_rng_state()): the draws that follow are those that followed the saved state. The
+// generator copies the bytes; state stays the caller's. A state that is not a 1-D contiguous CPU
+// Uint8 tensor of the size libtorch expects, with valid contents, is an error wrapping
+// ErrInvalidArgument (a nil or closed one wraps ErrClosed too), and leaves the generator as it
+// was.
+func SetRNGState(state *Tensor) error {
+	const op = "set rng state"
+	p, err := state.cOrErr(op)
+	if err == nil {
+		err = toError(op, C.ct_set_rng_state(p))
+		runtime.KeepAlive(state)
+	}
+	if errors.Is(err, ErrClosed) { // nil, closed, or released by its scope
+		return fmt.Errorf("%w (%w)", err, ErrInvalidArgument)
+	}
+	return err
+}
 
 // CUDAAvailable reports whether libtorch was built with CUDA and sees at least one GPU.
 func CUDAAvailable() bool { return CUDADeviceCount() > 0 }

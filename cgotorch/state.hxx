@@ -1,7 +1,11 @@
-// state.hxx: process-wide library state: threads, seed, CUDA presence, version.
+// state.hxx: process-wide library state: threads, seed and generator state, CUDA presence,
+// version.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 #include <c10/core/DeviceType.h>
+
+#include <mutex>
 
 #include "internal.h"
 
@@ -38,6 +42,47 @@ ct_error ct_get_num_threads(int32_t *out) {
 
 ct_error ct_manual_seed(uint64_t seed) {
   return guard([&] { at::manual_seed(seed); });
+}
+
+// The default CPU generator's state, read and written under its mutex as PyTorch's
+// torch.get_rng_state / set_rng_state do (see libtorch's note "Acquire lock when using random
+// generators"): ops that draw from it (dropout, rand, ...) take the same lock.
+ct_error ct_rng_state(ct_tensor *out) {
+  return guard([&] {
+    ct::need_out(out);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    at::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      state = gen.get_state();  // a new tensor: libtorch serialises into fresh memory
+    }
+    *out = ct::wrap(std::move(state));
+  });
+}
+
+ct_error ct_set_rng_state(ct_tensor state) {
+  return guard([&] {
+    const at::Tensor &s = ct::get(state);  // NULL or released: "closed"
+    if (s.device().type() != at::kCPU)
+      throw ct::arg_error("RNG state must be a CPU tensor, got one on " + s.device().str());
+    if (s.layout() != at::kStrided) throw ct::arg_error("RNG state must be a dense tensor");
+    if (s.scalar_type() != at::kByte)
+      throw ct::arg_error(std::string("RNG state must be uint8, got ") +
+                          c10::toString(s.scalar_type()));
+    if (s.dim() != 1)
+      throw ct::arg_error("RNG state must be 1-D, got " + std::to_string(s.dim()) + " dimensions");
+    if (!s.is_contiguous()) throw ct::arg_error("RNG state must be contiguous");
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    try {
+      // libtorch checks the size (its current or its legacy layout) and the contents (a valid
+      // mt19937 state) before it changes anything, so a rejected state leaves the generator as
+      // it was. Its rejection is about the argument: report it as one, with libtorch's message.
+      gen.set_state(s);
+    } catch (const c10::Error &e) {
+      throw ct::arg_error(e.what_without_backtrace());
+    }
+  });
 }
 
 ct_error ct_cuda_available(int32_t *out) {

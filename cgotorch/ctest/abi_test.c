@@ -229,6 +229,47 @@ static void test_optim_step(void) {
   ct_tensor_free(bad);
 }
 
+/* ct_rng_state / ct_set_rng_state: restoring a state repeats the draws that followed it; a bad
+ * state is an error and leaves the generator as it was. */
+static void test_rng_state(void) {
+  int64_t shape[1] = {32}, short_shape[1] = {16};
+  float first[32], again[32];
+  ct_options o = cpu_float();
+  ct_tensor state = NULL, r = NULL, bad = NULL;
+  int32_t nd = 0, dt = -1;
+  CHECK(ok(ct_manual_seed(11)));
+  CHECK(ok(ct_rng_state(&state)) && state != NULL);
+  CHECK(ok(ct_tensor_ndim(&nd, state)) && nd == 1);
+  CHECK(ok(ct_tensor_dtype(&dt, state)) && dt == CT_UINT8);
+  CHECK(ok(ct_tensor_new(&r, CT_FILL_RAND, 0, shape, 1, o)));
+  CHECK(ok(ct_tensor_copy_to(first, sizeof first, r, CT_FLOAT32)));
+  ct_tensor_free(r);
+  r = NULL;
+  CHECK(ok(ct_set_rng_state(state)));
+  CHECK(ok(ct_tensor_new(&r, CT_FILL_RAND, 0, shape, 1, o)));
+  CHECK(ok(ct_tensor_copy_to(again, sizeof again, r, CT_FLOAT32)) && memcmp(first, again, sizeof first) == 0);
+  ct_tensor_free(r);
+  r = NULL;
+  /* errors: a float tensor, a uint8 tensor of the wrong size, NULL; then the draws still follow
+   * the state set last */
+  CHECK(ok(ct_set_rng_state(state)));
+  CHECK(ok(ct_tensor_new(&bad, CT_FILL_ZEROS, 0, shape, 1, o)));
+  CHECK(fails_with(ct_set_rng_state(bad), "uint8"));
+  ct_tensor_free(bad);
+  bad = NULL;
+  o.dtype = CT_UINT8;
+  CHECK(ok(ct_tensor_new(&bad, CT_FILL_ZEROS, 0, short_shape, 1, o)));
+  CHECK(fails_with(ct_set_rng_state(bad), "size"));
+  CHECK(fails_with(ct_set_rng_state(NULL), "NULL"));
+  CHECK(fails_with(ct_rng_state(NULL), "NULL"));
+  o.dtype = CT_FLOAT32;
+  CHECK(ok(ct_tensor_new(&r, CT_FILL_RAND, 0, shape, 1, o)));
+  CHECK(ok(ct_tensor_copy_to(again, sizeof again, r, CT_FLOAT32)) && memcmp(first, again, sizeof first) == 0);
+  ct_tensor_free(r);
+  ct_tensor_free(bad);
+  ct_tensor_free(state);
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -238,6 +279,7 @@ int main(void) {
   test_counters();
   test_ops();
   test_optim_step();
+  test_rng_state();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
