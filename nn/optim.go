@@ -41,6 +41,11 @@ type rule interface {
 	// options are the rule's hyperparameters for cgotorch.OptimizerStep, which computes the
 	// update in one call with torch.optim's operations.
 	options(lr, wd float64) cgotorch.OptimizerOptions
+	// stateNames name the slot's a, b and c tensors in a saved state, as torch.optim names
+	// them ("" where the rule has none).
+	stateNames() [3]string
+	// hyper is the rule's options without LR and WeightDecay (the groups' own), for SaveState.
+	hyper() any
 }
 
 func zerosLike(p *Tensor, value float64) *Tensor {
@@ -195,6 +200,14 @@ func (r sgdRule) newSlot(p *Tensor) *slot {
 	return s
 }
 
+func (sgdRule) stateNames() [3]string { return [3]string{"momentum_buffer"} }
+
+func (r sgdRule) hyper() any {
+	o := r.SGDOptions
+	o.LR, o.WeightDecay = 0, 0
+	return o
+}
+
 func (r sgdRule) options(lr, wd float64) cgotorch.OptimizerOptions {
 	return cgotorch.OptimizerOptions{Kind: cgotorch.OptimSGD, LR: lr, WeightDecay: wd,
 		Momentum: r.Momentum, Dampening: r.Dampening, Nesterov: r.Nesterov}
@@ -261,6 +274,14 @@ func (r adamRule) newSlot(p *Tensor) *slot {
 	return s
 }
 
+func (adamRule) stateNames() [3]string { return [3]string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"} }
+
+func (r adamRule) hyper() any {
+	o := r.AdamOptions
+	o.LR, o.WeightDecay = 0, 0
+	return o
+}
+
 func (r adamRule) options(lr, wd float64) cgotorch.OptimizerOptions {
 	kind := cgotorch.OptimAdam
 	if r.decoupled {
@@ -301,6 +322,14 @@ func NewAdagrad(params []NamedParameter, o AdagradOptions) (*Optimizer, error) {
 
 func (r adagradRule) newSlot(p *Tensor) *slot {
 	return &slot{a: zerosLike(p, r.InitialAccumulatorValue)}
+}
+
+func (adagradRule) stateNames() [3]string { return [3]string{"sum"} }
+
+func (r adagradRule) hyper() any {
+	o := r.AdagradOptions
+	o.LR, o.WeightDecay = 0, 0
+	return o
 }
 
 func (r adagradRule) options(lr, wd float64) cgotorch.OptimizerOptions {

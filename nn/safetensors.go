@@ -237,8 +237,9 @@ func LoadState(r io.Reader, m Module) error {
 
 // checkedState is a state read and checked against a module's (readState), not yet copied in.
 type checkedState struct {
-	state   []NamedParameter
+	state   []NamedParameter // the destinations, by the names the tensors have in the file
 	tensors map[string]*cgotorch.Tensor
+	after   func() // run by apply once the tensors are copied (nil: nothing)
 }
 
 // readState reads a safetensors stream and checks it against m's parameters and buffers as
@@ -248,7 +249,15 @@ func readState(r io.Reader, m Module) (*checkedState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &checkedState{state: StateDict(m), tensors: tensors}
+	return checkState(StateDict(m), tensors, "loading state")
+}
+
+// checkState pairs the destinations in state with the tensors read, by name, strictly: every
+// destination has a tensor of its shape and kind (float or not), and every tensor a
+// destination. On a mismatch it closes the tensors and returns an error wrapping
+// cgotorch.ErrInvalidArgument and each problem.
+func checkState(state []NamedParameter, tensors map[string]*cgotorch.Tensor, what string) (*checkedState, error) {
+	st := &checkedState{state: state, tensors: tensors}
 	known := map[string]bool{}
 	var problems []error
 	for _, p := range st.state {
@@ -277,20 +286,24 @@ func readState(r io.Reader, m Module) (*checkedState, error) {
 	}
 	if len(problems) > 0 {
 		st.close()
-		return nil, fmt.Errorf("%w: loading state: %w", cgotorch.ErrInvalidArgument, errors.Join(problems...))
+		return nil, fmt.Errorf("%w: %s: %w", cgotorch.ErrInvalidArgument, what, errors.Join(problems...))
 	}
 	return st, nil
 }
 
-// apply copies the checked tensors into the module's parameters and buffers.
+// apply copies the checked tensors into their destinations, then runs after.
 func (st *checkedState) apply() error {
-	return cgotorch.Try(func() {
+	err := cgotorch.Try(func() {
 		cgotorch.NoGrad(func() {
 			for _, p := range st.state {
 				p.Tensor.CopyFrom(st.tensors[p.Name])
 			}
 		})
 	})
+	if err == nil && st.after != nil {
+		st.after()
+	}
+	return err
 }
 
 func (st *checkedState) close() {
