@@ -7,8 +7,16 @@ import (
 	"github.com/gorec/gorec/embedding"
 )
 
-// denseFile is the name of the dense state in a model checkpoint.
-const denseFile = "dense"
+// The files of a model checkpoint besides the tables and the caller's: the dense state, and in
+// a training checkpoint the optimizer's state and the random generator's.
+const (
+	denseFile     = "dense"
+	optimizerFile = "optimizer"
+	rngFile       = "rng"
+)
+
+var reservedFiles = map[string]string{denseFile: "the model's dense state",
+	optimizerFile: "the optimizer's state", rngFile: "the random generator's state"}
 
 // TableModule is implemented by modules that hold embedding tables (Embedding, EmbeddingBag);
 // a model's own module holding tables implements it to have them checkpointed.
@@ -61,9 +69,14 @@ func SaveCheckpoint(dir string, m Module) error {
 // table into memory under its lock and writes the copy after, so training in other goroutines
 // waits for the copy, not for the disk (the files are the same); o.Files adds files of the
 // caller's own (a vocabulary, the data reader's position), read back by LoadCheckpointWith.
-// "dense" is the model's dense state: a file of that name is ErrBadInput.
+// "dense", "optimizer" and "rng" are the checkpoint's own: a file of such a name is
+// ErrBadInput.
 func SaveCheckpointWith(dir string, m Module, o embedding.SaveOptions) error {
-	files, err := withDense("save", o.Files, func(w io.Writer) error { return SaveState(w, m) })
+	return saveModel(dir, m, nil, o)
+}
+
+func saveModel(dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
+	files, err := withReserved("save", o.Files, savers(m, opt))
 	if err != nil {
 		return err
 	}
@@ -83,34 +96,34 @@ func LoadCheckpoint(dir string, m Module) error { return LoadCheckpointWith(dir,
 // changes, so on error m is as it was (a file function that ran has seen its file); then the
 // tables are swapped in and the dense state copied in.
 func LoadCheckpointWith(dir string, m Module, files map[string]func(io.Reader) error) error {
-	var dense *checkedState
-	defer func() {
-		if dense != nil {
-			dense.close()
-		}
-	}()
-	all, err := withDense("load", files, func(r io.Reader) (err error) {
-		dense, err = readState(r, m)
-		return err
-	})
+	return loadModel(dir, m, nil, files)
+}
+
+func loadModel(dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
+	var read modelReads
+	defer read.close()
+	all, err := withReserved("load", files, read.readers(m, opt))
 	if err != nil {
 		return err
 	}
 	if err := embedding.LoadInto(dir, Tables(m), all); err != nil {
 		return err
 	}
-	return dense.apply()
+	return read.apply()
 }
 
-// withDense is the caller's files with the dense state's added (a caller's file of that name
-// is ErrBadInput).
-func withDense[F any](op string, files map[string]F, dense F) (map[string]F, error) {
-	all := map[string]F{denseFile: dense}
+// withReserved is the caller's files with the checkpoint's own added (a caller's file of such
+// a name is ErrBadInput).
+func withReserved[F any](op string, files map[string]F, own map[string]F) (map[string]F, error) {
+	all := make(map[string]F, len(files)+len(own))
 	for name, f := range files {
-		if name == denseFile {
+		if _, taken := reservedFiles[name]; taken {
 			return nil, &embedding.Error{Op: op, Kind: embedding.ErrBadInput,
-				Err: fmt.Errorf("the file name %q is the model's dense state", denseFile)}
+				Err: fmt.Errorf("the file name %q is the checkpoint's own (%s)", name, reservedFiles[name])}
 		}
+		all[name] = f
+	}
+	for name, f := range own {
 		all[name] = f
 	}
 	return all, nil
