@@ -164,6 +164,14 @@ type Delta struct {
 // nothing. Base + deltas applied in order with ApplyDelta reproduce the table: rows, states,
 // step, and the metadata of every row a delta carries (a row only looked up since the mark
 // keeps its older metadata in the copy).
+//
+// Rows and States are the rows as stored. With SGD momentum that is not what a read returns:
+// a row keeps moving with its momentum at every step after its last update, and the table
+// applies those moves lazily (see SGD), from the step in the row's Meta stamp. So a copy of
+// such a table must be a table kept by ApplyDelta, which catches its rows up the same way; a
+// plain copy of the rows (a key-value store) would serve the rows nobody trained since the
+// mark as they were at their last update. Tables of the other optimizers have no lazy state:
+// Rows are the values.
 func (t *Table) Delta(mark bool) (*Delta, error) {
 	const op = "delta"
 	d, err := t.t.Delta(mark)
