@@ -44,8 +44,9 @@ type rule interface {
 	// stateNames name the slot's a, b and c tensors in a saved state, as torch.optim names
 	// them ("" where the rule has none).
 	stateNames() [3]string
-	// hyper is the rule's options without LR and WeightDecay (the groups' own), for SaveState.
-	hyper() any
+	// hyper is the rule's options but LR and WeightDecay (the groups' own) under torch.optim's
+	// names, for SaveState.
+	hyper() map[string]any
 }
 
 func zerosLike(p *Tensor, value float64) *Tensor {
@@ -202,10 +203,8 @@ func (r sgdRule) newSlot(p *Tensor) *slot {
 
 func (sgdRule) stateNames() [3]string { return [3]string{"momentum_buffer"} }
 
-func (r sgdRule) hyper() any {
-	o := r.SGDOptions
-	o.LR, o.WeightDecay = 0, 0
-	return o
+func (r sgdRule) hyper() map[string]any {
+	return map[string]any{"momentum": r.Momentum, "dampening": r.Dampening, "nesterov": r.Nesterov}
 }
 
 func (r sgdRule) options(lr, wd float64) cgotorch.OptimizerOptions {
@@ -276,10 +275,8 @@ func (r adamRule) newSlot(p *Tensor) *slot {
 
 func (adamRule) stateNames() [3]string { return [3]string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq"} }
 
-func (r adamRule) hyper() any {
-	o := r.AdamOptions
-	o.LR, o.WeightDecay = 0, 0
-	return o
+func (r adamRule) hyper() map[string]any {
+	return map[string]any{"betas": []float64{r.Beta1, r.Beta2}, "eps": r.Eps, "amsgrad": r.AMSGrad}
 }
 
 func (r adamRule) options(lr, wd float64) cgotorch.OptimizerOptions {
@@ -326,10 +323,8 @@ func (r adagradRule) newSlot(p *Tensor) *slot {
 
 func (adagradRule) stateNames() [3]string { return [3]string{"sum"} }
 
-func (r adagradRule) hyper() any {
-	o := r.AdagradOptions
-	o.LR, o.WeightDecay = 0, 0
-	return o
+func (r adagradRule) hyper() map[string]any {
+	return map[string]any{"lr_decay": r.LRDecay, "eps": r.Eps, "initial_accumulator_value": r.InitialAccumulatorValue}
 }
 
 func (r adagradRule) options(lr, wd float64) cgotorch.OptimizerOptions {

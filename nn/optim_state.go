@@ -9,9 +9,11 @@ import (
 
 // The optimizer's state in a safetensors file (Optimizer.SaveState): a tensor per state of each
 // parameter, named "<parameter name>.<state>" with torch.optim's state names (momentum_buffer;
-// exp_avg, exp_avg_sq, max_exp_avg_sq; sum), and in the metadata the rule, its hyperparameters
-// and the parameter groups (learning rate, weight decay, and each parameter's name and step
-// count), as JSON.
+// exp_avg, exp_avg_sq, max_exp_avg_sq; sum), and in the metadata the rule (torch.optim's class
+// name), its hyperparameters under torch's names (momentum, dampening, nesterov; betas, eps,
+// amsgrad; lr_decay, eps, initial_accumulator_value) and the parameter groups (lr,
+// weight_decay, and each parameter's name and step count), as JSON: what a script makes of a
+// torch optimizer's state_dict (nn/testdata/gen_nn.py does).
 const (
 	optimFormat  = "gorec-optimizer"
 	optimVersion = "1"
@@ -150,11 +152,16 @@ func (o *Optimizer) checkMetadata(meta map[string]string) ([]savedGroup, error) 
 	if meta["optimizer"] != o.name {
 		return bad("saved by %s", meta["optimizer"])
 	}
+	// Compared as JSON values, whatever wrote them (Go, or a script from torch's state_dict).
 	want, err := json.Marshal(o.rule.hyper())
 	if err != nil {
 		return nil, err
 	}
-	if meta["options"] != string(want) {
+	var saved map[string]any
+	if err := json.Unmarshal([]byte(meta["options"]), &saved); err != nil {
+		return nil, fmt.Errorf("%w: %s: options: %w", ErrFormat, o.name, err)
+	}
+	if got, err := json.Marshal(saved); err != nil || string(got) != string(want) {
 		return bad("saved with options %s, this optimizer has %s", meta["options"], want)
 	}
 	var groups []savedGroup

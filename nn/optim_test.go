@@ -76,39 +76,48 @@ func optimizerFor(t *testing.T, c *refCase, model nn.Module) *nn.Optimizer {
 	return opt
 }
 
+// optimizerCases are the optimizer cases of nn.json (gen_nn.py's OPTIMIZERS).
+var optimizerCases = []string{"sgd", "sgd_momentum_nesterov_wd", "sgd_momentum_dampening", "sgd_set_lr",
+	"sgd_groups", "adam", "adam_wd_amsgrad", "adamw", "adamw_set_lr", "adagrad", "adagrad_decay_wd_init"}
+
 func TestOptimizersMatchPyTorch(t *testing.T) {
 	mlp := refCaseNamed(t, "mlp")
-	steps := int(cfgFloat(mlp, "steps", 0))
-	for _, name := range []string{"sgd", "sgd_momentum_nesterov_wd", "sgd_momentum_dampening", "sgd_set_lr",
-		"sgd_groups", "adam", "adam_wd_amsgrad", "adamw", "adamw_set_lr", "adagrad", "adagrad_decay_wd_init"} {
+	for _, name := range optimizerCases {
 		t.Run(name, func(t *testing.T) {
 			c := refCaseNamed(t, "opt_"+name)
 			model := newMLP()
 			mlp.setState(t, model, "init.")
 			opt := optimizerFor(t, c, model)
-			setLR, _ := c.Config["set_lr"].(map[string]any)
-			loss := nn.BCEWithLogits(nn.ReduceMean)
-			for step := 0; step < steps; step++ {
-				if lr, ok := setLR[strconv.Itoa(step)]; ok {
-					opt.SetLR(lr.(float64))
-				}
-				b := step % 3
-				opt.ZeroGrad()
-				l := loss(model.Forward(mlp.tensor(t, fmt.Sprint("x", b))), mlp.tensor(t, fmt.Sprint("y", b)))
-				l.Backward()
-				if err := opt.Step(); err != nil {
-					t.Fatal(err)
-				}
-				c.checkClose(t, fmt.Sprint("loss ", step), l, fmt.Sprint("loss", step), optAbs, optRel)
-				for _, p := range model.Parameters() {
-					key := fmt.Sprintf("step%d.%s", step, p.Name)
-					c.checkClose(t, key, p.Tensor, key, optAbs, optRel)
-				}
-				if t.Failed() {
-					t.FailNow()
-				}
-			}
+			trainLikeTorch(t, mlp, c, model, opt, 0, int(cfgFloat(mlp, "steps", 0)))
 		})
+	}
+}
+
+// trainLikeTorch takes the steps [from, to) of the optimizer case c (its batches in mlp, its
+// learning rate changes) and checks the loss and the parameters after each against torch's.
+func trainLikeTorch(t *testing.T, mlp, c *refCase, model nn.Module, opt *nn.Optimizer, from, to int) {
+	t.Helper()
+	setLR, _ := c.Config["set_lr"].(map[string]any)
+	loss := nn.BCEWithLogits(nn.ReduceMean)
+	for step := from; step < to; step++ {
+		if lr, ok := setLR[strconv.Itoa(step)]; ok {
+			opt.SetLR(lr.(float64))
+		}
+		b := step % 3
+		opt.ZeroGrad()
+		l := loss(model.Forward(mlp.tensor(t, fmt.Sprint("x", b))), mlp.tensor(t, fmt.Sprint("y", b)))
+		l.Backward()
+		if err := opt.Step(); err != nil {
+			t.Fatal(err)
+		}
+		c.checkClose(t, fmt.Sprint("loss ", step), l, fmt.Sprint("loss", step), optAbs, optRel)
+		for _, p := range model.Parameters() {
+			key := fmt.Sprintf("step%d.%s", step, p.Name)
+			c.checkClose(t, key, p.Tensor, key, optAbs, optRel)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
 	}
 }
 

@@ -11,6 +11,9 @@ It writes beside itself:
   row-major values): inputs, parameters, outputs, and the gradients of sum(out * gy) for a fixed
   gy; for the optimizers, the parameters and the loss after every step of a small MLP trained
   on fixed batches from fixed initial weights.
+- optim_state/<case>.safetensors: for every optimizer case, torch.optim's state after step 3
+  (SAVE_AT) in gorec's optimizer state format (Optimizer.LoadState), with the parameter groups'
+  step counts; Go loads it and must take steps 4 to 6 as torch did.
 - torch_state.safetensors: the state_dict of a small model (Linear, BatchNorm1d, ReLU, Linear),
   written with struct + json (no safetensors package); Go loads it (case "torch_state").
 - It also reads gorec_state.safetensors, written by Go (go test ./nn -run Golden -update), with
@@ -196,6 +199,53 @@ def make_optimizer(model, cfg):
     raise ValueError(kind)
 
 
+ST_DTYPES = {torch.float32: ("F32", "<f4"), torch.int64: ("I64", "<i8")}
+
+
+def write_safetensors(path, state, metadata):
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for k, v in state.items():
+        v = v.detach().contiguous()
+        data = v.numpy().astype(ST_DTYPES[v.dtype][1]).tobytes()
+        header[k] = {"dtype": ST_DTYPES[v.dtype][0], "shape": list(v.shape),
+                     "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    js = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js + b"".join(blobs))
+
+
+# torch.optim's state in gorec's optimizer state format (nn/optim_state.go): written after
+# step SAVE_AT of every optimizer case; Go loads it and must continue as torch did.
+SAVE_AT = 2
+STATE_NAMES = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "sum")
+HYPER = {"SGD": ("momentum", "dampening", "nesterov"), "Adam": ("betas", "eps", "amsgrad"),
+         "AdamW": ("betas", "eps", "amsgrad"), "Adagrad": ("lr_decay", "eps", "initial_accumulator_value")}
+
+
+def optimizer_state(model, opt, steps_taken):
+    names = {id(p): n for n, p in model.named_parameters()}
+    kind = type(opt).__name__
+    tensors, groups = {}, []
+    for g in opt.param_groups:
+        params = []
+        for p in g["params"]:
+            st = opt.state.get(p, {})
+            for k in STATE_NAMES:
+                if st.get(k) is not None:
+                    tensors[names[id(p)] + "." + k] = st[k]
+            # SGD keeps no step count; gorec counts the steps each parameter took
+            params.append({"name": names[id(p)], "step": int(st["step"]) if "step" in st else steps_taken})
+        groups.append({"lr": g["lr"], "weight_decay": g["weight_decay"], "params": params})
+    g0 = opt.param_groups[0]
+    options = {k: list(g0[k]) if k == "betas" else g0[k] for k in HYPER[kind]}
+    metadata = {"format": "gorec-optimizer", "version": "1", "optimizer": kind,
+                "options": json.dumps(options), "param_groups": json.dumps(groups)}
+    return tensors, metadata
+
+
+os.makedirs(os.path.join(HERE, "optim_state"), exist_ok=True)
 for name, cfg in OPTIMIZERS:
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     model.load_state_dict(MLP_INIT)
@@ -214,6 +264,9 @@ for name, cfg in OPTIMIZERS:
         tensors["loss%d" % step] = loss
         for k, v in model.state_dict().items():
             tensors["step%d.%s" % (step, k)] = v.clone()
+        if step == SAVE_AT:
+            write_safetensors(os.path.join(HERE, "optim_state", name + ".safetensors"),
+                              *optimizer_state(model, opt, step + 1))
     case("opt_" + name, tensors, cfg)
 
 
@@ -221,23 +274,6 @@ for name, cfg in OPTIMIZERS:
 
 def interop_model():
     return nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.ReLU(), nn.Linear(3, 2))
-
-
-ST_DTYPES = {torch.float32: ("F32", "<f4"), torch.int64: ("I64", "<i8")}
-
-
-def write_safetensors(path, state, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for k, v in state.items():
-        v = v.detach().contiguous()
-        data = v.numpy().astype(ST_DTYPES[v.dtype][1]).tobytes()
-        header[k] = {"dtype": ST_DTYPES[v.dtype][0], "shape": list(v.shape),
-                     "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    js = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(js)) + js + b"".join(blobs))
 
 
 def read_safetensors(path):
