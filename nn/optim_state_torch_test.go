@@ -17,7 +17,7 @@ import (
 // saveAt is gen_nn.py's SAVE_AT: the step after which torch's optimizer state was written.
 const saveAt = 2
 
-func torchOptimizerState(t *testing.T, name string) []byte {
+func torchOptimizerState(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "optim_state", name+".safetensors"))
 	if err != nil {

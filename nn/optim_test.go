@@ -22,7 +22,7 @@ func newMLP() *nn.Sequential {
 	return nn.NewSequential(nn.NewLinear(4, 8, true), &nn.ReLU{}, nn.NewLinear(8, 1, true))
 }
 
-func optimizerFor(t *testing.T, c *refCase, model nn.Module) *nn.Optimizer {
+func optimizerFor(t testing.TB, c *refCase, model nn.Module) *nn.Optimizer {
 	t.Helper()
 	params := model.Parameters()
 	lr, wd := cfgFloat(c, "lr", 0), cfgFloat(c, "weight_decay", 0)
