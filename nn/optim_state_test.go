@@ -174,30 +174,12 @@ func TestOptimizerStateMismatchChangesNothing(t *testing.T) {
 		kind error
 	}{
 		{"another rule", func(t *testing.T) []byte { return saved(t, 0, func(*resumeCase) {}) }, cgotorch.ErrInvalidArgument},
-		{"other betas", func(t *testing.T) []byte {
-			o, err := adamOther()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if err := o.SaveState(&buf); err != nil {
-				t.Fatal(err)
-			}
-			return buf.Bytes()
-		}, cgotorch.ErrInvalidArgument},
+		{"other betas", func(t *testing.T) []byte { return stateOf(t)(adamOther()) }, cgotorch.ErrInvalidArgument},
 		{"other parameters", func(t *testing.T) []byte {
 			m := nn.NewSequential(nn.NewLinear(4, 8, true), &nn.ReLU{}, nn.NewLinear(8, 2, true))
 			o := nn.DefaultAdamOptions()
 			o.LR, o.AMSGrad = 0.01, true
-			opt, err := withGroup(nn.NewAdam(m.Parameters()[:2], o))(m.Parameters()[2:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if err := opt.SaveState(&buf); err != nil {
-				t.Fatal(err)
-			}
-			return buf.Bytes()
+			return stateOf(t)(withGroup(nn.NewAdam(m.Parameters()[:2], o))(m.Parameters()[2:]))
 		}, cgotorch.ErrInvalidArgument},
 		{"model state, not an optimizer's", func(t *testing.T) []byte {
 			var buf bytes.Buffer
@@ -227,6 +209,21 @@ func TestOptimizerStateMismatchChangesNothing(t *testing.T) {
 				t.Errorf("a refused LoadState changed the optimizer")
 			}
 		})
+	}
+}
+
+// stateOf(t)(opt, err) is what opt.SaveState writes.
+func stateOf(t *testing.T) func(*nn.Optimizer, error) []byte {
+	return func(opt *nn.Optimizer, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := opt.SaveState(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
 	}
 }
 

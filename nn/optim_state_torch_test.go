@@ -34,10 +34,7 @@ func TestOptimizerStateFromPyTorch(t *testing.T) {
 	mlp := refCaseNamed(t, "mlp")
 	for _, name := range optimizerCases {
 		t.Run(name, func(t *testing.T) {
-			c := refCaseNamed(t, "opt_"+name)
-			model := newMLP()
-			c.setState(t, model, "step"+strconv.Itoa(saveAt)+".")
-			opt := optimizerFor(t, c, model)
+			c, model, opt := optimizerCase(t, mlp, name, nil, "step"+strconv.Itoa(saveAt)+".")
 			if err := opt.LoadState(bytes.NewReader(torchOptimizerState(t, name))); err != nil {
 				t.Fatal(err)
 			}
@@ -52,10 +49,7 @@ func TestOptimizerStateAsPyTorchNamesIt(t *testing.T) {
 	mlp := refCaseNamed(t, "mlp")
 	for _, name := range optimizerCases {
 		t.Run(name, func(t *testing.T) {
-			c := refCaseNamed(t, "opt_"+name)
-			model := newMLP()
-			mlp.setState(t, model, "init.")
-			opt := optimizerFor(t, c, model)
+			c, model, opt := optimizerCase(t, mlp, name, mlp, "init.")
 			trainLikeTorch(t, mlp, c, model, opt, 0, saveAt+1)
 			var buf bytes.Buffer
 			if err := opt.SaveState(&buf); err != nil {

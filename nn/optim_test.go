@@ -84,13 +84,23 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 	mlp := refCaseNamed(t, "mlp")
 	for _, name := range optimizerCases {
 		t.Run(name, func(t *testing.T) {
-			c := refCaseNamed(t, "opt_"+name)
-			model := newMLP()
-			mlp.setState(t, model, "init.")
-			opt := optimizerFor(t, c, model)
+			c, model, opt := optimizerCase(t, mlp, name, mlp, "init.")
 			trainLikeTorch(t, mlp, c, model, opt, 0, int(cfgFloat(mlp, "steps", 0)))
 		})
 	}
+}
+
+// optimizerCase is the optimizer case name, the MLP with the state from's tensors prefix+...,
+// and the case's optimizer over it.
+func optimizerCase(t *testing.T, mlp *refCase, name string, from *refCase, prefix string) (*refCase, nn.Module, *nn.Optimizer) {
+	t.Helper()
+	c := refCaseNamed(t, "opt_"+name)
+	if from == nil {
+		from = c
+	}
+	model := newMLP()
+	from.setState(t, model, prefix)
+	return c, model, optimizerFor(t, c, model)
 }
 
 // trainLikeTorch takes the steps [from, to) of the optimizer case c (its batches in mlp, its
