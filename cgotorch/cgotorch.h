@@ -642,6 +642,12 @@ ct_error ct_table_swap(ct_table a, ct_table b);
  * counted exactly, across batches); before that lookups give zero rows and updates drop its
  * gradient. k <= 1: every id is admitted at once (the default); the counts are then dropped. */
 ct_error ct_table_set_admission(ct_table t, int64_t k);
+/* Sets the optimizer's learning rate (FTRL: alpha) from the next step on, as assigning a torch
+ * param_group's lr does; the rest of the configuration stays. It must be finite and >= 0 (FTRL:
+ * > 0); a table without an optimizer is an error. With SGD momentum every row is first brought up
+ * to date with the old rate (the moves of the steps it missed, applied lazily otherwise), which
+ * costs a pass over the table and puts every row in the next delta. */
+ct_error ct_table_set_lr(ct_table t, double lr);
 /* *k: the threshold; *counted (may be NULL): ids being counted. */
 ct_error ct_table_admission(int64_t *k, int64_t *counted, ct_table t);
 /* Sets the counts of n ids (absent ids only; counts >= 1). */

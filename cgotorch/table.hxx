@@ -52,6 +52,7 @@
 //   table_prefetch.hxx    prefetches and their worker pool
 //   table_capi.hxx        the registry and the ct_table_* entry points of the operations above
 //   table_lifecycle.hxx   checkpoints, metadata, eviction, admission, compaction, deltas
+//   table_lr.hxx          learning-rate changes (ct_table_set_lr)
 //   table_autograd.hxx    the tables inside libtorch's autograd graph
 //   table_batch.hxx       per batch: distinct ids (a stamped per-thread hash set), finiteness
 //   table_math.hxx        initializers and the optimizers' per-row arithmetic
@@ -353,6 +354,8 @@ class Table : public std::enable_shared_from_this<Table> {
   void set_step(int64_t step);
   void swap_contents(Table &o);
   void set_admission(int64_t k);
+  // The optimizer's learning rate from the next step on (table_lr.hxx).
+  void set_lr(double lr);
   std::pair<int64_t, int64_t> admission();
   void import_counts(int64_t n, const int64_t *ids, const int64_t *counts);
   void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq);
@@ -555,6 +558,8 @@ class Table : public std::enable_shared_from_this<Table> {
     step_ = step;
   }
   void modified(const int64_t *rows, int64_t n);
+  // SGD with momentum: every row brought up to the current step (see set_lr).
+  void catch_up_all();
   // An eviction's choice (see evict): the rows it takes and the rule that checks them again.
   struct EvictPlan {
     std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index), by id

@@ -366,3 +366,9 @@ func (t *Table) Delta(mark bool) (*TableDelta, error) {
 	}
 	return d, nil
 }
+
+// SetLR sets the optimizer's learning rate (FTRL: alpha) from the next step on (see
+// ct_table_set_lr: with SGD momentum, every row is first brought up to date with the old rate).
+func (t *Table) SetLR(lr float64) error {
+	return t.call("table set lr", func(p C.ct_table) C.ct_error { return C.ct_table_set_lr(p, C.double(lr)) })
+}

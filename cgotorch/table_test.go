@@ -91,7 +91,8 @@ func TestTableHandle(t *testing.T) {
 	}
 }
 
-// The tensor kernels (CUDA's code path, run on the CPU) give the raw kernels' numbers.
+// The tensor kernels (CUDA's code path, run on the CPU) give the raw kernels' numbers, a learning
+// rate change between steps included (SGD momentum: the rows absent from steps are caught up).
 func TestTableTensorKernels(t *testing.T) {
 	for _, opt := range []cgotorch.TableOptimizer{cgotorch.OptSGD, cgotorch.OptAdagrad, cgotorch.OptSparseAdam, cgotorch.OptFTRL} {
 		params := map[cgotorch.TableOptimizer][8]float64{
@@ -111,6 +112,13 @@ func TestTableTensorKernels(t *testing.T) {
 			}
 		}
 		for step := 0; step < 4; step++ {
+			if step == 2 {
+				for _, tbl := range tables {
+					if err := tbl.SetLR(params[0] * 0.3); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			keys := cgotorch.MustFromSlice([]int64{int64(step), 7, int64(step * 3), 7})
 			grads := cgotorch.MustFromSlice([]float32{1, -2, 3, 0.5, 0.5, 0.5, -1, 0, 1, 2, 2, 2}, 4, 3)
 			for _, tbl := range tables {

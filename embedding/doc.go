@@ -58,7 +58,8 @@
 // SGD (with PyTorch's sparse momentum semantics), Adagrad, RowWiseAdagrad, SparseAdam, AdamW and
 // FTRL; each type's doc gives its rule. SGD, Adagrad and SparseAdam give the numbers of the same
 // PyTorch optimizer applied to an nn.Embedding(sparse=True) holding the same rows; the tests
-// check this against fixtures produced by PyTorch.
+// check this against fixtures produced by PyTorch, learning-rate schedules included: SetLR
+// changes a table's rate between steps.
 //
 // # Lifecycle
 //

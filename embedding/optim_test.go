@@ -21,7 +21,9 @@ type optimFixture struct {
 		Optimizer string         `json:"optimizer"`
 		Params    map[string]any `json:"params"`
 		FirstSeen map[string]int `json:"first_seen"`
-		Steps     []struct {
+		// LRAt: the learning rate set before a step (a schedule: SetLR), by step.
+		LRAt  map[string]float64 `json:"lr_at"`
+		Steps []struct {
 			IDs   []int       `json:"ids"`
 			Grads [][]float32 `json:"grads"`
 		} `json:"steps"`
@@ -75,7 +77,7 @@ func fixtureOptimizer(t *testing.T, name string, p map[string]any) embedding.Opt
 
 // The table's optimizers give PyTorch's numbers: repeated ids in a step, a row first seen at a
 // later step, a row with a zero gradient, rows absent from a step (SGD momentum keeps moving
-// them), a row never seen.
+// them), a row never seen, and learning rates changed between steps (SetLR).
 func TestOptimizerParityWithPyTorch(t *testing.T) {
 	data, err := os.ReadFile("testdata/optim.json")
 	if err != nil {
@@ -85,7 +87,7 @@ func TestOptimizerParityWithPyTorch(t *testing.T) {
 	if err := json.Unmarshal(data, &fx); err != nil {
 		t.Fatal(err)
 	}
-	if len(fx.Cases) < 9 {
+	if len(fx.Cases) < 13 {
 		t.Fatalf("optim.json has %d cases", len(fx.Cases))
 	}
 	for _, layout := range []embedding.Layout{embedding.Interleaved, embedding.Separate} {
@@ -104,6 +106,11 @@ func TestOptimizerParityWithPyTorch(t *testing.T) {
 					for r := range fx.Initial {
 						if first, ok := c.FirstSeen[strconv.Itoa(r)]; ok && first == s {
 							write(t, tbl, []int64{fx.TableIDs[r]}, fx.Initial[r]...)
+						}
+					}
+					if lr, ok := c.LRAt[strconv.Itoa(s)]; ok {
+						if err := tbl.SetLR(lr); err != nil {
+							t.Fatal(err)
 						}
 					}
 					ids := make([]int64, len(step.IDs))

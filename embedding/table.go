@@ -78,8 +78,15 @@ func (t *Table) Name() string { return t.name }
 // Dim is the width of the table's rows.
 func (t *Table) Dim() int { return t.cfg.Dim }
 
-// Config is the table's configuration with the defaults filled in.
-func (t *Table) Config() Config { return t.cfg }
+// Config is the table's configuration with the defaults filled in, and the optimizer's learning
+// rate as it is now (SetLR).
+func (t *Table) Config() Config {
+	cfg := t.cfg
+	if cc, err := t.t.Config(); err == nil {
+		cfg.Optimizer = withLR(cfg.Optimizer, cc.OptParams[0])
+	}
+	return cfg
+}
 
 // Len is the number of ids in the table (0 once it is closed).
 func (t *Table) Len() int {

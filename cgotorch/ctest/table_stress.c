@@ -62,7 +62,7 @@ static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a tw
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[26];     /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[27];     /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -323,7 +323,10 @@ static void operate(ct_table t, uint32_t *r) {
   } else if (op < 56 && !pure) { /* update and write: trained ids only */
     ran(4);
     ct_tensor v = tensor(vals, (size_t)(n * D) * sizeof(float), CT_FLOAT32, n, D);
-    if (op < 50) {
+    if (op == 49) { /* a learning-rate schedule's step (SGD momentum: every row caught up) */
+      ran(26);
+      call_ok(ct_table_set_lr(t, 0.005 + (double)(next(r) % 10) / 1000.0), "set lr");
+    } else if (op < 50) {
       call_ok(ct_table_update(t, k, v), "update");
     } else {
       ran(16);

@@ -341,6 +341,50 @@ static void test_update_and_bad_input(void) {
 /* An update inserts the ids it has not seen (after a find of all of them): the absent ones get
  * indices as one find-or-insert of the batch would give them, in batch order, freed ones
  * first, and their rows are initialised before the step. */
+/* ct_table_set_lr: the next steps use the new rate, the configuration reports it, and bad rates
+ * are refused. With SGD momentum a row absent from the steps around the change moves at the rate
+ * of each step it missed (m = 0.5, w = 1, g = 1): step 1 at lr 0.1 gives buf 1, w 0.9; step 2
+ * (absent) w -= 0.1 * 0.5; the rate becomes 1; step 3 (absent) w -= 1 * 0.25. */
+static void test_set_lr(void) {
+  ct_table t = NULL;
+  ct_table_config cfg = ones_config(1, CT_OPT_SGD, 0.1);
+  cfg.opt_params[1] = 0.5;
+  CHECK(ok(ct_table_new(&t, "set-lr", &cfg)));
+  int64_t one = 1, two = 2;
+  float g = 1;
+  ct_tensor k1 = ids_tensor(&one, 1), k2 = ids_tensor(&two, 1), gt = rows_tensor(&g, 1, 1);
+  CHECK(ok(ct_table_update(t, k1, gt)));
+  CHECK(ok(ct_table_update(t, k2, gt)));
+  CHECK(ok(ct_table_set_lr(t, 1)));
+  CHECK(ok(ct_table_update(t, k2, gt)));
+  int64_t *ei, m;
+  float *er, *es;
+  snapshot(t, &ei, &er, &es, &m);
+  CHECK(m == 2 && ei[0] == 1 && close_to(er[0], 1 - 0.1f - 0.05f - 0.25f) && close_to(es[0], 0.25f));
+  free(ei);
+  free(er);
+  free(es);
+  ct_table_config got;
+  CHECK(ok(ct_table_config_get(&got, t)) && got.opt_params[0] == 1 && got.opt_params[1] == 0.5);
+  CHECK(fails_with(ct_table_set_lr(t, -1), "learning rate"));
+  CHECK(fails_with(ct_table_set_lr(t, NAN), "learning rate"));
+  CHECK(ok(ct_table_config_get(&got, t)) && got.opt_params[0] == 1);
+  CHECK(ok(ct_table_close(t)));
+  CHECK(fails_with(ct_table_set_lr(t, 0.1), "closed"));
+  ct_table_free(t);
+  cfg = ones_config(1, CT_OPT_FTRL, 0.1);
+  CHECK(ok(ct_table_new(&t, "set-lr-ftrl", &cfg)));
+  CHECK(fails_with(ct_table_set_lr(t, 0), "alpha"));
+  ct_table_free(t);
+  cfg = ones_config(1, CT_OPT_NONE, 0);
+  CHECK(ok(ct_table_new(&t, "set-lr-none", &cfg)));
+  CHECK(fails_with(ct_table_set_lr(t, 0.1), "no optimizer"));
+  ct_table_free(t);
+  ct_tensor_free(k1);
+  ct_tensor_free(k2);
+  ct_tensor_free(gt);
+}
+
 static void test_update_inserts_absent(void) {
   ct_table t = NULL;
   ct_table_config cfg = ones_config(2, CT_OPT_SGD, 1);
@@ -1614,6 +1658,7 @@ int main(void) {
   test_lifecycle();
   test_lookup_read_write();
   test_update_and_bad_input();
+  test_set_lr();
   test_update_inserts_absent();
   test_kernels_agree();
   test_gather_widths();

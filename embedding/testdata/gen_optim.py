@@ -54,6 +54,17 @@ CASES = [
     ("sparse_adam_lr01", "SparseAdam", dict(lr=0.1, betas=(0.8, 0.99), eps=1e-6)),
 ]
 
+# Learning-rate schedules: before step s (0-based) every param_group's lr is set to LR_AT[s]
+# (the table's SetLR). Row 0 is absent from steps 1 and 3 and row 2 from 2 and 3, so SGD with
+# momentum moves them lazily across the changes, at the rate of the steps they missed.
+LR_AT = {2: 0.02, 3: 0.3}
+SCHEDULED = [
+    ("sgd_momentum_lr_schedule", "SGD", dict(lr=0.1, momentum=0.9)),
+    ("sgd_nesterov_lr_schedule", "SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+    ("adagrad_lr_schedule", "Adagrad", dict(lr=0.2, lr_decay=0.05, initial_accumulator_value=0.3, eps=1e-6)),
+    ("sparse_adam_lr_schedule", "SparseAdam", dict(lr=0.01)),
+]
+
 # States recorded per optimizer (PyTorch's state names).
 STATES = {"SGD": ["momentum_buffer"], "Adagrad": ["sum"], "SparseAdam": ["exp_avg", "exp_avg_sq"]}
 
@@ -63,13 +74,16 @@ def initial_rows():
     return [[(r - 2.5) / 4 + j / 8 for j in range(DIM)] for r in range(ROWS)]
 
 
-def run_case(opt_name, kwargs, steps):
+def run_case(opt_name, kwargs, steps, lr_at=None):
     emb = torch.nn.Embedding(ROWS, DIM, sparse=True)
     with torch.no_grad():
         emb.weight.copy_(torch.tensor(initial_rows(), dtype=torch.float32))
     opt = getattr(torch.optim, opt_name)(emb.parameters(), **kwargs)
     out = []
-    for ids, grads in steps:
+    for s, (ids, grads) in enumerate(steps):
+        if lr_at and s in lr_at:
+            for g in opt.param_groups:
+                g["lr"] = lr_at[s]
         opt.zero_grad()
         x = torch.tensor(ids, dtype=torch.int64)
         g = torch.tensor(grads, dtype=torch.float32)
@@ -117,15 +131,18 @@ def adamw_case():
 def main():
     torch.manual_seed(0)
     cases = []
-    for name, opt_name, kwargs in CASES:
-        cases.append({
+    for name, opt_name, kwargs, lr_at in [c + ({},) for c in CASES] + [c + (LR_AT,) for c in SCHEDULED]:
+        case = {
             "name": name,
             "optimizer": opt_name,
             "params": {k: (list(v) if isinstance(v, tuple) else v) for k, v in kwargs.items()},
             "steps": [{"ids": i, "grads": g} for i, g in STEPS],
             "first_seen": {str(k): v for k, v in FIRST_SEEN.items()},
-            "results": run_case(opt_name, kwargs, STEPS),
-        })
+            "results": run_case(opt_name, kwargs, STEPS, lr_at),
+        }
+        if lr_at:
+            case["lr_at"] = {str(k): v for k, v in lr_at.items()}
+        cases.append(case)
     adamw = adamw_case()
     adamw["params"] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in adamw["params"].items()}
     cases.append(adamw)

@@ -1,0 +1,74 @@
+// table_lr.hxx: changing a table's learning rate between steps (learning-rate schedules), and
+// its ct_table_set_lr entry point.
+// Compiled as part of unity_table.cc, after table_capi.hxx (tbl) and the files it needs.
+
+namespace ct {
+namespace table {
+
+// The rule's learning rate is p[0] for every optimizer (FTRL's alpha). A step reads it when it
+// runs, so a change takes effect at the next step, as a change of torch's param_groups' lr
+// does. SGD with momentum is the exception that needs work: rows absent from steps move
+// lazily, in closed form over the steps they missed, with the learning rate of now; so before
+// the rate changes every row is brought up to date with the old one (a pass over the table),
+// and marked changed for deltas (a copy kept by ApplyDelta must not catch them up with the
+// new rate either).
+void Table::set_lr(double lr) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  if (!std::isfinite(lr) || lr < 0) throw arg_error("the learning rate must be finite and >= 0");
+  if (opt_.kind == CT_OPT_NONE) throw arg_error("the table has no optimizer");
+  Optim next = opt_;
+  next.p[0] = lr;
+  next.validate();
+  if (opt_.has_momentum() && next.p[0] != opt_.p[0]) catch_up_all();
+  // p[0] alone: the steps read it under the lock, but update reads the rule's kind before it
+  // takes the lock (the kind never changes).
+  opt_.p[0] = lr;
+  cfg_.opt_params[0] = lr;  // what ct_table_config_get and checkpoints report
+}
+
+// Brings every row's weight and momentum buffer up to the current step (stamps = step_).
+void Table::catch_up_all() {
+  std::vector<int64_t> rows;
+  each_row_by_index(map_, [&](int64_t r, int64_t) {
+    if (stamp_[static_cast<size_t>(r)] < step_) rows.push_back(r);
+  });
+  if (rows.empty()) return;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (raw_) {
+    // gather() with momentum writes the caught-up values: slot 0 (weights) and slot 1 (the
+    // buffers), into buffers of their own, then both are written back.
+    at::Tensor w = new_rows(n), b = at::empty({n, width_[1]}, float_opts());
+    gather(rows.data(), n, 0, w);
+    gather(rows.data(), n, 1, b);
+    const float *pw = w.data_ptr<float>(), *pb = b.data_ptr<float>();
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t r = rows[static_cast<size_t>(i)];
+      std::memcpy(slot_ptr(0, r), pw + i * dim_, sizeof(float) * static_cast<size_t>(dim_));
+      std::memcpy(slot_ptr(1, r), pb + i * width_[1], sizeof(float) * static_cast<size_t>(width_[1]));
+    }
+  } else {
+    const RowPlan p = plan(rows);
+    at::Tensor w = new_rows(n), b = at::empty({n, width_[1]}, float_opts());
+    gather(rows.data(), n, 0, w);
+    gather(rows.data(), n, 1, b);
+    scatter_slot_tensor(p, 0, w);
+    scatter_slot_tensor(p, 1, b);
+  }
+  for (int64_t r : rows) stamp_[static_cast<size_t>(r)] = step_;
+  modified(rows.data(), n);
+}
+
+}  // namespace table
+}  // namespace ct
+
+extern "C" {
+
+ct_error ct_table_set_lr(ct_table h, double lr) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).set_lr(lr);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,38 @@
+package embedding
+
+// SetLR sets the learning rate of the table's optimizer (FTRL's Alpha) from the next step on,
+// as assigning the lr of a torch param_group does: a schedule (warm-up, decay) calls it between
+// steps. The rest of the optimizer's configuration stays; Config and checkpoints carry the new
+// rate. It must be finite and >= 0 (FTRL: > 0), else ErrBadInput; a table without an optimizer
+// is ErrBadInput too.
+//
+// With SGD momentum, rows absent from a step still move (see SGD), lazily, at the rate of the
+// step that catches them up; so SetLR first brings every row up to date at the old rate: a pass
+// over the table under its exclusive lock, and every row goes into the next Delta. The other
+// optimizers change nothing but the rate.
+func (t *Table) SetLR(lr float64) error { return wrap("set lr", t.name, t.t.SetLR(lr)) }
+
+// withLR is o with the learning rate lr.
+func withLR(o Optimizer, lr float64) Optimizer {
+	switch x := o.(type) {
+	case SGD:
+		x.LR = lr
+		return x
+	case Adagrad:
+		x.LR = lr
+		return x
+	case RowWiseAdagrad:
+		x.LR = lr
+		return x
+	case SparseAdam:
+		x.LR = lr
+		return x
+	case AdamW:
+		x.LR = lr
+		return x
+	case FTRL:
+		x.Alpha = lr
+		return x
+	}
+	return o
+}
