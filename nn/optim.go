@@ -97,7 +97,7 @@ func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 func (o *Optimizer) Groups() []*ParamGroup { return o.groups }
 
 // SetLR sets the learning rate of every parameter group (not of the Steppers, which have their
-// own).
+// own: a schedule sets the tables' with embedding.Table.SetLR, e.g. over Tables(model)).
 func (o *Optimizer) SetLR(lr float64) {
 	for _, g := range o.groups {
 		g.LR = lr
