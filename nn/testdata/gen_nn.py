@@ -10,7 +10,8 @@ It writes beside itself:
 - nn.json: for every case a name, a config (hyperparameters) and named tensors (dtype, shape,
   row-major values): inputs, parameters, outputs, and the gradients of sum(out * gy) for a fixed
   gy; for the optimizers, the parameters and the loss after every step of a small MLP trained
-  on fixed batches from fixed initial weights.
+  on fixed batches from fixed initial weights; for clip_grad_norm_ (cases clip_*), the total
+  norm and the clipped gradients of the MLP's first batch.
 - optim_state/<case>.safetensors: for every optimizer case, torch.optim's state after step 3
   (SAVE_AT) in gorec's optimizer state format (Optimizer.LoadState), with the parameter groups'
   step counts; Go loads it and must take steps 4 to 6 as torch did.
@@ -214,6 +215,22 @@ def write_safetensors(path, state, metadata):
     js = json.dumps(header).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(js)) + js + b"".join(blobs))
+
+
+# clip_grad_norm_ on the MLP's gradients of batch 0 (from MLP_INIT): per norm type and max norm,
+# the total norm returned and the gradients after clipping (max norm 1e3: none clipped).
+CLIPS = [("clip_l2", 2.0, 0.05), ("clip_inf", float("inf"), 0.02), ("clip_l1", 1.0, 0.3), ("clip_p3", 3.0, 0.04),
+         ("clip_none", 2.0, 1e3)]
+for name, norm_type, max_norm in CLIPS:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    model.load_state_dict(MLP_INIT)
+    x, y = BATCHES[0]
+    nn.BCEWithLogitsLoss()(model(x), y).backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, norm_type)
+    tensors = {"total": total}
+    for k, p in model.named_parameters():
+        tensors["grad." + k] = p.grad
+    case(name, tensors, {"norm_type": "inf" if norm_type == float("inf") else norm_type, "max_norm": max_norm})
 
 
 # torch.optim's state in gorec's optimizer state format (nn/optim_state.go): written after

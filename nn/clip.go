@@ -1,0 +1,76 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// ClipGradNorm scales the gradients of params in place so that their total norm is at most
+// maxNorm, as torch.nn.utils.clip_grad_norm_ of PyTorch 1.13 does, and returns the total norm
+// before clipping. The total norm is the normType-norm of the vector of the gradients' own
+// normType-norms (math.Inf(1): the largest absolute element); every gradient is multiplied by
+// min(1, maxNorm / (total + 1e-6)). Parameters without a gradient are skipped (no gradient at
+// all: 0). It clips the dense parameters only: the embedding tables keep their gradients
+// pending on the C side (see embedding.Table.PendingGrad). A normType <= 0 or NaN, or a maxNorm
+// < 0 or NaN, is an error wrapping cgotorch.ErrInvalidArgument; a failing tensor operation (a
+// closed parameter, say) is returned as an error.
+func ClipGradNorm(params []NamedParameter, maxNorm, normType float64) (total float64, err error) {
+	if !(normType > 0) || !(maxNorm >= 0) {
+		return 0, invalid("clip grad norm: max norm %v must be >= 0 and norm type %v > 0", maxNorm, normType)
+	}
+	var itemErr error
+	err = cgotorch.Try(func() {
+		cgotorch.NoGrad(func() {
+			cgotorch.WithScope(func(*cgotorch.Scope) {
+				var grads, norms []*Tensor
+				for _, p := range params {
+					if g := p.Tensor.Grad(); g != nil {
+						grads = append(grads, g)
+						norms = append(norms, vectorNorm(g, normType))
+					}
+				}
+				if len(grads) == 0 {
+					return
+				}
+				t := cgotorch.Stack(norms, 0)
+				if math.IsInf(normType, 1) {
+					t = t.Max()
+				} else {
+					t = vectorNorm(t, normType)
+				}
+				v, err := t.Item()
+				if err != nil {
+					itemErr = err
+					return
+				}
+				total = v
+				// max_norm / (total + 1e-6) in float32, as torch computes it on the norm's tensor
+				coef := float64(float32(maxNorm) * (1 / (float32(v) + 1e-6)))
+				if coef < 1 {
+					for _, g := range grads {
+						g.MulScalarInPlace(coef)
+					}
+				}
+			})
+		})
+	})
+	if err = errors.Join(err, itemErr); err != nil {
+		return 0, fmt.Errorf("nn: clip grad norm: %w", err)
+	}
+	return total, nil
+}
+
+// vectorNorm is the p-norm of all of t's elements (torch.norm(t, p)).
+func vectorNorm(t *Tensor, p float64) *Tensor {
+	switch {
+	case math.IsInf(p, 1):
+		return t.Abs().Max()
+	case p == 2:
+		return t.Norm()
+	default:
+		return t.Abs().PowScalar(p).Sum().PowScalar(1 / p)
+	}
+}
