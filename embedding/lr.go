@@ -36,3 +36,22 @@ func withLR(o Optimizer, lr float64) Optimizer {
 	}
 	return o
 }
+
+// LR is the learning rate of the table's optimizer (FTRL's Alpha; 0 without an optimizer).
+func (t *Table) LR() float64 {
+	switch o := t.Config().Optimizer.(type) {
+	case SGD:
+		return o.LR
+	case Adagrad:
+		return o.LR
+	case RowWiseAdagrad:
+		return o.LR
+	case SparseAdam:
+		return o.LR
+	case AdamW:
+		return o.LR
+	case FTRL:
+		return o.Alpha
+	}
+	return 0
+}

@@ -11,7 +11,8 @@ It writes beside itself:
   row-major values): inputs, parameters, outputs, and the gradients of sum(out * gy) for a fixed
   gy; for the optimizers, the parameters and the loss after every step of a small MLP trained
   on fixed batches from fixed initial weights; for clip_grad_norm_ (cases clip_*), the total
-  norm and the clipped gradients of the MLP's first batch.
+  norm and the clipped gradients of the MLP's first batch; for the learning-rate schedulers
+  (cases sched_*), the rates of three groups after every step.
 - optim_state/<case>.safetensors: for every optimizer case, torch.optim's state after step 3
   (SAVE_AT) in gorec's optimizer state format (Optimizer.LoadState), with the parameter groups'
   step counts; Go loads it and must take steps 4 to 6 as torch did.
@@ -231,6 +232,26 @@ for name, norm_type, max_norm in CLIPS:
     for k, p in model.named_parameters():
         tensors["grad." + k] = p.grad
     case(name, tensors, {"norm_type": "inf" if norm_type == float("inf") else norm_type, "max_norm": max_norm})
+
+
+# Learning-rate schedulers: three param groups (base lr 0.1, 0.03, 0.05; gorec's test puts the
+# third on an embedding table); the lrs after construction and after each of 12 scheduler steps.
+SCHEDULES = [
+    ("sched_step", "StepLR", dict(step_size=3, gamma=0.5)),
+    ("sched_exponential", "ExponentialLR", dict(gamma=0.9)),
+    ("sched_cosine", "CosineAnnealingLR", dict(T_max=10, eta_min=0.001)),
+    ("sched_linear", "LinearLR", dict(start_factor=0.1, end_factor=1.0, total_iters=5)),
+]
+for name, kind, kwargs in SCHEDULES:
+    ps = [torch.nn.Parameter(torch.zeros(1)) for _ in range(3)]
+    opt = torch.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(ps, (0.1, 0.03, 0.05))], lr=0.1)
+    sched = getattr(torch.optim.lr_scheduler, kind)(opt, **kwargs)
+    lrs = [[g["lr"] for g in opt.param_groups]]
+    for _ in range(12):
+        opt.step()
+        sched.step()
+        lrs.append([g["lr"] for g in opt.param_groups])
+    case(name, {}, dict(kwargs, scheduler=kind, lrs=lrs))
 
 
 # torch.optim's state in gorec's optimizer state format (nn/optim_state.go): written after
