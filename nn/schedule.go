@@ -32,7 +32,9 @@ func (s StepLR) LR(base float64, step int64) float64 {
 type ExponentialLR struct{ Gamma float64 }
 
 // LR implements Schedule.
-func (s ExponentialLR) LR(base float64, step int64) float64 { return base * math.Pow(s.Gamma, float64(step)) }
+func (s ExponentialLR) LR(base float64, step int64) float64 {
+	return base * math.Pow(s.Gamma, float64(step))
+}
 
 // CosineAnnealingLR anneals the rate from base to EtaMin over TMax steps along a half cosine
 // (and on, periodically, as torch's does): EtaMin + (base - EtaMin) * (1 + cos(pi * step / TMax)) / 2.
