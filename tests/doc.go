@@ -4,8 +4,9 @@
 // `go test ./tests/`.
 //
 //   - resume_test.go: a model of three hash tables (growing, with admission, eviction and
-//     compaction, three sparse optimizers) and dense layers with dropout and AdamW, trained
-//     from a stream, checkpointed mid-stream with SaveTrainingCheckpoint and resumed: the
+//     compaction, three sparse optimizers) and dense layers with dropout and AdamW, all rates
+//     on one cosine schedule, trained from a stream, checkpointed mid-stream with
+//     SaveTrainingCheckpoint (the scheduler's state as a file of the caller's) and resumed: the
 //     resumed run gives the uninterrupted run's losses and final state to the bit.
 //   - serve_test.go: the trained tables pushed to a serving store with ExportEach, and
 //     ReadInto answering from many goroutines while training goes on, both checked against

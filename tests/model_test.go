@@ -22,6 +22,7 @@ type recModel struct {
 	mlp          *nn.Sequential
 	tables       []*embedding.Table
 	opt          *nn.Optimizer
+	sched        *nn.Scheduler
 }
 
 const dim = 8
@@ -32,7 +33,8 @@ const dim = 8
 //   - tags: SGD with momentum (its rows catch up on skipped steps lazily), grown from a
 //     capacity of 16.
 //
-// The dense layers are trained by AdamW.
+// The dense layers are trained by AdamW. One cosine schedule anneals every rate, dense and
+// tables', stepped after each training step.
 func newRecModel(t *testing.T, prefix string) *recModel {
 	t.Helper()
 	m := &recModel{}
@@ -66,6 +68,9 @@ func newRecModel(t *testing.T, prefix string) *recModel {
 	}
 	opt.AddSteppers(m.Steppers()...)
 	m.opt = opt
+	if m.sched, err = nn.NewScheduler(opt, nn.CosineAnnealingLR{TMax: 16, EtaMin: 1e-4}, m.tables...); err != nil {
+		t.Fatal(err)
+	}
 	return m
 }
 
@@ -125,7 +130,7 @@ func (m *recModel) step(t *testing.T, s int) float32 {
 		l.Backward()
 		v, itemErr := l.Item()
 		loss = float32(v)
-		err = errors.Join(itemErr, m.opt.Step())
+		err = errors.Join(itemErr, m.opt.Step(), m.sched.Step())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +139,8 @@ func (m *recModel) step(t *testing.T, s int) float32 {
 }
 
 // digest is a hash of everything the model holds: the dense state and, per table, the export
-// (ids, rows, optimizer states, step), the access metadata and the admission counts.
+// (ids, rows, optimizer states, step), the access metadata, the admission counts and the
+// learning rate.
 func (m *recModel) digest(t *testing.T) string {
 	t.Helper()
 	h := fnv.New64a()
@@ -160,7 +166,7 @@ func (m *recModel) digest(t *testing.T) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprint(h, k, counted, tab.Len())
+		fmt.Fprint(h, k, counted, tab.Len(), tab.LR())
 	}
 	return fmt.Sprintf("%x", h.Sum64())
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"io"
 	"slices"
 	"testing"
 
@@ -30,15 +31,17 @@ func (m *recModel) run(t *testing.T, from, to int) ([]float32, int) {
 }
 
 // A trainer stops after step 6 with a training checkpoint (staged, as a trainer that keeps
-// serving would take it); a new trainer (new tables under the same names, new dense layers,
-// new optimizer) loads it and goes on. Its losses and its final model (dense state, every
-// table's rows, optimizer states, steps, access metadata and admission counts) are those of
+// serving would take it, with the learning-rate scheduler's state as a file of its own); a new
+// trainer (new tables under the same names, new dense layers, new optimizer and scheduler)
+// loads it and goes on. Its losses and its final model (dense state, every table's rows,
+// optimizer states, steps, access metadata, admission counts and learning rates) are those of
 // the run that never stopped, to the bit.
 func TestResumeFromTrainingCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	first := newRecModel(t, "resume-")
 	first.run(t, 0, resumeAt)
-	if err := nn.SaveTrainingCheckpoint(dir, first, first.opt, embedding.SaveOptions{Staged: true}); err != nil {
+	files := map[string]func(io.Writer) error{"scheduler": first.sched.SaveState}
+	if err := nn.SaveTrainingCheckpoint(dir, first, first.opt, embedding.SaveOptions{Staged: true, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	want, evicted := first.run(t, resumeAt, resumeEnd)
@@ -62,7 +65,8 @@ func TestResumeFromTrainingCheckpoint(t *testing.T) {
 	}
 
 	second := newRecModel(t, "resume-")
-	if err := nn.LoadTrainingCheckpoint(dir, second, second.opt, nil); err != nil {
+	load := map[string]func(io.Reader) error{"scheduler": second.sched.LoadState}
+	if err := nn.LoadTrainingCheckpoint(dir, second, second.opt, load); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := second.run(t, resumeAt, resumeEnd)
