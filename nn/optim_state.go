@@ -80,14 +80,8 @@ func (o *Optimizer) metadata() (map[string]string, error) {
 // cgotorch.ErrInvalidArgument otherwise). The Steppers' state (the embedding tables') is not
 // included: checkpoints save the tables (see SaveTrainingCheckpoint).
 func (o *Optimizer) SaveState(w io.Writer) error {
-	seen := map[string]bool{}
-	for _, g := range o.groups {
-		for _, p := range g.Params {
-			if seen[p.Name] {
-				return invalid("%s: save state: parameter name %q is not unique", o.name, p.Name)
-			}
-			seen[p.Name] = true
-		}
+	if err := o.uniqueNames("save state"); err != nil {
+		return err
 	}
 	meta, err := o.metadata()
 	if err != nil {
@@ -112,9 +106,26 @@ func (o *Optimizer) LoadState(r io.Reader) error {
 	return st.apply()
 }
 
+// uniqueNames refuses parameter names that are not unique: they name the state's tensors.
+func (o *Optimizer) uniqueNames(op string) error {
+	seen := map[string]bool{}
+	for _, g := range o.groups {
+		for _, p := range g.Params {
+			if seen[p.Name] {
+				return invalid("%s: %s: parameter name %q is not unique", o.name, op, p.Name)
+			}
+			seen[p.Name] = true
+		}
+	}
+	return nil
+}
+
 // readState reads and checks a saved state as LoadState does, changing nothing; its apply
 // copies it in. The caller closes the result.
 func (o *Optimizer) readState(r io.Reader) (*checkedState, error) {
+	if err := o.uniqueNames("loading state"); err != nil {
+		return nil, err
+	}
 	tensors, meta, err := ReadSafetensors(r)
 	if err != nil {
 		return nil, err

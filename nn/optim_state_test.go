@@ -227,7 +227,7 @@ func stateOf(t *testing.T) func(*nn.Optimizer, error) []byte {
 	}
 }
 
-func TestOptimizerSaveStateNeedsUniqueNames(t *testing.T) {
+func TestOptimizerStateNeedsUniqueNames(t *testing.T) {
 	a, b := nn.NewLinear(2, 2, false), nn.NewLinear(2, 2, false)
 	opt, err := nn.NewSGD(append(a.Parameters(), b.Parameters()...), nn.SGDOptions{LR: 0.1})
 	if err != nil {
@@ -236,5 +236,8 @@ func TestOptimizerSaveStateNeedsUniqueNames(t *testing.T) {
 	var buf bytes.Buffer
 	if err := opt.SaveState(&buf); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Errorf("SaveState with two parameters named %q: %v", a.Parameters()[0].Name, err)
+	}
+	if err := opt.LoadState(bytes.NewReader(torchOptimizerState(t, "sgd"))); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("LoadState with two parameters named %q: %v", a.Parameters()[0].Name, err)
 	}
 }

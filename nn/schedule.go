@@ -88,7 +88,8 @@ func checkSchedule(s Schedule) error {
 // or per training step, after Optimizer.Step) those of the next step. Rates follow the closed
 // form from the bases (the rates when it was made), so they do not drift with rounding; they
 // are torch's within 1e-12 relative (its schedulers multiply step by step). It is not safe for
-// concurrent use.
+// concurrent use. A table with SGD momentum pays a pass over its rows for every rate change
+// (embedding.Table.SetLR): on a large one, step its schedule per epoch, not per batch.
 type Scheduler struct {
 	opt    *Optimizer
 	tables []*embedding.Table
