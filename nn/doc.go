@@ -31,11 +31,22 @@
 //
 // makes one opt.ZeroGrad() and one opt.Step() cover the whole model.
 //
-// # State files
+// A Scheduler sets the learning rates of an optimizer's groups and of embedding tables by a
+// Schedule (StepLR, ExponentialLR, CosineAnnealingLR, LinearLR: torch.optim.lr_scheduler's);
+// ClipGradNorm is torch.nn.utils.clip_grad_norm_ on the dense gradients.
+//
+// # State files and checkpoints
 //
 // SaveState and LoadState write and read a module's parameters and buffers (StateDict) in the
 // safetensors format, under torch's state_dict names, so that state moves between gorec and
-// PyTorch. Malformed files are errors (wrapping ErrFormat), never panics.
+// PyTorch; Optimizer.SaveState and LoadState do the same for an optimizer's state (torch.optim's
+// state names and param_groups), so that a run trained in PyTorch resumes here. Malformed files
+// are errors (wrapping ErrFormat), never panics.
+//
+// SaveCheckpoint writes a whole model (its embedding tables and dense state) to a directory in
+// one crash-safe call; SaveTrainingCheckpoint adds the optimizer's state and the random
+// generator's, so that LoadTrainingCheckpoint resumes training with the numbers of the run that
+// never stopped (docs/checkpoint.md).
 //
 // # Errors and memory
 //
