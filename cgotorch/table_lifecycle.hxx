@@ -293,7 +293,9 @@ void Table::swap_contents(Table &o) {
   }
   using std::swap;
   swap(init_, o.init_);
-  swap(opt_, o.opt_);
+  // The parameters only: the kinds are equal, and update reads its table's kind before it
+  // takes the lock (writing it, even unchanged, would race with that read).
+  swap(opt_.p, o.opt_.p);
   swap(sinit_, o.sinit_);  // initial state values follow the optimizer's parameters
   swap(map_, o.map_);
   remaps_++;

@@ -57,12 +57,13 @@ static const struct setup setups[] = {
     {"ftrl-admission", CT_OPT_FTRL, {0.1, 1, 0.01, 0.01}, CT_LAYOUT_SEPARATE, CT_TABLE_TRACK_ACCESS, 2},
 };
 static struct setup current; /* the one running (set while no worker runs) */
+static ct_table spare;       /* a twin the table swaps its contents with (as a checkpoint load does) */
 
 static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a twin table) */
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[27];     /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[28];     /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -379,6 +380,9 @@ static void operate(ct_table t, uint32_t *r) {
   } else if (op < 97) {
     ran(13);
     call_ok(ct_table_compact(t), "compact");
+  } else if (op == 97) { /* swap contents with the twin: its pure rows are initial too */
+    ran(27);
+    call_ok(ct_table_swap(t, spare), "swap");
   } else if (op < 99) {
     ran(14);
     ct_table_stats s;
@@ -482,8 +486,8 @@ static void stress(const struct setup *u) {
   const ct_table_config cfg = stress_config(u);
   initial_rows(&cfg);
   ct_table t = NULL;
-  CHECK(ok(ct_table_new(&t, NAME, &cfg)));
-  if (u->admission > 1) CHECK(ok(ct_table_set_admission(t, u->admission)));
+  CHECK(ok(ct_table_new(&t, NAME, &cfg)) && ok(ct_table_new(&spare, NAME "-spare", &cfg)));
+  if (u->admission > 1) CHECK(ok(ct_table_set_admission(t, u->admission)) && ok(ct_table_set_admission(spare, u->admission)));
   const long bad0 = atomic_load(&bad);
   for (uint32_t round = 1; round <= ROUNDS; round++) {
     run_phase(round, 0); /* all at once, the table open throughout */
@@ -495,6 +499,9 @@ static void stress(const struct setup *u) {
   CHECK(closed > 0);
   CHECK(fails_with(ct_table_compact(t), "closed: "));
   ct_table_free(t);
+  CHECK(ok(ct_table_close(spare)));
+  ct_table_free(spare);
+  spare = NULL;
   atomic_store(&closing, 0);
   printf("table stress %s: %d threads x %d operations x %d phases, %ld calls met the closed table, %ld checks failed\n",
          u->name, THREADS, ITERS, ROUNDS + 1, closed, atomic_load(&bad) - bad0);
