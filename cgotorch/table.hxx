@@ -558,7 +558,10 @@ class Table : public std::enable_shared_from_this<Table> {
     step_ = step;
   }
   void modified(const int64_t *rows, int64_t n);
-  // SGD with momentum: every row brought up to the current step (see set_lr).
+  // SGD momentum: rows brought up to a step, in place (raw) or gathered (tensor kernels);
+  // catch_up_all: every row up to the current step (see set_lr).
+  void catch_up_raw(int64_t r, int64_t now, float *w, float *buf) const;
+  void catch_up_tensor(const std::vector<int64_t> &rows, int64_t now, at::Tensor &w, at::Tensor &buf) const;
   void catch_up_all();
   // An eviction's choice (see evict): the rows it takes and the rule that checks them again.
   struct EvictPlan {

@@ -153,7 +153,9 @@ void Table::write_raw(const std::vector<int64_t> &rows, int s, const float *src)
 ct_table_config Table::config() {
   std::shared_lock<std::shared_mutex> lock(mu_);
   check_open();
-  return cfg_;
+  ct_table_config c = cfg_;
+  std::copy(opt_.p, opt_.p + 8, c.opt_params);  // the rule's parameters as they are (set_lr)
+  return c;
 }
 
 void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {

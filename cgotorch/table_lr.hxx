@@ -23,8 +23,7 @@ void Table::set_lr(double lr) {
   if (opt_.has_momentum() && next.p[0] != opt_.p[0]) catch_up_all();
   // p[0] alone: the steps read it under the lock, but update reads the rule's kind before it
   // takes the lock (the kind never changes).
-  opt_.p[0] = lr;
-  cfg_.opt_params[0] = lr;  // what ct_table_config_get and checkpoints report
+  opt_.p[0] = lr;  // ct_table_config_get and checkpoints report it (config)
 }
 
 // Brings every row's weight and momentum buffer up to the current step (stamps = step_).
@@ -36,22 +35,16 @@ void Table::catch_up_all() {
   if (rows.empty()) return;
   const int64_t n = static_cast<int64_t>(rows.size());
   if (raw_) {
-    // gather() with momentum writes the caught-up values: slot 0 (weights) and slot 1 (the
-    // buffers), into buffers of their own, then both are written back.
-    at::Tensor w = new_rows(n), b = at::empty({n, width_[1]}, float_opts());
-    gather(rows.data(), n, 0, w);
-    gather(rows.data(), n, 1, b);
-    const float *pw = w.data_ptr<float>(), *pb = b.data_ptr<float>();
-    for (int64_t i = 0; i < n; i++) {
-      const int64_t r = rows[static_cast<size_t>(i)];
-      std::memcpy(slot_ptr(0, r), pw + i * dim_, sizeof(float) * static_cast<size_t>(dim_));
-      std::memcpy(slot_ptr(1, r), pb + i * width_[1], sizeof(float) * static_cast<size_t>(width_[1]));
-    }
+    for_rows(n, dim_ * 4, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; i++) {
+        const int64_t r = rows[static_cast<size_t>(i)];
+        catch_up_raw(r, step_, slot_ptr(0, r), slot_ptr(1, r));
+      }
+    });
   } else {
     const RowPlan p = plan(rows);
-    at::Tensor w = new_rows(n), b = at::empty({n, width_[1]}, float_opts());
-    gather(rows.data(), n, 0, w);
-    gather(rows.data(), n, 1, b);
+    at::Tensor w = gather_slot_tensor(p, 0), b = gather_slot_tensor(p, 1);
+    catch_up_tensor(rows, step_, w, b);
     scatter_slot_tensor(p, 0, w);
     scatter_slot_tensor(p, 1, b);
   }

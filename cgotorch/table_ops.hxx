@@ -227,6 +227,29 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   modified(rows.data(), u);
 }
 
+// SGD momentum: row r's weight w and buffer buf brought in place from its stamp up to step now
+// (the moves of the steps it missed, at the present rate); the caller sets the stamp.
+void Table::catch_up_raw(int64_t r, int64_t now, float *w, float *buf) const {
+  const int64_t kk = now - stamp_[static_cast<size_t>(r)];
+  if (kk <= 0) return;
+  double S, decay;
+  opt_.catch_up_factors(kk, &S, &decay);
+  const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
+  for_lanes(dim_, [&](int64_t j, auto L) {
+    const auto b = L.load(buf + j);
+    L.store(w + j, L.load(w + j) + mv * b);
+    L.store(buf + j, b * dc);
+  });
+}
+
+// The same for gathered rows: w and buf are their weights and buffers.
+void Table::catch_up_tensor(const std::vector<int64_t> &rows, int64_t now, at::Tensor &w, at::Tensor &buf) const {
+  at::Tensor mv, dc;
+  momentum_factors(rows, now, &mv, &dc);
+  w.sub_(buf * mv);
+  buf.mul_(dc);
+}
+
 void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t *rows, int64_t u) {
   const int64_t t = c.t;
   const bool momentum = opt_.has_momentum();
@@ -239,18 +262,7 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
       float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
       float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
       if (momentum) {
-        // Steps stamp+1 .. t-1 had no gradient for this row.
-        const int64_t kk = (t - 1) - stamp_[static_cast<size_t>(r)];
-        if (kk > 0) {
-          double S, decay;
-          opt_.catch_up_factors(kk, &S, &decay);
-          const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
-          for_lanes(dim_, [&](int64_t j, auto L) {
-            const auto b = L.load(s0 + j);
-            L.store(w + j, L.load(w + j) + mv * b);
-            L.store(s0 + j, b * dc);
-          });
-        }
+        catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
         stamp_[static_cast<size_t>(r)] = t;
       }
       opt_.apply(c, gp[i], w, s0, s1);
@@ -266,12 +278,7 @@ void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vec
   at::Tensor s0, s1;
   if (nstates_ > 0) s0 = gather_slot_tensor(p, 1);
   if (nstates_ > 1) s1 = gather_slot_tensor(p, 2);
-  if (opt_.has_momentum()) {
-    at::Tensor mv, dc;
-    momentum_factors(rows, c.t - 1, &mv, &dc);
-    w.sub_(s0 * mv);
-    s0.mul_(dc);
-  }
+  if (opt_.has_momentum()) catch_up_tensor(rows, c.t - 1, w, s0);
   opt_.apply(c, g, w, nstates_ > 0 ? &s0 : nullptr, nstates_ > 1 ? &s1 : nullptr);
   // Everything is computed; now the scatters.
   scatter_slot_tensor(p, 0, w);

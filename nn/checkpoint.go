@@ -112,14 +112,18 @@ func loadModel(dir string, m Module, opt *Optimizer, files map[string]func(io.Re
 	return read.apply()
 }
 
+// badCheckpoint is the ErrBadInput error of a checkpoint call (op "save" or "load").
+func badCheckpoint(op, format string, args ...any) error {
+	return &embedding.Error{Op: op, Kind: embedding.ErrBadInput, Err: fmt.Errorf(format, args...)}
+}
+
 // withReserved is the caller's files with the checkpoint's own added (a caller's file of such
 // a name is ErrBadInput).
 func withReserved[F any](op string, files map[string]F, own map[string]F) (map[string]F, error) {
 	all := make(map[string]F, len(files)+len(own))
 	for name, f := range files {
 		if _, taken := reservedFiles[name]; taken {
-			return nil, &embedding.Error{Op: op, Kind: embedding.ErrBadInput,
-				Err: fmt.Errorf("the file name %q is the checkpoint's own (%s)", name, reservedFiles[name])}
+			return nil, badCheckpoint(op, "the file name %q is the checkpoint's own (%s)", name, reservedFiles[name])
 		}
 		all[name] = f
 	}

@@ -17,7 +17,7 @@ import (
 // trains.
 func SaveTrainingCheckpoint(dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
 	if opt == nil {
-		return &embedding.Error{Op: "save", Kind: embedding.ErrBadInput, Err: fmt.Errorf("nil optimizer")}
+		return badCheckpoint("save", "nil optimizer")
 	}
 	return saveModel(dir, m, opt, o)
 }
@@ -30,7 +30,7 @@ func SaveTrainingCheckpoint(dir string, m Module, opt *Optimizer, o embedding.Sa
 // SaveCheckpoint, which has no optimizer state, is embedding.ErrIncompatible.
 func LoadTrainingCheckpoint(dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
 	if opt == nil {
-		return &embedding.Error{Op: "load", Kind: embedding.ErrBadInput, Err: fmt.Errorf("nil optimizer")}
+		return badCheckpoint("load", "nil optimizer")
 	}
 	return loadModel(dir, m, opt, files)
 }
