@@ -630,6 +630,15 @@ ct_error ct_table_export_chunks(ct_table t, int64_t chunk_rows, ct_table_sink si
 ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float *rows,
                          const float *state0, const float *state1, const int64_t *last_step,
                          const int64_t *frequency, const int64_t *stamp);
+/* Applies a delta of the table this one copies (its ct_table_delta, or one read back from a
+ * file), all or nothing: removes the ndeleted ids (those the delta also writes are overwritten
+ * instead), inserts or overwrites the n rows as ct_table_import does (checked the same way, last
+ * steps and stamps against `step`), and sets the step counter to step. A delta of a step below
+ * the table's counter is refused: deltas apply in the order they were taken. */
+ct_error ct_table_apply_delta(ct_table t, int64_t step, int64_t ndeleted, const int64_t *deleted,
+                              int64_t n, const int64_t *ids, const float *rows, const float *state0,
+                              const float *state1, const int64_t *last_step, const int64_t *frequency,
+                              const int64_t *stamp);
 /* Sets the step counter (>= 0; a checkpoint load sets it before importing rows, whose last
  * steps and stamps must not exceed it). */
 ct_error ct_table_set_step(ct_table t, int64_t step);

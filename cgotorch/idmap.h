@@ -74,6 +74,10 @@ int ct_idmap_reserve(ct_idmap *m, size_t additional);
  * grown for n more entries before anything is erased). */
 int64_t ct_idmap_erase(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out);
 
+/* Grow the free list so that erasing n more ids needs no allocation (an erase then cannot
+ * fail): 0, or -1 on out-of-memory (unchanged). */
+int ct_idmap_reserve_free(ct_idmap *m, size_t n);
+
 /* Empty the map: size 0, high_water 0, free list empty. Keeps the slot memory. */
 void ct_idmap_clear(ct_idmap *m);
 

@@ -148,3 +148,22 @@ static void slots_release(slot_t *p, size_t cap, slab_t *sb, size_t *bytes) {
     (void)bytes;
 #endif
 }
+
+/* Grows the allocator's free list so that n more freed indices fit: 0, or -1 on out-of-memory
+ * (unchanged). Erase calls it before it erases anything; ct_idmap_reserve_free ahead of it. */
+static int free_reserve(ct_idmap *m, size_t n) {
+    if (m->free_cap - m->free_len >= n) return 0;
+    size_t want = m->free_len + n;
+    if (want < m->free_len || want > SIZE_MAX / sizeof(int64_t)) return -1;
+    size_t nc = m->free_cap * 2;
+    if (nc < want) nc = want;
+    if (nc < 16) nc = 16;
+    int64_t *nf = (int64_t *)xmalloc(nc * sizeof(int64_t));
+    if (!nf) return -1;
+    if (m->free_len) memcpy(nf, m->free_list, m->free_len * sizeof(int64_t));
+    xfree(m->free_list);
+    m->bytes += (nc - m->free_cap) * sizeof(int64_t);
+    m->free_list = nf;
+    m->free_cap = nc;
+    return 0;
+}

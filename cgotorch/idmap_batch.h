@@ -327,20 +327,7 @@ int64_t BATCH_OP(find_or_insert)(ct_idmap *m, const int64_t *ids, size_t n, int6
  * deferred), prefetching the home line of id i+PF. */
 int64_t BATCH_OP(erase)(ct_idmap *m, const int64_t *ids, size_t n, int64_t *out) {
     if (n == 0) return 0;
-    if (m->free_cap - m->free_len < n) {
-        size_t want = m->free_len + n;
-        if (want < m->free_len || want > SIZE_MAX / sizeof(int64_t)) return -1;
-        size_t nc = m->free_cap * 2;
-        if (nc < want) nc = want;
-        if (nc < 16) nc = 16;
-        int64_t *nf = (int64_t *)xmalloc(nc * sizeof(int64_t));
-        if (!nf) return -1;
-        if (m->free_len) memcpy(nf, m->free_list, m->free_len * sizeof(int64_t));
-        xfree(m->free_list);
-        m->bytes += (nc - m->free_cap) * sizeof(int64_t);
-        m->free_list = nf;
-        m->free_cap = nc;
-    }
+    if (free_reserve(m, n) != 0) return -1;
     const dirent_t *dir = m->dir;
     const unsigned sh = 64 - m->gdepth;
     int64_t *fl = m->free_list;

@@ -50,6 +50,8 @@ void ct_idmap_free(ct_idmap *m) {
     xfree(m);
 }
 
+int ct_idmap_reserve_free(ct_idmap *m, size_t n) { return free_reserve(m, n); }
+
 size_t ct_idmap_size(const ct_idmap *m) { return m->size; }
 size_t ct_idmap_bytes(const ct_idmap *m) { return m->bytes; }
 int64_t ct_idmap_high_water(const ct_idmap *m) { return m->high_water; }

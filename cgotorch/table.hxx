@@ -75,6 +75,7 @@
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "idmap.h"
@@ -351,6 +352,10 @@ class Table : public std::enable_shared_from_this<Table> {
   void save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
   void import(int64_t n, const int64_t *ids, const float *rows, const float *s0, const float *s1,
               const int64_t *last, const int64_t *freq, const int64_t *stamp);
+  // A delta from the table this one copies (see ct_table_apply_delta), all or nothing.
+  void apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
+                   const float *rows, const float *s0, const float *s1, const int64_t *last,
+                   const int64_t *freq, const int64_t *stamp);
   void set_step(int64_t step);
   void swap_contents(Table &o);
   void set_admission(int64_t k);
@@ -442,6 +447,8 @@ class Table : public std::enable_shared_from_this<Table> {
   // insert_ids for the ids whose rows[i] a find left at -1 (the others keep theirs).
   void insert_missing(const int64_t *ids, int64_t n, int64_t *rows, uint8_t *is_new);
   // Runs f, the work after insert_ids; if it throws, the ids insert_ids added are removed.
+  // Otherwise those ids stop being counted for admission: whatever gave them their rows (a
+  // lookup's admission, a write, an import, Indices), an id has a row or a count, never both.
   template <class F>
   void guarded(const int64_t *ids, const uint8_t *is_new, int64_t n, F f) {
     try {
@@ -449,6 +456,9 @@ class Table : public std::enable_shared_from_this<Table> {
     } catch (...) {
       rollback(ids, is_new, n);
       throw;
+    }
+    for (int64_t i = 0; i < n && !seen_.empty(); i++) {
+      if (is_new[i]) seen_.erase(ids[i]);
     }
   }
   void rollback(const int64_t *ids, const uint8_t *is_new, int64_t n);
@@ -580,6 +590,18 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu, uint64_t *cut) const;
   // Removes ids (present or not) from the map, logging them for deltas; returns how many.
   int64_t erase_ids(const int64_t *ids, int64_t n);
+  // erase_ids in two parts: reserve_erase makes every allocation the erase of n ids needs
+  // (freed: its scratch), after which erase_reserved cannot fail.
+  void reserve_erase(int64_t n, std::vector<int64_t> &freed);
+  int64_t erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed);
+  // import and apply_delta: their checks before the lock (sizes, pointers, finite values,
+  // metadata >= 0, distinct ids); then, locked, the rows inserted or overwritten (nothing stays
+  // inserted if that throws; r: the rows) and the metadata written (cannot fail).
+  void check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],
+                    const int64_t *last, const int64_t *freq, const int64_t *stamp) const;
+  std::vector<int64_t> write_rows(int64_t n, const int64_t *ids, const float *rows, const float *const st[2]);
+  void write_meta(const std::vector<int64_t> &r, const int64_t *last, const int64_t *freq,
+                  const int64_t *stamp);
   // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not
   // admitted, whose rows in the result are zeros. found: rows[] holds a find of k's ids that is
   // still valid (see remaps_); else they are looked up here.

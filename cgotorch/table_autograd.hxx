@@ -176,6 +176,8 @@ at::Tensor forward_bag(const std::shared_ptr<Table> &t, const at::Tensor &ids, c
     const int64_t *p = offs.data_ptr<int64_t>();
     const int64_t b = offs.size(0);
     if (b > 0 && p[0] != 0) throw arg_error("offsets must start at 0, got " + std::to_string(p[0]));
+    // (libtorch 1.13 reads memory it never wrote, or crashes in max mode, for ids in no bag)
+    if (b == 0 && n > 0) throw arg_error("offsets is empty, so the " + std::to_string(n) + " ids are in no bag");
     for (int64_t i = 0; i < b; i++) {
       if (p[i] < 0 || p[i] > n || (i > 0 && p[i] < p[i - 1])) {
         throw arg_error("offsets must be non-decreasing within [0, " + std::to_string(n) + "]");

@@ -175,6 +175,40 @@ type TableRows struct {
 // The lengths are checked against the table's dim and states (ErrInvalidArgument).
 func (t *Table) Import(r TableRows) error {
 	const op = "table import"
+	if err := t.checkRows(op, r); err != nil {
+		return err
+	}
+	s := r.states()
+	err := t.call(op, func(p C.ct_table) C.ct_error {
+		return C.ct_table_import(p, C.int64_t(len(r.IDs)), cInt64s(r.IDs), cFloats(r.Rows), s[0], s[1],
+			cInt64s(r.LastStep), cInt64s(r.Frequency), cInt64s(r.Stamp))
+	})
+	runtime.KeepAlive(r)
+	return err
+}
+
+// ApplyDelta applies a delta of the table t copies, all or nothing: it removes the deleted ids
+// (an id also in r is overwritten instead), inserts or overwrites r's rows as Import does (last
+// steps and stamps at most step), and sets the step counter to step. A step below t's counter
+// is refused (ErrInvalidArgument): deltas apply in the order they were taken.
+func (t *Table) ApplyDelta(step int64, deleted []int64, r TableRows) error {
+	const op = "table apply delta"
+	if err := t.checkRows(op, r); err != nil {
+		return err
+	}
+	s := r.states()
+	err := t.call(op, func(p C.ct_table) C.ct_error {
+		return C.ct_table_apply_delta(p, C.int64_t(step), C.int64_t(len(deleted)), cInt64s(deleted),
+			C.int64_t(len(r.IDs)), cInt64s(r.IDs), cFloats(r.Rows), s[0], s[1],
+			cInt64s(r.LastStep), cInt64s(r.Frequency), cInt64s(r.Stamp))
+	})
+	runtime.KeepAlive(r)
+	runtime.KeepAlive(deleted)
+	return err
+}
+
+// checkRows checks the lengths in r against t's dim and states.
+func (t *Table) checkRows(op string, r TableRows) error {
 	st, err := t.Stats()
 	if err != nil {
 		return err
@@ -200,16 +234,15 @@ func (t *Table) Import(r TableRows) error {
 			return bad("metadata has the wrong length")
 		}
 	}
-	var s [2]*C.float
+	return nil
+}
+
+// states are r's optimizer states as C pointers (NULL for those the table does not have).
+func (r TableRows) states() (s [2]*C.float) {
 	for i := range r.States {
 		s[i] = cFloats(r.States[i])
 	}
-	err = t.call(op, func(p C.ct_table) C.ct_error {
-		return C.ct_table_import(p, C.int64_t(n), cInt64s(r.IDs), cFloats(r.Rows), s[0], s[1],
-			cInt64s(r.LastStep), cInt64s(r.Frequency), cInt64s(r.Stamp))
-	})
-	runtime.KeepAlive(r)
-	return err
+	return s
 }
 
 func cInt64s(v []int64) *C.int64_t {

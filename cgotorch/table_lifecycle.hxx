@@ -102,20 +102,29 @@ void Table::modified(const int64_t *rows, int64_t n) {
   for (int64_t i = 0; i < n; i++) meta_.modified(rows[i]);
 }
 
-int64_t Table::erase_ids(const int64_t *ids, int64_t n) {
-  std::vector<int64_t> freed;
-  const bool track_deletes = meta_.tracked();
-  if (track_deletes) {
+void Table::reserve_erase(int64_t n, std::vector<int64_t> &freed) {
+  if (meta_.tracked()) {
     freed.resize(static_cast<size_t>(n));
     deleted_.reserve(deleted_.size() + static_cast<size_t>(n));
   }
+  if (ct_idmap_reserve_free(map_, static_cast<size_t>(n)) != 0) throw std::bad_alloc();
+}
+
+int64_t Table::erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed) {
   remaps_++;
+  const bool track_deletes = meta_.tracked();
   const int64_t r = ct_idmap_erase(map_, ids, static_cast<size_t>(n), track_deletes ? freed.data() : nullptr);
-  if (r < 0) throw std::bad_alloc();
-  for (size_t i = 0; i < freed.size(); i++) {
+  if (r < 0) throw std::bad_alloc();  // not reached: reserve_erase grew the free list
+  for (size_t i = 0; track_deletes && i < static_cast<size_t>(n); i++) {
     if (freed[i] >= 0) deleted_.push_back(ids[i]);
   }
   return r;
+}
+
+int64_t Table::erase_ids(const int64_t *ids, int64_t n) {
+  std::vector<int64_t> freed;
+  reserve_erase(n, freed);
+  return erase_reserved(ids, n, freed);
 }
 
 // ---- raw slot access --------------------------------------------------------------------------
@@ -231,11 +240,10 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   }
 }
 
-void Table::import(int64_t n, const int64_t *ids, const float *rows, const float *s0,
-                   const float *s1, const int64_t *last, const int64_t *freq, const int64_t *stamp) {
+void Table::check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],
+                         const int64_t *last, const int64_t *freq, const int64_t *stamp) const {
   if (n < 0) throw arg_error("n must be >= 0");
   if (n > 0 && (ids == nullptr || rows == nullptr)) throw arg_error("ids or rows is NULL");
-  const float *st[2] = {s0, s1};
   for (int s = 0; s < 2; s++) {
     if (n > 0 && (st[s] != nullptr) != (s < nstates_)) {
       throw arg_error("state" + std::to_string(s) + (st[s] == nullptr ? " is NULL" : " is not NULL") +
@@ -251,28 +259,79 @@ void Table::import(int64_t n, const int64_t *ids, const float *rows, const float
   }
   Dedupe dd(ids, n);
   if (dd.size() != n) throw arg_error("ids are not distinct");
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  check_open();
+}
+
+namespace {
+void check_steps(int64_t n, const int64_t *last, const int64_t *stamp, int64_t step) {
   for (int64_t i = 0; i < n; i++) {
-    if ((last != nullptr && last[i] > step_) || (stamp != nullptr && stamp[i] > step_)) {
-      throw arg_error("a last step or stamp is beyond the step counter " + std::to_string(step_));
+    if ((last != nullptr && last[i] > step) || (stamp != nullptr && stamp[i] > step)) {
+      throw arg_error("a last step or stamp is beyond the step counter " + std::to_string(step));
     }
   }
-  if (n == 0) return;
+}
+}  // namespace
+
+std::vector<int64_t> Table::write_rows(int64_t n, const int64_t *ids, const float *rows, const float *const st[2]) {
   std::vector<int64_t> r(static_cast<size_t>(n));
+  if (n == 0) return r;
   std::vector<uint8_t> is_new(static_cast<size_t>(n));
   insert_ids(ids, n, r.data(), is_new.data());
   guarded(ids, is_new.data(), n, [&] {
     write_raw(r, 0, rows);
     for (int s = 0; s < nstates_; s++) write_raw(r, s + 1, st[s]);
   });
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t x = r[static_cast<size_t>(i)];
+  return r;
+}
+
+void Table::write_meta(const std::vector<int64_t> &r, const int64_t *last, const int64_t *freq,
+                       const int64_t *stamp) {
+  for (size_t i = 0; i < r.size(); i++) {
+    const int64_t x = r[i];
     meta_.set(x, last != nullptr ? last[i] : step_, freq != nullptr ? freq[i] : 0);
     meta_.modified(x);
     if (!stamp_.empty()) stamp_[static_cast<size_t>(x)] = stamp != nullptr ? stamp[i] : step_;
-    if (!seen_.empty()) seen_.erase(ids[i]);
   }
+}
+
+void Table::import(int64_t n, const int64_t *ids, const float *rows, const float *s0,
+                   const float *s1, const int64_t *last, const int64_t *freq, const int64_t *stamp) {
+  const float *st[2] = {s0, s1};
+  check_import(n, ids, rows, st, last, freq, stamp);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  check_steps(n, last, stamp, step_);
+  write_meta(write_rows(n, ids, rows, st), last, freq, stamp);
+}
+
+void Table::apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
+                        const float *rows, const float *s0, const float *s1, const int64_t *last,
+                        const int64_t *freq, const int64_t *stamp) {
+  if (step < 0) throw arg_error("step must be >= 0, got " + std::to_string(step));
+  if (nd < 0 || (nd > 0 && deleted == nullptr)) throw arg_error("deleted ids: n < 0 or NULL");
+  const float *st[2] = {s0, s1};
+  check_import(n, ids, rows, st, last, freq, stamp);
+  // An id deleted and written again since the mark is overwritten, not removed: the write
+  // replaces every part of its row.
+  std::unordered_set<int64_t> written(ids, ids + n);
+  std::vector<int64_t> del;
+  for (int64_t i = 0; i < nd; i++) {
+    if (written.count(deleted[i]) == 0) del.push_back(deleted[i]);
+  }
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  if (step < step_) {
+    throw arg_error("the delta is of step " + std::to_string(step) + ", behind the table's step " +
+                    std::to_string(step_) + ": deltas apply in order");
+  }
+  check_steps(n, last, stamp, step);
+  // What can fail comes first: the erase's memory, then the rows; the rest cannot fail.
+  const int64_t m = static_cast<int64_t>(del.size());
+  std::vector<int64_t> freed;
+  reserve_erase(m, freed);
+  const std::vector<int64_t> r = write_rows(n, ids, rows, st);
+  set_step_locked(step);
+  write_meta(r, last, freq, stamp);
+  erase_reserved(del.data(), m, freed);
 }
 
 void Table::set_step(int64_t step) {
@@ -390,8 +449,7 @@ void Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool fou
     for (int64_t i = 0; i < n; i++) rows[static_cast<size_t>(i)] = urows[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])];
     gather_rows(ids, rows.data(), n, CT_READ_ZEROS, out);
     for (const auto &p : counted) seen_[p.first] = p.second;
-  });
-  for (int64_t id : admit) seen_.erase(id);
+  });  // (guarded drops the admitted ids' counts)
   touch(rows.data(), n, step_);
 }
 
@@ -800,6 +858,16 @@ ct_error ct_table_import(ct_table h, int64_t n, const int64_t *ids, const float 
   return guard([&] {
     c10::NoGradGuard no_grad;
     tbl(h).import(n, ids, rows, state0, state1, last_step, frequency, stamp);
+  });
+}
+
+ct_error ct_table_apply_delta(ct_table h, int64_t step, int64_t ndeleted, const int64_t *deleted,
+                              int64_t n, const int64_t *ids, const float *rows, const float *state0,
+                              const float *state1, const int64_t *last_step, const int64_t *frequency,
+                              const int64_t *stamp) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).apply_delta(step, ndeleted, deleted, n, ids, rows, state0, state1, last_step, frequency, stamp);
   });
 }
 

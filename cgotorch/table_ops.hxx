@@ -203,6 +203,9 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (step_ == std::numeric_limits<int64_t>::max()) {
+    throw arg_error("the step counter is at its largest value (2^63 - 1): no step can follow");
+  }
   std::vector<int64_t> rows(static_cast<size_t>(u));
   const bool admitting = admit_after_ > 1;
   if (admitting) {  // no new ids: the rows of the admitted ones

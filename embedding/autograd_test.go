@@ -228,6 +228,23 @@ func TestForwardPendingAndErrors(t *testing.T) {
 	if _, err := tbl.ForwardBag(ids64(t, []int64{1, 2}), ids64(t, []int64{0, 3}), nil, embedding.Sum, embedding.ForwardOptions{}); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("offset past the end: %v", err)
 	}
+	// Ids but no bags: libtorch 1.13 crashes on that in max mode and reads memory it never
+	// wrote in the backward of the others. Refused before any id is inserted.
+	none, err := cgotorch.FromSlice([]int64{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []embedding.BagMode{embedding.Sum, embedding.Mean, embedding.Max} {
+		for _, train := range []bool{false, true} {
+			n := tbl.Len()
+			if _, err := tbl.ForwardBag(ids64(t, []int64{101, 102}), none, nil, mode, embedding.ForwardOptions{Train: train}); !errors.Is(err, embedding.ErrBadInput) {
+				t.Errorf("mode %v, train %v: ids in no bag: %v, want ErrBadInput", mode, train, err)
+			}
+			if tbl.Len() != n {
+				t.Errorf("mode %v, train %v: a refused bag inserted ids", mode, train)
+			}
+		}
+	}
 }
 
 // Backward passes of several goroutines on one table accumulate; one Step applies their sum.

@@ -202,33 +202,19 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 }
 
 // ApplyDelta applies d to t (a copy of the delta's table at the previous mark, with the same
-// configuration): the deletions, then the rows with their states and metadata, then the step.
-// Each of the three is atomic; a failure in between leaves t partly updated.
+// configuration), all or nothing: the deletions, then the rows with their states and metadata,
+// then the step. Deltas apply in the order they were taken: one older than t (its Step below
+// t's step counter) is refused with ErrBadInput, as is malformed input; t is then unchanged.
 func (t *Table) ApplyDelta(d *Delta) error {
 	const op = "apply delta"
 	n := len(d.IDs)
-	if len(d.Meta) != 3*n { // checked before the deletions: bad input changes nothing
+	if len(d.Meta) != 3*n {
 		return badInput(op, t.name, "meta has %d values for %d ids", len(d.Meta), n)
-	}
-	if _, err := t.DeleteIDs(d.Deleted); err != nil {
-		return err
 	}
 	last, freq, stamp := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i := 0; i < n; i++ {
 		last[i], freq[i], stamp[i] = d.Meta[3*i], d.Meta[3*i+1], d.Meta[3*i+2]
 	}
-	st, err := t.t.Stats()
-	if err != nil {
-		return wrap(op, t.name, err)
-	}
-	if d.Step > st.Step {
-		if err := t.t.SetStep(d.Step); err != nil {
-			return wrap(op, t.name, err)
-		}
-	}
-	err = t.t.Import(cgotorch.TableRows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp})
-	if err != nil {
-		return wrap(op, t.name, err)
-	}
-	return wrap(op, t.name, t.t.SetStep(d.Step))
+	r := cgotorch.TableRows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp}
+	return wrap(op, t.name, t.t.ApplyDelta(d.Step, d.Deleted, r))
 }

@@ -3,7 +3,10 @@ package embedding_test
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -12,8 +15,6 @@ import (
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
 	"github.com/gorec/gorec/internal/procstat"
-	"math/rand/v2"
-	"path/filepath"
 )
 
 func int64s(t testing.TB, x *cgotorch.Tensor) []int64 {
@@ -449,6 +450,38 @@ func TestAdmission(t *testing.T) {
 	}
 }
 
+// An id still being counted that gets a row another way (Write, Indices with insert, Import)
+// stops being counted: a table saved with both a row and a count for one id did not load.
+func TestAdmissionCountsEndWithARow(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}})
+	if err := tbl.SetAdmission(5); err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, tbl, 1, 2, 3, 4)
+	if err := tbl.WriteIDs([]int64{1}, []float32{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.IndicesIDs([]int64{2}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.ApplyDelta(&embedding.Delta{IDs: []int64{3}, Rows: []float32{3, 3}, Meta: []int64{0, 0, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, counted, _ := tbl.Admission(); counted != 1 || tbl.Len() != 3 {
+		t.Fatalf("counted %d ids, %d rows; want 1 (id 4) and 3", counted, tbl.Len())
+	}
+	dir := t.TempDir()
+	if err := embedding.Save(dir, tbl); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-loaded" })
+	if err != nil {
+		t.Fatalf("the table's checkpoint does not load: %v", err)
+	}
+	defer loaded[0].Close()
+	sameDump(t, "loaded", dump(t, loaded[0]), dump(t, tbl))
+}
+
 // TestAdmissionForward: the autograd path respects admission too.
 func TestAdmissionForward(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 1}, TrackAccess: true})
@@ -693,14 +726,95 @@ func TestAccessTrackingIsOptIn(t *testing.T) {
 	}
 }
 
-// A delta whose metadata does not match its ids is refused before anything is deleted.
-func TestApplyDeltaChecksBeforeDeleting(t *testing.T) {
-	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}})
-	lookup(t, tbl, 1, 2, 3)
-	before := dump(t, tbl)
-	err := tbl.ApplyDelta(&embedding.Delta{Deleted: []int64{1, 2}, IDs: []int64{5}, Rows: make([]float32, 2), Meta: []int64{1}})
-	if !errors.Is(err, embedding.ErrBadInput) {
-		t.Fatalf("ApplyDelta with 1 meta value for 1 id: %v, want ErrBadInput", err)
+// A refused delta changes nothing: not its deletions, not the step. Each case deletes ids 1 and
+// 2 and moves the step from 3 to 9, but for one fault.
+func TestApplyDeltaAllOrNothing(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}, TrackAccess: true})
+	for i := 0; i < 3; i++ {
+		update(t, tbl, []int64{1, 2, 3}, filled(6, 1)...)
 	}
-	sameDump(t, "after a refused delta", dump(t, tbl), before)
+	if _, err := tbl.Delta(true); err != nil { // deletions are logged from the first mark on
+		t.Fatal(err)
+	}
+	before := dump(t, tbl)
+	good := func() *embedding.Delta {
+		return &embedding.Delta{Deleted: []int64{1, 2}, IDs: []int64{5, 6}, Rows: filled(4, 0.5),
+			States: [][]float32{filled(4, 0)}, Meta: []int64{9, 1, 9, 8, 2, 8}, Step: 9}
+	}
+	cases := map[string]func(d *embedding.Delta){
+		"one meta value for 2 ids":      func(d *embedding.Delta) { d.Meta = d.Meta[:1] },
+		"rows of the wrong length":      func(d *embedding.Delta) { d.Rows = d.Rows[:3] },
+		"a NaN row":                     func(d *embedding.Delta) { d.Rows[3] = float32(math.NaN()) },
+		"no momentum buffers":           func(d *embedding.Delta) { d.States = nil },
+		"repeated ids":                  func(d *embedding.Delta) { d.IDs[1] = 5 },
+		"a last step beyond its step":   func(d *embedding.Delta) { d.Meta[3] = 10 },
+		"a negative frequency":          func(d *embedding.Delta) { d.Meta[4] = -1 },
+		"older than the table (step 2)": func(d *embedding.Delta) { d.Step, d.Meta[0], d.Meta[2], d.Meta[3], d.Meta[5] = 2, 2, 2, 2, 2 },
+	}
+	for name, spoil := range cases {
+		d := good()
+		spoil(d)
+		if err := tbl.ApplyDelta(d); !errors.Is(err, embedding.ErrBadInput) {
+			t.Errorf("%s: %v, want ErrBadInput", name, err)
+		}
+		sameDump(t, name, dump(t, tbl), before)
+		if log, err := tbl.Delta(false); err != nil || len(log.Deleted) != 0 {
+			t.Fatalf("%s: the deletion log %v (%v), want none", name, log.Deleted, err)
+		}
+	}
+	if err := tbl.ApplyDelta(good()); err != nil {
+		t.Fatalf("the delta without a fault: %v", err)
+	}
+	if got := dump(t, tbl); !reflect.DeepEqual(got.IDs, []int64{3, 5, 6}) || got.Step != 9 {
+		t.Fatalf("after the good delta: ids %v step %d, want [3 5 6] and 9", got.IDs, got.Step)
+	}
+	if err := tbl.ApplyDelta(good()); err != nil { // the same delta again: same step, allowed
+		t.Fatalf("the same delta again: %v", err)
+	}
+}
+
+// A table whose step counter reached 2^63 - 1 (through a delta or a checkpoint) refuses further
+// steps: the counter would wrap to a negative step (SparseAdam's rows became NaN).
+func TestStepCounterAtItsLimit(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}, TrackAccess: true})
+	d := &embedding.Delta{IDs: []int64{1}, Rows: []float32{1, 1}, States: [][]float32{{0, 0}, {0, 0}}, Meta: []int64{0, 0, 0}, Step: math.MaxInt64}
+	if err := tbl.ApplyDelta(d); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, tbl)
+	if err := tbl.UpdateIDs([]int64{1}, []float32{1, 1}); !errors.Is(err, embedding.ErrBadInput) {
+		t.Fatalf("an update at step 2^63 - 1: %v, want ErrBadInput", err)
+	}
+	sameDump(t, "after the refused update", dump(t, tbl), before)
+}
+
+// An id in both Deleted and IDs (Delta lists an id deleted and written again since the mark as
+// written only, but deltas merged by a caller may have both) ends with the written row.
+func TestApplyDeltaDeletedThenWritten(t *testing.T) {
+	src := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{LR: 0.1}, TrackAccess: true}, "src")
+	dst := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{LR: 0.1}, TrackAccess: true}, "dst")
+	update(t, src, []int64{1, 2}, 1, 1, 2, 2)
+	d0, err := src.Delta(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.ApplyDelta(d0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.DeleteIDs([]int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	update(t, src, []int64{1}, 3, 3)
+	d1, err := src.Delta(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(d1.Deleted, 1) || !slices.Contains(d1.IDs, 1) {
+		t.Fatalf("delta: deleted %v ids %v, want 1 written only", d1.Deleted, d1.IDs)
+	}
+	d1.Deleted = append(d1.Deleted, 1)
+	if err := dst.ApplyDelta(d1); err != nil {
+		t.Fatal(err)
+	}
+	sameDump(t, "the copy", dump(t, dst), dump(t, src))
 }

@@ -1,9 +1,10 @@
 /* table_stress.c: many threads on one embedding table at once, through the C ABI: every kind of
  * operation (lookups and reads, into tensors and into the caller's buffers, prefetches,
  * updates, backward passes and steps, writes, deletes, exports whole and in chunks, saves,
- * deltas, eviction by each policy, removal, compaction, clear) in a random mix, then Close
- * while they run, for four table configurations (optimizers with one and two states, both
- * layouts, the raw and the tensor kernels, admission). Built and run under ThreadSanitizer by
+ * deltas and their application, eviction by each policy, removal, compaction, clear, rate
+ * changes, swaps) in a random mix, then Close while they run, for four table configurations
+ * (optimizers with one and two states, both layouts, the raw and the tensor kernels,
+ * admission). Built and run under ThreadSanitizer by
  * `make table-tsan` (it sees the C++ side's data races, where Go's race detector sees none)
  * and under AddressSanitizer by `make table-sanitize`.
  *
@@ -63,7 +64,7 @@ static float pure_init[PURE][D];  /* the initial rows of the pure ids (from a tw
 static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
-static atomic_long kinds[28];     /* operations run, by kind (the branches of operate) */
+static atomic_long kinds[29];     /* operations run, by kind (the branches of operate) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -267,6 +268,21 @@ static void remove_unchanged(ct_table t, ct_tensor mi, ct_tensor ml, ct_tensor m
   ct_tensor_free(mf);
 }
 
+/* Applies a delta at the table's step: ids[1..n) deleted, ids[0] written (row vals, zero
+ * states). Refused as behind when another thread's step came first, which races allow. */
+static void apply_delta(ct_table t, const int64_t *ids, int64_t n, const float *vals) {
+  static const float zeros[D];
+  ct_table_stats s;
+  if (!call_ok(ct_table_stats_get(&s, t), "stats")) return;
+  ct_error e = ct_table_apply_delta(t, s.step, n - 1, ids + 1, 1, ids, vals, s.num_states > 0 ? zeros : NULL,
+                                    s.num_states > 1 ? zeros : NULL, NULL, NULL, NULL);
+  if (e != NULL && strstr(e, "behind the table's step") != NULL) {
+    ct_error_free(e);
+    return;
+  }
+  call_ok(e, "apply delta");
+}
+
 /* One random operation on t. */
 static void operate(ct_table t, uint32_t *r) {
   int64_t ids[BATCH], n = 1 + next(r) % BATCH;
@@ -329,6 +345,9 @@ static void operate(ct_table t, uint32_t *r) {
       call_ok(ct_table_set_lr(t, 0.005 + (double)(next(r) % 10) / 1000.0), "set lr");
     } else if (op < 50) {
       call_ok(ct_table_update(t, k, v), "update");
+    } else if (op == 55) { /* a replica's delta: ids[1..n) deleted, ids[0] written, the step */
+      ran(28);
+      apply_delta(t, ids, n, vals);
     } else {
       ran(16);
       call_ok(ct_table_write(t, k, v), "write");

@@ -1129,6 +1129,49 @@ static void test_export_chunks(void) {
   test_export_chunks_one(CT_TABLE_TRACK_ACCESS);
 }
 
+/* Whether id has a row in t (a find: inserts nothing). */
+static int present(ct_table t, int64_t id) {
+  int64_t idx = -1;
+  ct_tensor k = ids_tensor(&id, 1), out = NULL;
+  int r = ok(ct_table_indices(&out, t, k, 0)) && ok(ct_tensor_copy_to(&idx, sizeof idx, out, CT_INT64));
+  ct_tensor_free(out);
+  ct_tensor_free(k);
+  return r && idx >= 0;
+}
+
+/* A delta (ct_table_apply_delta) applies all or nothing, and in order. */
+static void test_apply_delta_one(int32_t flags) {
+  ct_table b = NULL;
+  ct_table_config cfg = config(3, CT_OPT_SPARSE_ADAM);
+  float st[3] = {0.5f, 0.5f, 0.5f};
+  int64_t id = 77, gone = 1, kept = 2, both[2] = {1, 2};
+  ct_table_stats s1, s2;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[1] = 0.9;
+  cfg.opt_params[2] = 0.999;
+  cfg.opt_params[3] = 1e-8;
+  cfg.flags = flags;
+  CHECK(ok(ct_table_new(&b, "apply-delta", &cfg)));
+  update_ids(b, both, 2, 3, 1.0f);
+  CHECK(ok(ct_table_stats_get(&s1, b)) && present(b, gone) && present(b, kept) && !present(b, id));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step - 1, 1, &gone, 1, &id, st, st, st, NULL, NULL, NULL), "behind"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, NULL, 1, &id, st, st, st, NULL, NULL, NULL), "deleted ids"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, &gone, 1, &id, st, NULL, st, NULL, NULL, NULL), "state0 is NULL"));
+  CHECK(ok(ct_table_stats_get(&s2, b)) && s2.size == s1.size && s2.step == s1.step);
+  CHECK(present(b, gone) && !present(b, id));
+  /* kept is both deleted and written: the write wins */
+  CHECK(ok(ct_table_apply_delta(b, s1.step + 2, 2, both, 1, &kept, st, st, st, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_stats_get(&s2, b)) && s2.size == s1.size - 1 && s2.step == s1.step + 2);
+  CHECK(!present(b, gone) && present(b, kept));
+  CHECK(ok(ct_table_close(b)));
+  ct_table_free(b);
+}
+
+static void test_apply_delta(void) {
+  test_apply_delta_one(0);
+  test_apply_delta_one(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS);
+}
+
 static void test_save_import_one(int32_t flags) {
   ct_table a = NULL, b = NULL, c = NULL;
   ct_table_config cfg = config(3, CT_OPT_SGD), got;
@@ -1668,6 +1711,7 @@ int main(void) {
   test_prefetch();
   test_autograd();
   test_save_import();
+  test_apply_delta();
   test_save_order();
   test_export_chunks();
   test_into();
