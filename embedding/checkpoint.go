@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -271,10 +272,15 @@ func parseManifest(b []byte) (manifest, error) {
 	if m.Version != manifestVersion {
 		return m, corrupt(op, "", "manifest: version %d, this gorec reads version %d", m.Version, manifestVersion)
 	}
+	tables, files := map[string]bool{}, map[string]bool{}
 	for _, t := range m.Tables {
 		if !ours.MatchString(t.File) || filepath.Base(t.File) != t.File {
 			return m, corrupt(op, t.Name, "manifest: bad file name %q", t.File)
 		}
+		if tables[t.Name] {
+			return m, corrupt(op, t.Name, "manifest: the table is listed twice")
+		}
+		tables[t.Name] = true
 		if _, ok := kindOf(optNames, t.Optimizer); !ok {
 			return m, corrupt(op, t.Name, "manifest: unknown optimizer %q", t.Optimizer)
 		}
@@ -295,6 +301,10 @@ func parseManifest(b []byte) (manifest, error) {
 		if !ours.MatchString(f.File) || filepath.Base(f.File) != f.File {
 			return m, corrupt(op, f.Name, "manifest: bad file name %q", f.File)
 		}
+		if files[f.Name] {
+			return m, corrupt(op, "", "manifest: file %q is listed twice", f.Name)
+		}
+		files[f.Name] = true
 	}
 	return m, nil
 }
@@ -360,7 +370,11 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 		if err != nil {
 			return wrap(op, t.Name(), err)
 		}
-		if err := compatible(e, cc); err != nil {
+		states, _, err := tableStates(t.t, cc)
+		if err != nil {
+			return wrap(op, t.Name(), err)
+		}
+		if err := compatible(e, cc, states); err != nil {
 			return err
 		}
 		f, err := loadNew(dir, e, fmt.Sprintf("gorec-load-%s-%x", m.Generation, rand.Uint64()), cc.Device, cc.TensorKernels, cc.TrackAccess)
@@ -409,8 +423,10 @@ func readExtraFile(path string, e fileEntry, read func(io.Reader) error) error {
 	return nil
 }
 
-// compatible checks that a saved table fits a table of configuration cc.
-func compatible(e tableEntry, cc cgotorch.TableConfig) error {
+// compatible checks that a saved table fits a table of configuration cc and optimizer states
+// states: everything a swap of their contents needs, so that a load checked by it swaps
+// every table or none.
+func compatible(e tableEntry, cc cgotorch.TableConfig, states []string) error {
 	opt, _ := kindOf(optNames, e.Optimizer)
 	lay, _ := kindOf(layoutNames, e.Layout)
 	switch {
@@ -420,6 +436,8 @@ func compatible(e tableEntry, cc cgotorch.TableConfig) error {
 		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with optimizer %s, the table has %s", e.Optimizer, optNames[cc.Optimizer])}
 	case cgotorch.TableLayout(lay) != cc.Layout || e.BlockRows != cc.BlockRows:
 		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: errors.New("saved with another layout or block size")}
+	case !slices.Equal(e.States, states):
+		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with optimizer states %q, the table has %q (SGD has a momentum buffer only with momentum)", e.States, states)}
 	}
 	return nil
 }

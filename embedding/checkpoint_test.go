@@ -2,6 +2,7 @@ package embedding_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -320,6 +321,15 @@ func TestCheckpointCorrupt(t *testing.T) {
 		"wrong version":    {[]byte(strings.Replace(string(goodMan), `"version": 1`, `"version": 2`, 1)), goodTF},
 		"rows lie":         {[]byte(strings.Replace(string(goodMan), `"rows": `, `"rows": 1`, 1)), goodTF},
 		"manifest garbage": {goodMan[:len(goodMan)/2], goodTF},
+		"table twice": {edit(goodMan, func(b []byte) []byte {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			m["tables"] = append(m["tables"].([]any), m["tables"].([]any)[0])
+			b, _ = json.Marshal(m)
+			return b
+		}), goodTF},
 	}
 	for name, c := range cases {
 		os.WriteFile(man, c.man, 0o644)
@@ -485,6 +495,23 @@ func TestLoadIntoAllOrNothing(t *testing.T) {
 		t.Errorf("LoadInto with a corrupt second table: %v", err)
 	}
 	sameDump(t, "first table after a corrupt load", dump(t, a), before)
+	b2.Close()
+	// SGD saved with momentum (a buffer per row), the table without: found before any swap
+	// (the swap itself refused them, after the first table had been swapped).
+	m0 := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}}, "m")
+	lookup(t, m0, 1)
+	dir2 := t.TempDir()
+	if err := embedding.Save(dir2, a, m0); err != nil {
+		t.Fatal(err)
+	}
+	m0.Close()
+	train(t, a, r, 1, 10, 40) // so that a swap of the first table would show
+	before = dump(t, a)
+	m1 := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}}, "m")
+	if err := embedding.LoadInto(dir2, []*embedding.Table{a, m1}, nil); !errors.Is(err, embedding.ErrIncompatible) {
+		t.Errorf("LoadInto of SGD with momentum into SGD without: %v, want ErrIncompatible", err)
+	}
+	sameDump(t, "first table after loading momentum into plain SGD", dump(t, a), before)
 	for _, name := range embedding.Names() {
 		if strings.HasPrefix(name, "gorec-load-") {
 			t.Errorf("a failed load left table %q open", name)
