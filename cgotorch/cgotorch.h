@@ -91,6 +91,10 @@ ct_error ct_rng_state(ct_tensor *out);
  * "closed") and leaves the generator unchanged. Set under the generator's mutex; the generator
  * copies the bytes (state may be freed afterwards). */
 ct_error ct_set_rng_state(ct_tensor state);
+/* Checks state as ct_set_rng_state does (libtorch's own checks of its size and contents
+ * included) by setting it on a private generator: the same errors, and the default generator is
+ * not touched. A checkpoint loader validates the state this way before it changes anything. */
+ct_error ct_rng_check_state(ct_tensor state);
 ct_error ct_cuda_available(int32_t *out);
 ct_error ct_cuda_device_count(int32_t *out);
 /* The libtorch version, e.g. "1.13.1"; a static string, do not free. */

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -128,15 +129,17 @@ func TestSetRNGStateResumesSavedDraws(t *testing.T) {
 	}
 }
 
-// Bad states are errors wrapping ErrInvalidArgument and leave the generator as it was.
-func TestSetRNGStateBadInputs(t *testing.T) {
-	cgotorch.ManualSeed(5)
-	good := rngState(t)
-	defer good.Close()
-	n := good.Numel()
-	setRNGState(t, good)
-	want := rngDraws(t)
+// badRNGState is a state SetRNGState refuses.
+type badRNGState struct {
+	name   string
+	state  *cgotorch.Tensor
+	closed bool // the error also wraps ErrClosed
+}
 
+// badRNGStates are states of every kind SetRNGState refuses, built from good (a valid state).
+func badRNGStates(t *testing.T, good *cgotorch.Tensor) []badRNGState {
+	t.Helper()
+	n := good.Numel()
 	closed := rngState(t)
 	closed.Close()
 	var released *cgotorch.Tensor
@@ -152,11 +155,7 @@ func TestSetRNGStateBadInputs(t *testing.T) {
 	zeros := cgotorch.Zeros([]int64{n}, cgotorch.WithDType(cgotorch.Uint8))
 	// every other byte of [good good]: 1-D, the right length, not contiguous
 	strided := cgotorch.Stack([]*cgotorch.Tensor{good, good}, 1).Narrow(1, 0, 1).Squeeze(1)
-	cases := []struct {
-		name   string
-		state  *cgotorch.Tensor
-		closed bool // also wraps ErrClosed
-	}{
+	return []badRNGState{
 		{"nil", nil, true},
 		{"closed", closed, true},
 		{"released by its scope", released, true},
@@ -167,9 +166,21 @@ func TestSetRNGStateBadInputs(t *testing.T) {
 		{"one byte long", cgotorch.Cat([]*cgotorch.Tensor{good, zeros.Narrow(0, 0, 1)}, 0), false},
 		{"empty", cgotorch.Zeros([]int64{0}, cgotorch.WithDType(cgotorch.Uint8)), false},
 		{"not contiguous", strided, false},
-		{"right size, invalid contents", zeros, false},
+		{"right size, invalid contents (zeros)", zeros, false},
+		// torch.set_rng_state refuses it too: "Invalid mt19937 state"
+		{"right size, invalid contents (0xff)", cgotorch.Full([]int64{n}, 255, cgotorch.WithDType(cgotorch.Uint8)), false},
 	}
-	for _, c := range cases {
+}
+
+// Bad states are errors wrapping ErrInvalidArgument and leave the generator as it was.
+func TestSetRNGStateBadInputs(t *testing.T) {
+	cgotorch.ManualSeed(5)
+	good := rngState(t)
+	defer good.Close()
+	setRNGState(t, good)
+	want := rngDraws(t)
+
+	for _, c := range badRNGStates(t, good) {
 		setRNGState(t, good)
 		err := cgotorch.SetRNGState(c.state)
 		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
@@ -180,6 +191,42 @@ func TestSetRNGStateBadInputs(t *testing.T) {
 		}
 		if got := rngDraws(t); !slices.Equal(got, want) {
 			t.Errorf("%s: the failed SetRNGState changed the generator", c.name)
+		}
+	}
+}
+
+// CheckRNGState accepts what SetRNGState accepts and refuses what it refuses, with the same
+// errors, and never changes the default generator.
+func TestCheckRNGState(t *testing.T) {
+	cgotorch.ManualSeed(7)
+	other := rngState(t) // a valid state, not the generator's when it is checked
+	defer other.Close()
+	cgotorch.ManualSeed(8)
+	good := rngState(t)
+	defer good.Close()
+	want := rngDraws(t)
+
+	setRNGState(t, good)
+	if err := cgotorch.CheckRNGState(other); err != nil {
+		t.Errorf("a valid state: %v", err)
+	}
+	if got := rngDraws(t); !slices.Equal(got, want) {
+		t.Error("checking a valid state changed the generator")
+	}
+	for _, c := range badRNGStates(t, good) {
+		setRNGState(t, good)
+		err := cgotorch.CheckRNGState(c.state)
+		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
+			t.Errorf("%s: got %v, want an error wrapping ErrInvalidArgument", c.name, err)
+		}
+		if c.closed != errors.Is(err, cgotorch.ErrClosed) {
+			t.Errorf("%s: errors.Is(%v, ErrClosed) = %v", c.name, err, !c.closed)
+		}
+		if set := cgotorch.SetRNGState(c.state); set == nil || (err != nil && set.Error() != strings.Replace(err.Error(), "check rng state", "set rng state", 1)) {
+			t.Errorf("%s: CheckRNGState says %v, SetRNGState %v", c.name, err, set)
+		}
+		if got := rngDraws(t); !slices.Equal(got, want) {
+			t.Errorf("%s: the failed check changed the generator", c.name)
 		}
 	}
 }

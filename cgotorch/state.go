@@ -58,6 +58,22 @@ func SetRNGState(state *Tensor) error {
 	return err
 }
 
+// CheckRNGState reports the error SetRNGState would return for state, without changing the
+// default generator: it sets state on a private generator, so libtorch's checks of the size and
+// of the contents (a valid mt19937 state) run. A loader calls it before it changes anything else.
+func CheckRNGState(state *Tensor) error {
+	const op = "check rng state"
+	p, err := state.cOrErr(op)
+	if err == nil {
+		err = toError(op, C.ct_rng_check_state(p))
+		runtime.KeepAlive(state)
+	}
+	if errors.Is(err, ErrClosed) { // nil, closed, or released by its scope
+		return fmt.Errorf("%w (%w)", err, ErrInvalidArgument)
+	}
+	return err
+}
+
 // CUDAAvailable reports whether libtorch was built with CUDA and sees at least one GPU.
 func CUDAAvailable() bool { return CUDADeviceCount() > 0 }
 

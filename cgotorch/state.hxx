@@ -23,6 +23,31 @@ void apply_thread_count() {
   if (n > 0 && at::get_num_threads() != n) at::set_num_threads(n);
 }
 
+// set_rng_state sets gen's state to the tensor behind state, under gen's mutex, after checking
+// that it is a 1-D contiguous CPU uint8 tensor; libtorch's refusal (size, contents) is an
+// argument error with libtorch's message.
+static void set_rng_state(at::Generator gen, ct_tensor state) {
+  const at::Tensor &s = ct::get(state);  // NULL or released: "closed"
+  if (s.device().type() != at::kCPU)
+    throw ct::arg_error("RNG state must be a CPU tensor, got one on " + s.device().str());
+  if (s.layout() != at::kStrided) throw ct::arg_error("RNG state must be a dense tensor");
+  if (s.scalar_type() != at::kByte)
+    throw ct::arg_error(std::string("RNG state must be uint8, got ") +
+                        c10::toString(s.scalar_type()));
+  if (s.dim() != 1)
+    throw ct::arg_error("RNG state must be 1-D, got " + std::to_string(s.dim()) + " dimensions");
+  if (!s.is_contiguous()) throw ct::arg_error("RNG state must be contiguous");
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    // libtorch checks the size (its current or its legacy layout) and the contents (a valid
+    // mt19937 state) before it changes anything, so a rejected state leaves the generator as
+    // it was. Its rejection is about the argument: report it as one, with libtorch's message.
+    gen.set_state(s);
+  } catch (const c10::Error &e) {
+    throw ct::arg_error(e.what_without_backtrace());
+  }
+}
+
 }  // namespace ct
 
 extern "C" {
@@ -61,28 +86,13 @@ ct_error ct_rng_state(ct_tensor *out) {
 }
 
 ct_error ct_set_rng_state(ct_tensor state) {
-  return guard([&] {
-    const at::Tensor &s = ct::get(state);  // NULL or released: "closed"
-    if (s.device().type() != at::kCPU)
-      throw ct::arg_error("RNG state must be a CPU tensor, got one on " + s.device().str());
-    if (s.layout() != at::kStrided) throw ct::arg_error("RNG state must be a dense tensor");
-    if (s.scalar_type() != at::kByte)
-      throw ct::arg_error(std::string("RNG state must be uint8, got ") +
-                          c10::toString(s.scalar_type()));
-    if (s.dim() != 1)
-      throw ct::arg_error("RNG state must be 1-D, got " + std::to_string(s.dim()) + " dimensions");
-    if (!s.is_contiguous()) throw ct::arg_error("RNG state must be contiguous");
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    try {
-      // libtorch checks the size (its current or its legacy layout) and the contents (a valid
-      // mt19937 state) before it changes anything, so a rejected state leaves the generator as
-      // it was. Its rejection is about the argument: report it as one, with libtorch's message.
-      gen.set_state(s);
-    } catch (const c10::Error &e) {
-      throw ct::arg_error(e.what_without_backtrace());
-    }
-  });
+  return guard([&] { ct::set_rng_state(at::detail::getDefaultCPUGenerator(), state); });
+}
+
+// The same checks on a private generator: libtorch's own validation of the contents runs, and
+// the default generator is not touched.
+ct_error ct_rng_check_state(ct_tensor state) {
+  return guard([&] { ct::set_rng_state(at::make_generator<at::CPUGeneratorImpl>(), state); });
 }
 
 ct_error ct_cuda_available(int32_t *out) {

@@ -54,13 +54,14 @@ type modelReads struct {
 }
 
 func (r *modelReads) readers(m Module, opt *Optimizer) map[string]func(io.Reader) error {
+	// A checkpoint's file is read whole: bytes after the safetensors data are an error.
 	own := map[string]func(io.Reader) error{denseFile: func(rd io.Reader) (err error) {
-		r.dense, err = readState(rd, m)
+		r.dense, err = readState(rd, m, true)
 		return err
 	}}
 	if opt != nil {
 		own[optimizerFile] = func(rd io.Reader) (err error) {
-			r.opt, err = opt.readState(rd)
+			r.opt, err = opt.readState(rd, true)
 			return err
 		}
 		own[rngFile] = func(rd io.Reader) (err error) {
@@ -111,7 +112,9 @@ func writeRNG(w io.Writer) error {
 	return err
 }
 
-// readRNG reads a generator state of the length this libtorch's has.
+// readRNG reads a generator state of the length this libtorch's has and checks its contents
+// as libtorch does when it sets one (cgotorch.CheckRNGState), so that setting it, the last step
+// of a load, cannot fail after the model has changed.
 func readRNG(r io.Reader) (*Tensor, error) {
 	cur, err := cgotorch.RNGState()
 	if err != nil {
@@ -127,5 +130,13 @@ func readRNG(r io.Reader) (*Tensor, error) {
 		return nil, fmt.Errorf("%w: the random generator's state has %d bytes, this libtorch's %d",
 			cgotorch.ErrInvalidArgument, len(b), n)
 	}
-	return cgotorch.FromSlice(b)
+	st, err := cgotorch.FromSlice(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := cgotorch.CheckRNGState(st); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
 }

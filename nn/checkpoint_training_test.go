@@ -1,8 +1,13 @@
 package nn_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -123,4 +128,123 @@ func TestTrainingCheckpointErrorsChangeNothing(t *testing.T) {
 	save("SaveTrainingCheckpoint with a nil optimizer", nn.SaveTrainingCheckpoint(t.TempDir(), c.model, nil, embedding.SaveOptions{}))
 	save("SaveCheckpointWith a file named optimizer", nn.SaveCheckpointWith(t.TempDir(), c.model,
 		embedding.SaveOptions{Files: map[string]func(io.Writer) error{"optimizer": func(io.Writer) error { return nil }}}))
+}
+
+// rewriteCheckpointFile replaces the checkpoint file called name (its own or a caller's) in dir
+// by edit's result and records its size and checksum in the manifest, so that the load gets
+// past the manifest's checks to the file's reader.
+func rewriteCheckpointFile(t *testing.T, dir, name string, edit func([]byte) []byte) {
+	t.Helper()
+	mpath := filepath.Join(dir, "manifest.json")
+	raw, err := os.ReadFile(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest map[string]any
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range manifest["files"].([]any) {
+		e := f.(map[string]any)
+		if e["name"] != name {
+			continue
+		}
+		found = true
+		path := filepath.Join(dir, e["file"].(string))
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = edit(b)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e["size"] = len(b)
+		e["crc32c"] = crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+	}
+	if !found {
+		t.Fatalf("no file %q in the manifest: %s", name, raw)
+	}
+	if raw, err = json.Marshal(manifest); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mpath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLoadFailsChangingNothing runs a load of c's checkpoint that must fail with an error
+// wrapping kind, and checks that the model, its table, the optimizer and the generator are as
+// they were.
+func checkLoadFailsChangingNothing(t *testing.T, c *ckptModel, kind error, load func() error) {
+	t.Helper()
+	want := c.state(t)
+	var wantOpt bytes.Buffer
+	if err := c.opt.SaveState(&wantOpt); err != nil {
+		t.Fatal(err)
+	}
+	cgotorch.ManualSeed(77)
+	wantDraw := drawn(t)
+	cgotorch.ManualSeed(77)
+	if err := load(); !errors.Is(err, kind) {
+		t.Fatalf("got %v, want an error wrapping %v", err, kind)
+	}
+	if drawn(t) != wantDraw {
+		t.Errorf("the generator changed")
+	}
+	if got := c.state(t); got != want {
+		t.Errorf("the model changed:\nbefore %s\nafter  %s", want, got)
+	}
+	var gotOpt bytes.Buffer
+	if err := c.opt.SaveState(&gotOpt); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gotOpt.Bytes(), wantOpt.Bytes()) {
+		t.Errorf("the optimizer's state changed")
+	}
+}
+
+// A generator state of the right length (and checksum) that libtorch refuses, as
+// torch.set_rng_state refuses bytes of 0xff ("Invalid mt19937 state"), is refused while the
+// checkpoint is read: the load fails with the model, its table, the optimizer and the
+// generator as they were (the state used to be set last, after the rest had been copied in).
+func TestTrainingCheckpointInvalidRNGStateChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	c := newDropoutModel(t, "train-ckpt-bad-rng")
+	c.step(t, 1, 2, 3)
+	if err := nn.SaveTrainingCheckpoint(dir, c.model, c.opt, embedding.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rewriteCheckpointFile(t, dir, "rng", func(b []byte) []byte {
+		for i := range b {
+			b[i] = 0xff
+		}
+		return b
+	})
+	c.step(t, 4, 5, 6) // away from the saved state
+	checkLoadFailsChangingNothing(t, c, cgotorch.ErrInvalidArgument, func() error {
+		return nn.LoadTrainingCheckpoint(dir, c.model, c.opt, nil)
+	})
+}
+
+// The dense and optimizer files of a checkpoint are read whole, as LoadStateFile reads its
+// file: bytes after the safetensors data are malformed data (ErrFormat) and the load changes
+// nothing.
+func TestTrainingCheckpointRefusesTrailingBytes(t *testing.T) {
+	for _, name := range []string{"dense", "optimizer"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newDropoutModel(t, "train-ckpt-trailing-"+name)
+			c.step(t, 1, 2, 3)
+			if err := nn.SaveTrainingCheckpoint(dir, c.model, c.opt, embedding.SaveOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rewriteCheckpointFile(t, dir, name, func(b []byte) []byte { return append(b, "after the data"...) })
+			c.step(t, 4, 5, 6)
+			checkLoadFailsChangingNothing(t, c, nn.ErrFormat, func() error {
+				return nn.LoadTrainingCheckpoint(dir, c.model, c.opt, nil)
+			})
+		})
+	}
 }

@@ -12,11 +12,13 @@ import (
 // maxNorm, as torch.nn.utils.clip_grad_norm_ of PyTorch 1.13 does, and returns the total norm
 // before clipping. The total norm is the normType-norm of the vector of the gradients' own
 // normType-norms (math.Inf(1): the largest absolute element); every gradient is multiplied by
-// min(1, maxNorm / (total + 1e-6)). Parameters without a gradient are skipped (no gradient at
-// all: 0). It clips the dense parameters only: the embedding tables keep their gradients
-// pending on the C side (see embedding.Table.PendingGrad). A normType <= 0 or NaN, or a maxNorm
-// < 0 or NaN, is an error wrapping cgotorch.ErrInvalidArgument; a failing tensor operation (a
-// closed parameter, say) is returned as an error.
+// min(1, maxNorm / (total + 1e-6)), computed in the total norm's dtype. As in torch, nothing
+// checks the total: a NaN total (or an infinite one with an infinite maxNorm) makes every
+// gradient NaN. Parameters without a gradient are skipped (no gradient at all: 0). It clips the
+// dense parameters only: the embedding tables keep their gradients pending on the C side (see
+// embedding.Table.PendingGrad). A normType <= 0 or NaN, or a maxNorm < 0 or NaN, is an error
+// wrapping cgotorch.ErrInvalidArgument; a failing tensor operation (a closed parameter, say) is
+// returned as an error.
 func ClipGradNorm(params []NamedParameter, maxNorm, normType float64) (total float64, err error) {
 	if !(normType > 0) || !(maxNorm >= 0) {
 		return 0, invalid("clip grad norm: max norm %v must be >= 0 and norm type %v > 0", maxNorm, normType)
@@ -47,12 +49,12 @@ func ClipGradNorm(params []NamedParameter, maxNorm, normType float64) (total flo
 					return
 				}
 				total = v
-				// max_norm / (total + 1e-6) in float32, as torch computes it on the norm's tensor
-				coef := float64(float32(maxNorm) * (1 / (float32(v) + 1e-6)))
-				if coef < 1 {
-					for _, g := range grads {
-						g.MulScalarInPlace(coef)
-					}
+				// max_norm / (total + 1e-6) clamped to 1, on the norm's tensor (in its dtype) as
+				// torch computes it, and multiplied in unconditionally: a NaN or infinite norm
+				// spreads into every gradient as it does in torch
+				coef := t.AddScalar(1e-6).Reciprocal().MulScalar(maxNorm).ClampMax(1)
+				for _, g := range grads {
+					g.MulInPlace(coef)
 				}
 			})
 		})

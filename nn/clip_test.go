@@ -51,3 +51,77 @@ func TestClipGradNormEdges(t *testing.T) {
 		t.Errorf("a closed parameter: no error")
 	}
 }
+
+// A non-finite total norm is not checked, as in torch 1.13 (error_if_nonfinite=False): the
+// coefficient max_norm/(total+1e-6), NaN or 0, multiplies every gradient. The values are torch's
+// (p.grad = g, q.grad = [0.5, -4], clip_grad_norm_([p, q], max_norm, norm_type)); the finite
+// ones are exact (0 times a finite value).
+func TestClipGradNormNonFiniteTotal(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, c := range []struct {
+		name          string
+		g             []float32
+		maxNorm, norm float64
+		total         float64
+		p, q          []float64
+	}{
+		{"nan l2", []float32{1, float32(nan), 3}, 1, 2, nan, []float64{nan, nan, nan}, []float64{nan, nan}},
+		{"nan inf-norm", []float32{1, float32(nan), 3}, 1, inf, nan, []float64{nan, nan, nan}, []float64{nan, nan}},
+		{"inf total, inf max norm", []float32{1, float32(inf), 3}, inf, 2, inf, []float64{nan, nan, nan}, []float64{nan, nan}},
+		{"inf total", []float32{1, float32(inf), 3}, 1, 2, inf, []float64{0, nan, 0}, []float64{0, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := cgotorch.MustFromSlice([]float32{1, 2, 3}).SetRequiresGrad(true)
+			q := cgotorch.MustFromSlice([]float32{1, 1}).SetRequiresGrad(true)
+			p.Mul(cgotorch.MustFromSlice(c.g)).Sum().Add(q.Mul(cgotorch.MustFromSlice([]float32{0.5, -4})).Sum()).Backward()
+			total, err := nn.ClipGradNorm([]nn.NamedParameter{{Name: "p", Tensor: p}, {Name: "q", Tensor: q}}, c.maxNorm, c.norm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+			if !same(total, c.total) {
+				t.Errorf("total %v, torch %v", total, c.total)
+			}
+			for _, x := range []struct {
+				name string
+				t    *cgotorch.Tensor
+				want []float64
+			}{{"p", p, c.p}, {"q", q, c.q}} {
+				got, err := cgotorch.ToSlice[float32](x.t.Grad())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range x.want {
+					if !same(float64(got[i]), x.want[i]) {
+						t.Errorf("grad %s = %v, torch %v", x.name, got, x.want)
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+// The coefficient is computed in the total norm's dtype: float64 gradients [1, 2, 3] clipped to
+// norm 1 give torch's float64 values within 1e-15 relative (float32 arithmetic is off by ~1e-8).
+func TestClipGradNormFloat64(t *testing.T) {
+	p := cgotorch.MustFromSlice([]float64{1, 2, 3}).SetRequiresGrad(true)
+	p.Mul(cgotorch.MustFromSlice([]float64{1, 2, 3})).Sum().Backward()
+	total, err := nn.ClipGradNorm([]nn.NamedParameter{{Name: "p", Tensor: p}}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3.7416573867739413; math.Abs(total-want) > 1e-15*want {
+		t.Errorf("total %.17g, torch %.17g", total, want)
+	}
+	got, err := cgotorch.ToSlice[float64](p.Grad())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{0.26726117048387205, 0.5345223409677441, 0.8017835114516161}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-15*want[i] {
+			t.Errorf("grad[%d] = %.17g, torch %.17g", i, got[i], want[i])
+		}
+	}
+}

@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -142,8 +144,15 @@ func NewLayerNorm(shape ...int64) *LayerNorm {
 	}
 }
 
-// Forward normalises x.
+// Forward normalises x, whose trailing dimensions must be Shape (it panics otherwise, as
+// PyTorch raises).
 func (l *LayerNorm) Forward(x *Tensor) *Tensor {
+	shape, k := x.Shape(), len(l.Shape)
+	if len(shape) < k || !slices.Equal(shape[len(shape)-k:], l.Shape) {
+		dims := strings.ReplaceAll(strings.Trim(fmt.Sprint(l.Shape), "[]"), " ", ", ")
+		panic(shapeError("layer norm", "given normalized shape [%s], expected input with shape [*, %s], but got input of shape %v",
+			dims, dims, shape))
+	}
 	dims := make([]int64, len(l.Shape))
 	for i := range dims {
 		dims[i] = int64(i - len(l.Shape))
@@ -192,7 +201,8 @@ func NewBatchNorm1d(c int) *BatchNorm1d {
 	}
 }
 
-// Forward normalises x [N, C] or [N, C, L] per channel.
+// Forward normalises x [N, C] or [N, C, L] per channel; another rank, or C other than the
+// layer's channel count, panics (as PyTorch raises).
 func (b *BatchNorm1d) Forward(x *Tensor) *Tensor {
 	c := b.Weight.Size(0)
 	var dims, bshape []int64
@@ -202,15 +212,16 @@ func (b *BatchNorm1d) Forward(x *Tensor) *Tensor {
 	case 3:
 		dims, bshape = []int64{0, 2}, []int64{1, c, 1}
 	default:
-		panic(&cgotorch.Error{Op: "batch norm", Kind: cgotorch.ErrInvalidArgument,
-			Msg: fmt.Sprintf("expected 2-D or 3-D input, got shape %v", x.Shape())})
+		panic(shapeError("batch norm", "expected 2-D or 3-D input, got shape %v", x.Shape()))
+	}
+	if got := x.Size(1); got != c {
+		panic(shapeError("batch norm", "expected input with %d channels, got shape %v", c, x.Shape()))
 	}
 	var xc, v *Tensor
 	if b.Training() {
 		n := x.Numel() / c
 		if n <= 1 {
-			panic(&cgotorch.Error{Op: "batch norm", Kind: cgotorch.ErrInvalidArgument,
-				Msg: fmt.Sprintf("expected more than 1 value per channel when training, got input %v", x.Shape())})
+			panic(shapeError("batch norm", "expected more than 1 value per channel when training, got input %v", x.Shape()))
 		}
 		mean := x.MeanDim(dims, false)
 		xc = x.Sub(mean.View(bshape...))
@@ -289,3 +300,9 @@ var (
 	_ Module       = (*Tanh)(nil)
 	_ Module       = (*LeakyReLU)(nil)
 )
+
+// shapeError is the panic value of a layer's Forward given an input of the wrong shape: a
+// *cgotorch.Error wrapping cgotorch.ErrInvalidArgument, as cgotorch's tensor math panics with.
+func shapeError(op, format string, args ...any) *cgotorch.Error {
+	return &cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: fmt.Sprintf(format, args...)}
+}

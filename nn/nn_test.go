@@ -196,8 +196,66 @@ func TestBatchNormErrors(t *testing.T) {
 	if err := cgotorch.Try(func() { bn.Forward(cgotorch.Ones([]int64{1, 3})) }); err != nil {
 		t.Errorf("one sample in eval: %v", err)
 	}
-	if err := cgotorch.Try(func() { bn.Forward(cgotorch.Ones([]int64{2, 4})) }); !errors.Is(err, cgotorch.ErrTorch) {
+	if err := cgotorch.Try(func() { bn.Forward(cgotorch.Ones([]int64{2, 4})) }); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Errorf("wrong channel count: %v", err)
+	}
+}
+
+// LayerNorm and BatchNorm1d refuse inputs PyTorch refuses, with a panic wrapping
+// ErrInvalidArgument, where broadcasting would otherwise give an output: LayerNorm(1) on [2, 4]
+// (torch: "Given normalized_shape=[1], expected input with shape [*, 1], but got input of
+// size[2, 4]"), BatchNorm1d(4) in eval mode on 1 channel (torch: "running_mean should contain 1
+// elements not 4"). The shapes torch accepts still work.
+func TestNormLayersCheckInputShape(t *testing.T) {
+	eval := func(m nn.Module) nn.Module { m.Train(false); return m }
+	bad := []struct {
+		name string
+		m    nn.Module
+		x    []int64
+	}{
+		{"LayerNorm(1) on [2 4]", nn.NewLayerNorm(1), []int64{2, 4}},
+		{"LayerNorm(2, 4) on [3 1 4]", nn.NewLayerNorm(2, 4), []int64{3, 1, 4}},
+		{"LayerNorm(2, 4) on [4]", nn.NewLayerNorm(2, 4), []int64{4}},
+		{"LayerNorm(2, 4) on [2 4 1]", nn.NewLayerNorm(2, 4), []int64{2, 4, 1}},
+		{"BatchNorm1d(4) eval on [3 1]", eval(nn.NewBatchNorm1d(4)), []int64{3, 1}},
+		{"BatchNorm1d(4) eval on [3 1 5]", eval(nn.NewBatchNorm1d(4)), []int64{3, 1, 5}},
+		{"BatchNorm1d(4) train on [3 1 5]", nn.NewBatchNorm1d(4), []int64{3, 1, 5}},
+		{"BatchNorm1d(4) train on [3 2]", nn.NewBatchNorm1d(4), []int64{3, 2}},
+		{"BatchNorm1d(4) eval on [3 4 5 6]", eval(nn.NewBatchNorm1d(4)), []int64{3, 4, 5, 6}},
+		{"BatchNorm1d(4) eval on [4]", eval(nn.NewBatchNorm1d(4)), []int64{4}},
+	}
+	for _, c := range bad {
+		var out *cgotorch.Tensor
+		err := cgotorch.Try(func() { out = c.m.Forward(cgotorch.Randn(c.x)) })
+		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
+			if err == nil {
+				t.Errorf("%s: accepted, output shape %v (torch raises)", c.name, out.Shape())
+			} else {
+				t.Errorf("%s: %v, want an error wrapping ErrInvalidArgument", c.name, err)
+			}
+		}
+	}
+	good := []struct {
+		name string
+		m    nn.Module
+		x    []int64
+	}{
+		{"LayerNorm(4) on [4]", nn.NewLayerNorm(4), []int64{4}},
+		{"LayerNorm(4) on [2 3 4]", nn.NewLayerNorm(4), []int64{2, 3, 4}},
+		{"LayerNorm(2, 4) on [2 4]", nn.NewLayerNorm(2, 4), []int64{2, 4}},
+		{"LayerNorm(2, 4) on [3 2 4]", nn.NewLayerNorm(2, 4), []int64{3, 2, 4}},
+		{"BatchNorm1d(4) eval on [3 4]", eval(nn.NewBatchNorm1d(4)), []int64{3, 4}},
+		{"BatchNorm1d(4) eval on [3 4 5]", eval(nn.NewBatchNorm1d(4)), []int64{3, 4, 5}},
+		{"BatchNorm1d(4) train on [3 4]", nn.NewBatchNorm1d(4), []int64{3, 4}},
+		{"BatchNorm1d(4) train on [1 4 5]", nn.NewBatchNorm1d(4), []int64{1, 4, 5}},
+	}
+	for _, c := range good {
+		var out *cgotorch.Tensor
+		if err := cgotorch.Try(func() { out = c.m.Forward(cgotorch.Randn(c.x)) }); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		} else if !slices.Equal(out.Shape(), c.x) {
+			t.Errorf("%s: output shape %v", c.name, out.Shape())
+		}
 	}
 }
 

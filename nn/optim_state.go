@@ -98,7 +98,7 @@ func (o *Optimizer) SaveState(w io.Writer) error {
 // returns an error wrapping cgotorch.ErrInvalidArgument (ErrFormat for malformed data), and the
 // optimizer is left unchanged unless everything fits.
 func (o *Optimizer) LoadState(r io.Reader) error {
-	st, err := o.readState(r)
+	st, err := o.readState(r, false)
 	if err != nil {
 		return err
 	}
@@ -121,12 +121,12 @@ func (o *Optimizer) uniqueNames(op string) error {
 }
 
 // readState reads and checks a saved state as LoadState does, changing nothing; its apply
-// copies it in. The caller closes the result.
-func (o *Optimizer) readState(r io.Reader) (*checkedState, error) {
+// copies it in. The caller closes the result. whole is readSafetensors'.
+func (o *Optimizer) readState(r io.Reader, whole bool) (*checkedState, error) {
 	if err := o.uniqueNames("loading state"); err != nil {
 		return nil, err
 	}
-	tensors, meta, err := ReadSafetensors(r)
+	tensors, meta, err := readSafetensors(r, whole)
 	if err != nil {
 		return nil, err
 	}

@@ -172,8 +172,16 @@ func tensorFromBytes(data []byte, dt cgotorch.DType, shape []int64) (*Tensor, er
 // ReadSafetensors reads a safetensors stream into new CPU tensors keyed by name, and its
 // metadata. Malformed input (a truncated stream, bad JSON, an unknown dtype, offsets that do not
 // match the shapes or do not tile the data) gives an error wrapping ErrFormat (and the cause: the
-// reader's or the JSON decoder's error); it never panics.
+// reader's or the JSON decoder's error); it never panics. It reads r up to the end of the data
+// section and no further: what follows is the caller's.
 func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error) {
+	return readSafetensors(r, false)
+}
+
+// readSafetensors is ReadSafetensors; with whole, r holds one whole file, and bytes after the
+// data section are an error wrapping ErrFormat, as the reference implementation refuses a
+// buffer whose length is not 8 + header + data (MetadataIncompleteBuffer).
+func readSafetensors(r io.Reader, whole bool) (map[string]*Tensor, map[string]string, error) {
 	h, err := safetensors.ReadHeader(r, maxHeader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrFormat, err)
@@ -186,6 +194,13 @@ func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error)
 	}
 	if int64(len(data)) != size {
 		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes: %w", ErrFormat, len(data), size, io.ErrUnexpectedEOF)
+	}
+	if whole {
+		if n, err := io.Copy(io.Discard, io.LimitReader(r, 1)); err != nil {
+			return nil, nil, fmt.Errorf("nn: reading safetensors data: %w", err)
+		} else if n > 0 {
+			return nil, nil, fmt.Errorf("%w: bytes after the %d bytes of data the header describes", ErrFormat, size)
+		}
 	}
 	out := make(map[string]*Tensor, len(h.Tensors))
 	fail := func(err error) (map[string]*Tensor, map[string]string, error) {
@@ -224,10 +239,17 @@ func SaveStateFile(path string, m Module) error {
 
 // LoadState reads a safetensors stream and copies its tensors into m's parameters and buffers
 // in place (converting the dtype if needed, so optimizers holding them stay valid). It is strict,
-// like torch's load_state_dict: a missing key, an unexpected key or a shape mismatch is an error,
-// and m is left unchanged unless every tensor fits.
+// like torch's load_state_dict: a missing key, an unexpected key or a shape mismatch is an error
+// wrapping cgotorch.ErrInvalidArgument (a nil or closed parameter or buffer of m wraps
+// cgotorch.ErrClosed too), and m is left unchanged unless every tensor fits. It reads r as
+// ReadSafetensors does, up to the end of the data section.
 func LoadState(r io.Reader, m Module) error {
-	st, err := readState(r, m)
+	return loadState(r, m, false)
+}
+
+// loadState is LoadState; whole is readSafetensors'.
+func loadState(r io.Reader, m Module, whole bool) error {
+	st, err := readState(r, m, whole)
 	if err != nil {
 		return err
 	}
@@ -243,9 +265,9 @@ type checkedState struct {
 }
 
 // readState reads a safetensors stream and checks it against m's parameters and buffers as
-// LoadState does, changing nothing; the caller closes the result.
-func readState(r io.Reader, m Module) (*checkedState, error) {
-	tensors, _, err := ReadSafetensors(r)
+// LoadState does, changing nothing; the caller closes the result. whole is readSafetensors'.
+func readState(r io.Reader, m Module, whole bool) (*checkedState, error) {
+	tensors, _, err := readSafetensors(r, whole)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +277,7 @@ func readState(r io.Reader, m Module) (*checkedState, error) {
 // checkState pairs the destinations in state with the tensors read, by name, strictly: every
 // destination has a tensor of its shape and kind (float or not), and every tensor a
 // destination. On a mismatch it closes the tensors and returns an error wrapping
-// cgotorch.ErrInvalidArgument and each problem.
+// cgotorch.ErrInvalidArgument and each problem (a nil or closed destination: cgotorch.ErrClosed).
 func checkState(state []NamedParameter, tensors map[string]*cgotorch.Tensor, what string) (*checkedState, error) {
 	st := &checkedState{state: state, tensors: tensors}
 	known := map[string]bool{}
@@ -265,6 +287,10 @@ func checkState(state []NamedParameter, tensors map[string]*cgotorch.Tensor, wha
 		t, ok := tensors[p.Name]
 		if !ok {
 			problems = append(problems, fmt.Errorf("missing key %q", p.Name))
+			continue
+		}
+		if p.Tensor == nil || p.Tensor.Closed() {
+			problems = append(problems, fmt.Errorf("%q is nil or closed in the module: %w", p.Name, cgotorch.ErrClosed))
 			continue
 		}
 		if got, want := t.Shape(), p.Tensor.Shape(); !slices.Equal(got, want) {
@@ -312,12 +338,14 @@ func (st *checkedState) close() {
 	}
 }
 
-// LoadStateFile is LoadState from the file at path.
+// LoadStateFile is LoadState from the file at path, which must hold the safetensors data and
+// nothing else: bytes after the data section are an error wrapping ErrFormat, as the reference
+// implementation refuses them.
 func LoadStateFile(path string, m Module) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return LoadState(bufio.NewReader(f), m)
+	return loadState(bufio.NewReader(f), m, true)
 }

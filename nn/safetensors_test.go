@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -339,6 +340,81 @@ func TestLoadStateMismatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameState(t, full, m)
+}
+
+// A nil or closed destination is an error, not a panic: it wraps cgotorch.ErrClosed (and
+// ErrInvalidArgument, as the other mismatches), the module's other tensors keep their values,
+// and the tensors read from the file are closed at once.
+func TestLoadStateClosedDestination(t *testing.T) {
+	var buf bytes.Buffer
+	if err := nn.SaveState(&buf, nn.NewLinear(3, 2, true)); err != nil {
+		t.Fatal(err)
+	}
+	dst := nn.NewLinear(3, 2, true)
+	before := values(t, dst.Weight)
+	dst.Bias.Close()
+	base := cgotorch.LiveTensors()
+	var err error
+	if perr := cgotorch.Try(func() { err = nn.LoadState(bytes.NewReader(buf.Bytes()), dst) }); perr != nil {
+		t.Fatalf("LoadState panicked: %v", perr)
+	}
+	if !errors.Is(err, cgotorch.ErrClosed) || !errors.Is(err, cgotorch.ErrInvalidArgument) || !strings.Contains(err.Error(), `"bias"`) {
+		t.Errorf("%v; want an error about \"bias\" wrapping ErrClosed and ErrInvalidArgument", err)
+	}
+	if n := cgotorch.LiveTensors(); n > base { // (a finalizer may free an older test's tensor meanwhile)
+		t.Errorf("%d live tensors after the failed load, %d before", n, base)
+	}
+	if !slices.Equal(values(t, dst.Weight), before) {
+		t.Errorf("the failed load changed the weight")
+	}
+}
+
+// LoadStateFile refuses a file with bytes after the data section, as the safetensors reference
+// implementation does (MetadataIncompleteBuffer: the length must be 8 + header + data), and
+// leaves the module unchanged. LoadState from a stream reads up to the end of the data and
+// leaves what follows to the caller.
+func TestLoadStateFileRefusesTrailingBytes(t *testing.T) {
+	src := goldenModel(t)
+	path := filepath.Join(t.TempDir(), "s.safetensors")
+	if err := nn.SaveStateFile(path, src); err != nil {
+		t.Fatal(err)
+	}
+	valid, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tail = "garbage after the data"
+	if err := os.WriteFile(path, append(slices.Clip(valid), tail...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := interopModel()
+	before := stateValues(t, dst)
+	if err := nn.LoadStateFile(path, dst); !errors.Is(err, nn.ErrFormat) {
+		t.Errorf("trailing bytes: %v; want an error wrapping ErrFormat", err)
+	}
+	for k, v := range stateValues(t, dst) {
+		if !slices.Equal(v, before[k]) {
+			t.Errorf("the failed load changed %s", k)
+		}
+	}
+
+	r := bytes.NewReader(append(slices.Clip(valid), tail...))
+	if err := nn.LoadState(r, dst); err != nil {
+		t.Fatalf("LoadState from a stream: %v", err)
+	}
+	sameState(t, src, dst)
+	if rest, _ := io.ReadAll(r); string(rest) != tail {
+		t.Errorf("LoadState left %q unread, want %q", rest, tail)
+	}
+
+	if err := os.WriteFile(path, valid, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst = interopModel()
+	if err := nn.LoadStateFile(path, dst); err != nil {
+		t.Fatalf("the file without trailing bytes: %v", err)
+	}
+	sameState(t, src, dst)
 }
 
 func FuzzReadSafetensors(f *testing.F) {

@@ -229,10 +229,10 @@ static void test_optim_step(void) {
   ct_tensor_free(bad);
 }
 
-/* ct_rng_state / ct_set_rng_state: restoring a state repeats the draws that followed it; a bad
- * state is an error and leaves the generator as it was. */
+/* ct_rng_state / ct_set_rng_state / ct_rng_check_state: restoring a state repeats the draws that
+ * followed it; a bad state is an error and leaves the generator as it was. */
 static void test_rng_state(void) {
-  int64_t shape[1] = {32}, short_shape[1] = {16};
+  int64_t shape[1] = {32}, short_shape[1] = {16}, n = 0;
   float first[32], again[32];
   ct_options o = cpu_float();
   ct_tensor state = NULL, r = NULL, bad = NULL;
@@ -262,6 +262,17 @@ static void test_rng_state(void) {
   CHECK(fails_with(ct_set_rng_state(bad), "size"));
   CHECK(fails_with(ct_set_rng_state(NULL), "NULL"));
   CHECK(fails_with(ct_rng_state(NULL), "NULL"));
+  /* ct_rng_check_state: the same checks, contents included (a state of the right size filled
+   * with 0xff is no mt19937 state), on a private generator */
+  CHECK(ok(ct_rng_check_state(state)));
+  CHECK(fails_with(ct_rng_check_state(bad), "size"));
+  CHECK(fails_with(ct_rng_check_state(NULL), "NULL"));
+  ct_tensor_free(bad);
+  bad = NULL;
+  CHECK(ok(ct_tensor_numel(&n, state)) && n > 0);
+  CHECK(ok(ct_tensor_new(&bad, CT_FILL_FULL, 255, &n, 1, o)));
+  CHECK(fails_with(ct_rng_check_state(bad), "mt19937"));
+  CHECK(fails_with(ct_set_rng_state(bad), "mt19937"));
   o.dtype = CT_FLOAT32;
   CHECK(ok(ct_tensor_new(&r, CT_FILL_RAND, 0, shape, 1, o)));
   CHECK(ok(ct_tensor_copy_to(again, sizeof again, r, CT_FLOAT32)) && memcmp(first, again, sizeof first) == 0);
