@@ -56,7 +56,7 @@ typedef enum { CT_CPU = 0, CT_CUDA = 1 } ct_device_type;
 
 typedef struct {
   int32_t type;  /* ct_device_type */
-  int32_t index; /* -1: the current device of that type */
+  int32_t index; /* -1: the current device of that type; a CPU has -1 or 0, nothing else */
 } ct_device;
 
 /* Options of the tensor factories. */
@@ -123,7 +123,9 @@ ct_error ct_tensor_device(ct_device *out, ct_tensor t);
 ct_error ct_tensor_string(char **out, ct_tensor t);
 /* A new handle sharing t's storage (same as at::Tensor copy): both must be freed. */
 ct_error ct_tensor_shallow_clone(ct_tensor *out, ct_tensor t);
-/* Copy to another device and/or dtype (dtype -1 keeps t's dtype). */
+/* t on another device and/or dtype (dtype -1 keeps t's dtype), with at::Tensor::to's semantics:
+ * a copy when something changes, else a new handle sharing t's storage (as
+ * ct_tensor_shallow_clone) when t already has that dtype and device (type and index). */
 ct_error ct_tensor_to(ct_tensor *out, ct_tensor t, ct_device device, int32_t dtype);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -169,7 +171,8 @@ ct_error ct_grad_mode_set(int32_t *prev, int32_t enabled);
  * thread that began it; ends must nest. */
 
 ct_error ct_scope_begin(ct_scope *out);
-/* Takes t out of s; it moves to s's enclosing scope if there is one. */
+/* Takes t out of s, or out of a scope opened inside s that holds it, so that t outlives s: it
+ * moves to s's enclosing scope if there is one. A t in no scope or in another is left alone. */
 ct_error ct_scope_keep(ct_scope s, ct_tensor t);
 /* Releases the tensors still in s and frees s. *released gets how many (may be NULL). */
 ct_error ct_scope_end(int64_t *released, ct_scope s);
@@ -178,8 +181,10 @@ ct_error ct_scope_end(int64_t *released, ct_scope s);
 /* Tensor operations                                                                           */
 /* Every operation returns new handles (views share storage with their input, as in libtorch)
  * except the _inplace functions, which modify their first tensor. Dimensions may be negative
- * (counted from the end). Scalars are passed as double; a scalar with an integral value acts as
- * an integer (as in Python: an int64 tensor plus 1 stays int64, times 0.5 becomes float).
+ * (counted from the end). Scalars are passed as double; a scalar with an integral value in
+ * [-2^63, 2^63) acts as an integer, converted exactly, as a Python int does (an int64 tensor
+ * plus 1, or plus 1e16, stays int64; times 0.5 becomes float); -0.0 acts as a float and keeps
+ * its sign (1 / -0.0 is -inf).
  * Operation codes of different families have disjoint values, and a code a function does not
  * support gives an "invalid argument" error. */
 
@@ -354,14 +359,16 @@ ct_error ct_softmax(ct_tensor *out, ct_tensor a, int64_t dim, int32_t log);
  * identity otherwise. Uses the global generator (ct_manual_seed). */
 ct_error ct_dropout(ct_tensor *out, ct_tensor a, double p, int32_t train);
 
-/* Losses. The reduction values are libtorch's at::Reduction numbers. */
+/* Losses. The reduction values are libtorch's at::Reduction numbers. As in PyTorch, the BCE
+ * losses refuse a target whose size differs from the input's, and MSE, L1 and smooth L1
+ * broadcast the two (where PyTorch warns). */
 typedef enum { CT_REDUCTION_NONE = 0, CT_REDUCTION_MEAN = 1, CT_REDUCTION_SUM = 2 } ct_reduction;
 typedef enum {
   CT_LOSS_MSE = 384,       /* (input - target)^2 */
   CT_LOSS_L1,              /* |input - target| */
   CT_LOSS_SMOOTH_L1,       /* Huber-like with beta 1 */
-  CT_LOSS_BCE,             /* input: probabilities in [0, 1]; target: same shape */
-  CT_LOSS_BCE_WITH_LOGITS, /* input: logits; target: same shape, in [0, 1] */
+  CT_LOSS_BCE,             /* input: probabilities in [0, 1]; target: same shape (checked) */
+  CT_LOSS_BCE_WITH_LOGITS, /* input: logits; target: same shape (checked), in [0, 1] */
   CT_LOSS_CROSS_ENTROPY,   /* input: logits [N, C, ...]; target: int64 classes [N, ...] or
                               probabilities shaped like input */
   CT_LOSS_NLL              /* input: log-probabilities [N, C, ...]; target: int64 classes */

@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 )
@@ -85,12 +86,9 @@ func FromSlice[T Element](data []T, shape ...int64) (*Tensor, error) {
 	if shape == nil {
 		shape = []int64{int64(len(data))}
 	}
-	n := int64(1)
-	for _, s := range shape {
-		if s < 0 {
-			return nil, fmt.Errorf("%w: negative dimension in shape %v", ErrInvalidArgument, shape)
-		}
-		n *= s
+	n, err := shapeNumel(shape)
+	if err != nil {
+		return nil, err
 	}
 	if n != int64(len(data)) {
 		return nil, fmt.Errorf("%w: %d elements do not fill shape %v", ErrInvalidArgument, len(data), shape)
@@ -102,7 +100,7 @@ func FromSlice[T Element](data []T, shape ...int64) (*Tensor, error) {
 	}
 	var out C.ct_tensor
 	p, nd := cShape(shape)
-	err := toError("from slice", C.ct_tensor_from_data(&out, ptr, C.size_t(len(data)*dt.Size()),
+	err = toError("from slice", C.ct_tensor_from_data(&out, ptr, C.size_t(len(data)*dt.Size()),
 		C.int32_t(dt), p, nd))
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(shape)
@@ -110,6 +108,31 @@ func FromSlice[T Element](data []T, shape ...int64) (*Tensor, error) {
 		return nil, err
 	}
 	return newTensor(out), nil
+}
+
+// shapeNumel is the number of elements of shape, with ErrInvalidArgument for a negative
+// dimension or a count that overflows int64 (checked before each multiplication: a wrapped
+// product could match the data's length). A zero dimension makes the count 0 whatever the others.
+func shapeNumel(shape []int64) (int64, error) {
+	n := int64(1)
+	for _, s := range shape {
+		if s < 0 {
+			return 0, fmt.Errorf("%w: negative dimension in shape %v", ErrInvalidArgument, shape)
+		}
+		if s == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	for _, s := range shape {
+		if n > math.MaxInt64/s {
+			return 0, fmt.Errorf("%w: shape %v has more than 2^63-1 elements", ErrInvalidArgument, shape)
+		}
+		n *= s
+	}
+	return n, nil
 }
 
 // MustFromSlice is FromSlice for data the program itself built: it panics instead of returning

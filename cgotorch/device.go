@@ -18,7 +18,8 @@ const (
 	DeviceCUDA DeviceType = C.CT_CUDA
 )
 
-// Device names where a tensor lives. Index -1 means the current device of that type.
+// Device names where a tensor lives. Index -1 means the current device of that type; a CPU
+// device has index -1 (CPU, what Device reports for every CPU tensor) or 0, no other.
 type Device struct {
 	Type  DeviceType
 	Index int
@@ -43,7 +44,8 @@ func (d Device) String() string {
 	return name
 }
 
-// ParseDevice reads "cpu", "cuda" or "cuda:N".
+// ParseDevice reads "cpu", "cuda" or "cuda:N" (and "cpu:0", PyTorch's other name for the CPU;
+// a CPU has no other index).
 func ParseDevice(s string) (Device, error) {
 	name, idx, hasIdx := strings.Cut(strings.ToLower(strings.TrimSpace(s)), ":")
 	d := Device{Index: -1}
@@ -57,7 +59,7 @@ func ParseDevice(s string) (Device, error) {
 	}
 	if hasIdx {
 		i, err := strconv.Atoi(idx)
-		if err != nil || i < 0 {
+		if err != nil || i < 0 || i > maxDeviceIndex || (d.Type == DeviceCPU && i != 0) {
 			return Device{}, fmt.Errorf("%w: bad device index in %q", ErrInvalidArgument, s)
 		}
 		d.Index = i
@@ -66,15 +68,31 @@ func ParseDevice(s string) (Device, error) {
 }
 
 func (d Device) c() C.ct_device {
-	return C.ct_device{_type: C.int32_t(d.Type), index: C.int32_t(d.Index)}
+	idx := d.Index
+	if int(int32(idx)) != idx {
+		idx = -1 << 31 // out of int32: an index the C layer refuses, never a truncated one
+	}
+	return C.ct_device{_type: C.int32_t(d.Type), index: C.int32_t(idx)}
 }
 
 func deviceFromC(d C.ct_device) Device { return Device{Type: DeviceType(d._type), Index: int(d.index)} }
 
-// checkAvailable returns ErrDevice when d cannot be used in this process.
+// maxDeviceIndex is the largest device index the C layer accepts (libtorch's DeviceIndex is an
+// int8).
+const maxDeviceIndex = 127
+
+// checkAvailable returns ErrDevice when d cannot be used in this process: an unknown type, an
+// index below -1, a CPU index other than -1 or 0 (libtorch asserts on those), a GPU that is not
+// there.
 func (d Device) checkAvailable() error {
+	if d.Index < -1 || d.Index > maxDeviceIndex {
+		return fmt.Errorf("%w: %v (bad device index %d)", ErrDevice, d, d.Index)
+	}
 	switch d.Type {
 	case DeviceCPU:
+		if d.Index > 0 {
+			return fmt.Errorf("%w: %v (a CPU device index must be -1 or 0)", ErrDevice, d)
+		}
 		return nil
 	case DeviceCUDA:
 		n := CUDADeviceCount()

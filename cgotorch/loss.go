@@ -42,12 +42,14 @@ func loss(op C.int32_t, input, target *Tensor, r Reduction, name string) *Tensor
 	return newTensor(out)
 }
 
-// MSELoss is the squared error (input - target)^2; target is shaped like input.
+// MSELoss is the squared error (input - target)^2; target is shaped like input (libtorch, as
+// PyTorch, broadcasts the two otherwise).
 func MSELoss(input, target *Tensor, r Reduction) *Tensor {
 	return loss(C.CT_LOSS_MSE, input, target, r, "mse loss")
 }
 
-// L1Loss is the absolute error |input - target|; target is shaped like input.
+// L1Loss is the absolute error |input - target|; target is shaped like input (or broadcast,
+// as in MSELoss).
 func L1Loss(input, target *Tensor, r Reduction) *Tensor {
 	return loss(C.CT_LOSS_L1, input, target, r, "l1 loss")
 }
@@ -58,13 +60,15 @@ func SmoothL1Loss(input, target *Tensor, r Reduction) *Tensor {
 }
 
 // BCELoss is the binary cross entropy of probabilities input (in [0, 1]) against target (same
-// shape, in [0, 1]). Prefer BCEWithLogitsLoss, which is stabler.
+// shape, in [0, 1]; another shape panics, as PyTorch raises). Prefer BCEWithLogitsLoss, which is
+// stabler.
 func BCELoss(input, target *Tensor, r Reduction) *Tensor {
 	return loss(C.CT_LOSS_BCE, input, target, r, "bce loss")
 }
 
 // BCEWithLogitsLoss is the binary cross entropy of sigmoid(input) against target (same shape,
-// in [0, 1]), computed stably from the logits: the loss of CTR models.
+// in [0, 1]; another shape panics, as PyTorch raises), computed stably from the logits: the loss
+// of CTR models.
 func BCEWithLogitsLoss(input, target *Tensor, r Reduction) *Tensor {
 	return loss(C.CT_LOSS_BCE_WITH_LOGITS, input, target, r, "bce with logits loss")
 }

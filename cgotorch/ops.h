@@ -35,10 +35,15 @@ inline std::vector<int64_t> dims_last_first(at::IntArrayRef dims, int64_t ndim) 
   return order;
 }
 
-// A scalar argument: an integral value becomes an integer Scalar so that integer tensors stay
-// integer, as Python's int constants do.
+// A scalar argument: an integral value that fits int64 becomes an integer Scalar (converted
+// exactly) so that integer tensors stay integer, as Python's int constants do. -0.0 stays a
+// double, whose sign matters (x / -0.0 is -inf), as do 2^63 and beyond, which int64 cannot hold
+// (-2^63 can), NaN and the infinities.
 inline at::Scalar to_scalar(double v) {
-  if (std::nearbyint(v) == v && std::fabs(v) < 9.0e15) return at::Scalar(static_cast<int64_t>(v));
+  constexpr double two63 = 9223372036854775808.0;  // 2^63, exact in a double
+  if (std::trunc(v) == v && v >= -two63 && v < two63 && !(v == 0 && std::signbit(v))) {
+    return at::Scalar(static_cast<int64_t>(v));
+  }
   return at::Scalar(v);
 }
 

@@ -149,7 +149,9 @@ func (t *Tensor) LogicalAnd(o *Tensor) *Tensor {
 func (t *Tensor) LogicalOr(o *Tensor) *Tensor { return binary(t, o, C.CT_OP_LOGICAL_OR, "logical or") }
 
 // The scalar forms. A scalar with an integral value acts as an integer constant, as in Python:
-// an Int64 tensor plus 1 stays Int64, an Int64 tensor times 0.5 becomes Float32.
+// an Int64 tensor plus 1 stays Int64, an Int64 tensor times 0.5 becomes Float32. This holds for
+// every integral value in [-2^63, 2^63), converted exactly (Int64 plus 1e16 is exact and Int64),
+// except -0.0, a float constant whose sign survives (x / -0.0 is -Inf for x > 0, as in PyTorch).
 
 // AddScalar returns t + s.
 func (t *Tensor) AddScalar(s float64) *Tensor { return binaryScalar(t, s, C.CT_OP_ADD, "add scalar") }

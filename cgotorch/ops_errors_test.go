@@ -18,6 +18,8 @@ func TestOpErrors(t *testing.T) {
 	closed := cgotorch.Ones([]int64{2, 3})
 	closed.Close()
 	leaf := cgotorch.Ones([]int64{2, 3}).SetRequiresGrad(true)
+	probs := cgotorch.Full([]int64{2, 3}, 0.5)
+	col, row := cgotorch.Full([]int64{3, 1}, 0.5), cgotorch.Ones([]int64{1, 3})
 	var null *T
 
 	cases := []struct {
@@ -74,6 +76,18 @@ func TestOpErrors(t *testing.T) {
 		{"gather out of range", func() { x.Gather(1, idx.Reshape(1, 2)) }, cgotorch.ErrTorch},
 		{"index add out of range", func() { x.IndexAdd(1, idx, x.Narrow(1, 0, 2)) }, cgotorch.ErrTorch},
 		{"scatter add out of range", func() { x.ScatterAdd(1, idx.Reshape(1, 2), x) }, cgotorch.ErrTorch},
+		// PyTorch's binary_cross_entropy(_with_logits) refuse a target of another size;
+		// libtorch's own functions squeeze and broadcast it.
+		{"bce target broadcast over rows", func() { cgotorch.BCELoss(probs, row.Reshape(3), cgotorch.ReduceMean) }, cgotorch.ErrTorch},
+		{"bce target of the transposed shape", func() { cgotorch.BCELoss(probs, x.Transpose(0, 1), cgotorch.ReduceMean) }, cgotorch.ErrTorch},
+		{"bce column against row", func() { cgotorch.BCELoss(col, row, cgotorch.ReduceNone) }, cgotorch.ErrTorch},
+		{"bce with logits target broadcast over rows", func() {
+			cgotorch.BCEWithLogitsLoss(probs, row.Reshape(3), cgotorch.ReduceMean)
+		}, cgotorch.ErrTorch},
+		{"bce input broadcast to the target", func() { cgotorch.BCELoss(row, probs, cgotorch.ReduceNone) }, cgotorch.ErrTorch},
+		{"bce with logits input broadcast to the target", func() {
+			cgotorch.BCEWithLogitsLoss(row, probs, cgotorch.ReduceNone)
+		}, cgotorch.ErrTorch},
 		{"cross entropy with float classes of the wrong shape", func() {
 			cgotorch.CrossEntropyLoss(x, v4, cgotorch.ReduceMean)
 		}, cgotorch.ErrTorch},

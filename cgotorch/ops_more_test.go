@@ -209,3 +209,78 @@ func TestEveryOpIsTested(t *testing.T) {
 		t.Errorf("%d operations found; not called by any test: %v", len(names), untested)
 	}
 }
+
+// TestScalarNegativeZero: -0.0 is a float scalar, not the integer 0, so its sign survives as in
+// PyTorch: x / -0.0 is -inf for x > 0 and x * -0.0 is -0 (both once gave +inf and +0).
+func TestScalarNegativeZero(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	x := cgotorch.MustFromSlice([]float32{1, 2})
+	for _, v := range values(t, x.DivScalar(negZero)) {
+		if !math.IsInf(v, -1) {
+			t.Errorf("x / -0.0 = %v, want -Inf", v)
+		}
+	}
+	for _, v := range values(t, x.MulScalar(negZero)) {
+		if v != 0 || !math.Signbit(v) {
+			t.Errorf("x * -0.0 = %v (sign bit %v), want -0", v, math.Signbit(v))
+		}
+	}
+	y := x.Clone().MulScalarInPlace(negZero)
+	for _, v := range values(t, y) {
+		if v != 0 || !math.Signbit(v) {
+			t.Errorf("x *= -0.0 gives %v, want -0", v)
+		}
+	}
+	// A float scalar promotes an integer tensor, as PyTorch's int64 tensor * -0.0 does.
+	if p := cgotorch.MustFromSlice([]int64{3}).MulScalar(negZero); p.DType() != cgotorch.Float32 || !math.Signbit(values(t, p)[0]) {
+		t.Errorf("int64 * -0.0: %v %v, want Float32 -0", p.DType(), values(t, p))
+	}
+	if p := cgotorch.MustFromSlice([]int64{3}).MulScalar(0); p.DType() != cgotorch.Int64 {
+		t.Errorf("int64 * 0: %v, want Int64", p.DType())
+	}
+}
+
+// TestLargeIntegralScalar: every integral scalar that fits int64 acts as an integer, however
+// large: Int64 [1] + 1e16 stays Int64 and exact (values of 9e15 and more once became floats and
+// the result Float32). 2^63 does not fit and is a float; -2^63 fits.
+func TestLargeIntegralScalar(t *testing.T) {
+	ints := func(x *T) []int64 {
+		t.Helper()
+		if x.DType() != cgotorch.Int64 {
+			t.Fatalf("dtype %v, want Int64", x.DType())
+		}
+		v, err := cgotorch.ToSlice[int64](x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	x := cgotorch.MustFromSlice([]int64{1})
+	if got := ints(x.AddScalar(1e16)); got[0] != 10000000000000001 {
+		t.Errorf("1 + 1e16 = %d", got[0])
+	}
+	if got := ints(x.AddScalar(-9223372036854775808)); got[0] != math.MinInt64+1 {
+		t.Errorf("1 + -2^63 = %d", got[0])
+	}
+	if got := ints(x.MulScalar(1 << 62)); got[0] != 1<<62 {
+		t.Errorf("1 * 2^62 = %d", got[0])
+	}
+	y := cgotorch.MustFromSlice([]int64{5})
+	y.SubScalarInPlace(1e16)
+	if got := ints(y); got[0] != -9999999999999995 {
+		t.Errorf("5 -= 1e16 gives %d", got[0])
+	}
+	y.AddScalarInPlace(1e16)
+	if got := ints(y.Clone().Fill(4.5e15)); got[0] != 4500000000000000 {
+		t.Errorf("fill 4.5e15 gives %d", got[0])
+	}
+	if p := x.AddScalar(9223372036854775808); p.DType() != cgotorch.Float32 {
+		t.Errorf("int64 + 2^63: dtype %v, want Float32 (2^63 does not fit int64)", p.DType())
+	}
+	if err := cgotorch.Try(func() { y.AddScalarInPlace(9223372036854775808) }); err == nil {
+		t.Error("int64 += 2^63 did not fail (PyTorch: result type Float can't be cast to Long)")
+	}
+	if got := values(t, cgotorch.MustFromSlice([]float64{0.5}).AddScalar(1e17)); got[0] != 1e17 {
+		t.Errorf("0.5 + 1e17 = %v", got[0])
+	}
+}

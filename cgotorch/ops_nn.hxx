@@ -10,13 +10,24 @@ static_assert(reduction_number(CT_REDUCTION_NONE) == at::Reduction::None &&
                   reduction_number(CT_REDUCTION_SUM) == at::Reduction::Sum,
               "ct_reduction must follow at::Reduction");
 
+// PyTorch's binary_cross_entropy and binary_cross_entropy_with_logits refuse a target whose size
+// differs from the input's (ValueError); libtorch's functions squeeze or broadcast it instead,
+// giving losses of the wrong shape. (The other losses broadcast in PyTorch too, with a warning.)
+void check_same_size(const char *name, const at::Tensor &input, const at::Tensor &target) {
+  TORCH_CHECK(input.sizes() == target.sizes(), name, ": target size ", target.sizes(),
+              " differs from input size ", input.sizes(), "; they must be the same");
+}
+
 at::Tensor loss(int32_t op, const at::Tensor &input, const at::Tensor &target, int64_t r) {
   switch (op) {
     case CT_LOSS_MSE: return at::mse_loss(input, target, r);
     case CT_LOSS_L1: return at::l1_loss(input, target, r);
     case CT_LOSS_SMOOTH_L1: return at::smooth_l1_loss(input, target, r, /*beta=*/1.0);
-    case CT_LOSS_BCE: return at::binary_cross_entropy(input, target, {}, r);
+    case CT_LOSS_BCE:
+      check_same_size("binary cross entropy", input, target);
+      return at::binary_cross_entropy(input, target, {}, r);
     case CT_LOSS_BCE_WITH_LOGITS:
+      check_same_size("binary cross entropy with logits", input, target);
       return at::binary_cross_entropy_with_logits(input, target, {}, {}, r);
     case CT_LOSS_CROSS_ENTROPY: return at::cross_entropy_loss(input, target, {}, r);
     case CT_LOSS_NLL: return at::nll_loss_nd(input, target, {}, r);

@@ -31,7 +31,10 @@ func WithScope(f func(s *Scope)) {
 	f(s)
 }
 
-// Keep takes tensors out of the scope so that they outlive it.
+// Keep takes tensors out of the scope so that they outlive it: each moves to the enclosing
+// scope, if any. This holds for a tensor created in a scope opened inside s (Keep on the outer
+// scope, called from the inner one, takes it out of both); Keep leaves a tensor created outside
+// s alone.
 func (s *Scope) Keep(ts ...*Tensor) {
 	if s.p == nil {
 		panic(&Error{Op: "scope keep", Msg: "scope has ended", Kind: ErrClosed})

@@ -64,8 +64,14 @@ ct_error ct_scope_keep(ct_scope s, ct_tensor t) {
   return guard([&] {
     if (s == nullptr || t == nullptr) throw ct::arg_error("scope or tensor handle is NULL");
     std::lock_guard<std::mutex> lock(scope_mu);
-    if (t->scope != s) return;  // not (or no longer) in s: nothing to do
-    s->members.erase(t);
+    // t's scope is s or one nested in s when s is on its chain of enclosing scopes. Every scope
+    // on that chain is alive: t->scope is (members are cleared before a scope is deleted) and
+    // a scope ends only after those opened inside it; parent pointers never change.
+    ct_scope owner = t->scope;
+    ct_scope p = owner;
+    while (p != nullptr && p != s) p = p->parent;
+    if (p == nullptr) return;  // not (or no longer) in s or a scope inside it: nothing to do
+    owner->members.erase(t);
     t->scope = s->parent;
     if (s->parent != nullptr) s->parent->members.insert(t);
   });

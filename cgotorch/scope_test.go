@@ -112,3 +112,55 @@ func TestKeepAfterEnd(t *testing.T) {
 		t.Fatalf("keep after end: %v", err)
 	}
 }
+
+// TestOuterKeepInsideInnerScope: Keep on a scope takes a tensor out of it even while a scope
+// opened inside it holds the tensor (Keep on the outer scope, called inside the inner one, once
+// did nothing, and the inner scope released the tensor). The kept tensor outlives both scopes,
+// is freed normally afterwards, and Keep leaves a tensor created outside the scope alone.
+func TestOuterKeepInsideInnerScope(t *testing.T) {
+	handles, bytes := LiveTensors(), LiveBytes()
+	before := Ones([]int64{8})
+	var x, y, inOuter *Tensor
+	WithScope(func(outer *Scope) {
+		WithScope(func(mid *Scope) {
+			WithScope(func(inner *Scope) {
+				x = Ones([]int64{256})
+				y = Ones([]int64{256})
+				outer.Keep(x)
+				mid.Keep(y) // y moves to outer, which releases it
+				outer.Keep(before)
+			})
+			if x.Numel() != 256 || y.Numel() != 256 {
+				t.Fatal("kept tensor released by the inner scope")
+			}
+		})
+		inOuter = Ones([]int64{2})
+	})
+	if err := Try(func() { x.Numel() }); err != nil {
+		t.Fatalf("tensor passed to the outer scope's Keep was released: %v", err)
+	}
+	if err := Try(func() { y.Numel() }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("tensor kept by the middle scope outlived the outer one: %v", err)
+	}
+	if err := Try(func() { inOuter.Numel() }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("outer scope did not release its own tensor: %v", err)
+	}
+	if before.Numel() != 8 {
+		t.Fatal("tensor created outside the scopes changed")
+	}
+	// The same from the outermost scope: the tensor leaves every scope.
+	var z *Tensor
+	WithScope(func(outer *Scope) {
+		WithScope(func(inner *Scope) {
+			z = Ones([]int64{4})
+			outer.Keep(z)
+		})
+	})
+	if z.Numel() != 4 {
+		t.Fatal("kept tensor lost")
+	}
+	for _, v := range []*Tensor{before, x, y, inOuter, z} {
+		v.Close()
+	}
+	waitForCounters(t, handles, bytes)
+}

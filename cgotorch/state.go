@@ -9,10 +9,11 @@ import (
 	"runtime"
 )
 
-// SetNumThreads sets libtorch's intra-op thread count (process-wide).
+// SetNumThreads sets libtorch's intra-op thread count (process-wide). n must be in
+// [1, math.MaxInt32], else ErrInvalidArgument.
 func SetNumThreads(n int) error {
-	if n <= 0 {
-		return fmt.Errorf("%w: thread count must be positive, got %d", ErrInvalidArgument, n)
+	if n <= 0 || n > 1<<31-1 { // libtorch's count is an int32: never truncate
+		return fmt.Errorf("%w: thread count must be in [1, 2^31-1], got %d", ErrInvalidArgument, n)
 	}
 	return toError("set num threads", C.ct_set_num_threads(C.int32_t(n)))
 }

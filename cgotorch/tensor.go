@@ -87,16 +87,16 @@ func (t *Tensor) Dim() int {
 
 // Shape returns the sizes of the dimensions.
 func (t *Tensor) Shape() []int64 {
-	var buf [64]C.int64_t
 	var n C.int32_t
 	p := t.c()
 	must("shape", C.ct_tensor_ndim(&n, p))
-	must("shape", C.ct_tensor_shape(&buf[0], n, p))
-	runtime.KeepAlive(t)
+	// Sized from the tensor's own rank (libtorch has no limit of 64 dimensions); the C side
+	// writes at most len(out) sizes.
 	out := make([]int64, int(n))
-	for i := range out {
-		out[i] = int64(buf[i])
+	if len(out) > 0 {
+		must("shape", C.ct_tensor_shape((*C.int64_t)(unsafe.Pointer(&out[0])), n, p))
 	}
+	runtime.KeepAlive(t)
 	return out
 }
 
@@ -160,8 +160,13 @@ func (t *Tensor) Share() *Tensor {
 	return newTensor(out)
 }
 
-// To copies the tensor to a device and/or dtype. dtype < 0 keeps the current one. It returns
-// ErrDevice when the device is not available.
+// To returns the tensor on device d with dtype dtype (KeepDType, or any dtype < 0, keeps t's).
+// Like PyTorch's Tensor.to, it copies only when something changes: when t already has that
+// dtype and d is t.Device() (CPU for every CPU tensor: "cpu:0" copies, as in PyTorch; CUDA index
+// -1 stands for the current GPU), the result is a new handle sharing t's storage, as Share
+// gives, so writing to either changes both (nn.To relies on this: moving a model where it
+// already is costs nothing). Use Clone for an independent copy. It returns ErrDevice when the
+// device is not available or not valid (a CPU index other than -1 or 0, say).
 func (t *Tensor) To(d Device, dtype DType) (*Tensor, error) {
 	p, err := t.cOrErr("to")
 	if err != nil {

@@ -47,6 +47,10 @@ at::Device to_device(ct_device d) {
     throw arg_error("unknown device type " + std::to_string(d.type));
   }
   if (d.index < -1 || d.index > 127) throw arg_error("bad device index " + std::to_string(d.index));
+  // at::Device asserts (an internal-assert error) on these rather than reporting them.
+  if (d.type == CT_CPU && d.index > 0) {
+    throw arg_error("CPU device index must be -1 or 0, got " + std::to_string(d.index));
+  }
   return at::Device(static_cast<c10::DeviceType>(d.type), static_cast<c10::DeviceIndex>(d.index));
 }
 

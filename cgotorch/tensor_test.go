@@ -3,6 +3,7 @@ package cgotorch
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -331,4 +332,151 @@ func TestStringAndVersion(t *testing.T) {
 func TestMain(m *testing.M) {
 	fmt.Printf("libtorch %s\n", TorchVersion())
 	os.Exit(m.Run())
+}
+
+// TestShapeOfManyDims: libtorch has no limit of 64 dimensions (71 here, from Unsqueeze). Shape
+// once read the sizes into a fixed 64-element buffer, which the C side overran.
+func TestShapeOfManyDims(t *testing.T) {
+	x := Ones([]int64{3})
+	for i := 0; i < 70; i++ {
+		y := x.Unsqueeze(0)
+		x.Close()
+		x = y
+	}
+	defer x.Close()
+	s := x.Shape()
+	if len(s) != 71 || x.Dim() != 71 {
+		t.Fatalf("len(Shape()) = %d, Dim() = %d, want 71", len(s), x.Dim())
+	}
+	for i, v := range s {
+		if want := map[bool]int64{true: 3, false: 1}[i == 70]; v != want {
+			t.Fatalf("Shape()[%d] = %d, want %d (shape %v)", i, v, want, s)
+		}
+	}
+	if x.Size(-1) != 3 || x.Size(64) != 1 {
+		t.Fatalf("Size(-1) = %d, Size(64) = %d", x.Size(-1), x.Size(64))
+	}
+}
+
+// TestToSliceTooLarge: ToSlice returns ErrInvalidArgument for a tensor whose elements cannot
+// be copied into Go memory: a byte count that overflows int, or more bytes than the machine
+// has. Expanded views of that many elements cost libtorch nothing; ToSlice once panicked in make
+// (2^47 elements) or died of a fatal out-of-memory error (2^36 float32, 256 GiB). Nothing is
+// allocated here.
+func TestToSliceTooLarge(t *testing.T) {
+	one := Ones([]int64{1})
+	for _, n := range []int64{1 << 62, 1 << 47, 1 << 36} {
+		bytes := uint64(n) * 4 // wraps to 0 for 2^62: the int overflow case
+		if n < 1<<62 && (physicalMemory() == 0 || bytes <= physicalMemory()) {
+			t.Logf("%d elements: the machine has %d bytes, not checked", n, physicalMemory())
+			continue
+		}
+		x := one.Expand(n)
+		var err error
+		if perr := Try(func() { _, err = ToSlice[float32](x) }); perr != nil {
+			t.Fatalf("%d elements: panic %v", n, perr)
+		}
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%d elements: err = %v, want ErrInvalidArgument", n, err)
+		}
+		x.Close()
+	}
+}
+
+// TestToSharesStorageWhenNothingChanges pins To's documented aliasing: as libtorch's (and
+// PyTorch's) Tensor.to, it returns a handle to the same storage when t already has the device
+// and dtype asked for (nn.To relies on it: moving a model where it is costs nothing), and a copy
+// otherwise (another dtype, or the device "cpu:0", which is not a CPU tensor's device CPU).
+func TestToSharesStorageWhenNothingChanges(t *testing.T) {
+	x := MustFromSlice([]float32{1, 2})
+	for _, dt := range []DType{KeepDType, Float32} {
+		y, err := x.To(CPU, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y.Fill(7)
+		if got, _ := ToSlice[float32](x); got[0] != 7 {
+			t.Errorf("To(CPU, %v) of a CPU float32 tensor copied it: x = %v", dt, got)
+		}
+		y.Close()
+		x.Fill(1)
+	}
+	for _, c := range []struct {
+		d  Device
+		dt DType
+	}{{CPU, Float64}, {Device{Type: DeviceCPU, Index: 0}, KeepDType}} { // cpu:0 copies, as in PyTorch
+		y, err := x.To(c.d, c.dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y.Fill(7)
+		if got, _ := ToSlice[float32](x); got[0] != 1 {
+			t.Errorf("writing the result of To(%v, %v) changed the source: x = %v", c.d, c.dt, got)
+		}
+	}
+	x.Clone().Fill(5)
+	if got, _ := ToSlice[float32](x); got[0] != 1 {
+		t.Errorf("writing a clone changed the source: x = %v", got)
+	}
+}
+
+// TestFromSliceShapeOverflow: a shape whose element count overflows int64 is ErrInvalidArgument.
+// 3 * 6148914691236517206 wraps to 2, the length of the data, which once slipped through to
+// libtorch (ErrTorch). A zero dimension makes any shape empty, as in libtorch.
+func TestFromSliceShapeOverflow(t *testing.T) {
+	for _, shape := range [][]int64{{3, 6148914691236517206}, {1 << 32, 1 << 32}, {math.MaxInt64, 2, 1}} {
+		if _, err := FromSlice([]float32{1, 2}, shape...); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("shape %v: %v, want ErrInvalidArgument", shape, err)
+		}
+	}
+	x, err := FromSlice([]float32{}, math.MaxInt64, 2, 0)
+	if err != nil {
+		t.Fatalf("empty shape with a huge dimension: %v", err)
+	}
+	if x.Numel() != 0 {
+		t.Fatalf("numel %d", x.Numel())
+	}
+}
+
+// TestCPUDeviceIndex: a CPU device has index -1 (or 0, as in PyTorch). ParseDevice("cpu:1")
+// once succeeded, and To then failed with libtorch's internal assert (ErrTorch); a Device
+// literal with such an index gives ErrDevice.
+func TestCPUDeviceIndex(t *testing.T) {
+	if d, err := ParseDevice("cpu:0"); err != nil || d != (Device{Type: DeviceCPU, Index: 0}) {
+		t.Fatalf("cpu:0: %v %v", d, err)
+	}
+	for _, s := range []string{"cpu:1", "cpu:7"} {
+		if d, err := ParseDevice(s); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%q: %v %v, want ErrInvalidArgument", s, d, err)
+		}
+	}
+	x := Ones([]int64{1})
+	if y, err := x.To(Device{Type: DeviceCPU, Index: 0}, KeepDType); err != nil || y.Device().Type != DeviceCPU {
+		t.Fatalf("to cpu:0: %v", err)
+	}
+	for _, d := range []Device{{Type: DeviceCPU, Index: 3}, {Type: DeviceCPU, Index: -2}, {Type: DeviceCUDA, Index: -2}, {Type: DeviceCUDA, Index: 1 << 32}} {
+		if _, err := x.To(d, KeepDType); !errors.Is(err, ErrDevice) {
+			t.Errorf("To(%#v): %v, want ErrDevice", d, err)
+		}
+		err := Try(func() { Zeros([]int64{1}, WithDevice(d)) })
+		var e *Error
+		if !errors.As(err, &e) || strings.Contains(e.Msg, "INTERNAL ASSERT") {
+			t.Errorf("Zeros on %#v: %v, want a *Error from the argument check", d, err)
+		}
+	}
+}
+
+// TestSetNumThreadsOutOfRange: counts that do not fit libtorch's int32 are refused, not
+// truncated (1<<32 + 1 once set 1).
+func TestSetNumThreadsOutOfRange(t *testing.T) {
+	prev := NumThreads()
+	defer func() { _ = SetNumThreads(prev) }()
+	for _, n := range []int{1<<32 + 1, math.MaxInt32 + 1, math.MinInt64} {
+		if err := SetNumThreads(n); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("SetNumThreads(%d): %v, want ErrInvalidArgument", n, err)
+		}
+		if got := NumThreads(); got != prev {
+			t.Errorf("SetNumThreads(%d) changed the count to %d", n, got)
+		}
+	}
 }
