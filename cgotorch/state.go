@@ -47,29 +47,25 @@ func RNGState() (*Tensor, error) {
 // ErrInvalidArgument (a nil or closed one wraps ErrClosed too), and leaves the generator as it
 // was.
 func SetRNGState(state *Tensor) error {
-	const op = "set rng state"
-	p, err := state.cOrErr(op)
-	if err == nil {
-		err = toError(op, C.ct_set_rng_state(p))
-		runtime.KeepAlive(state)
-	}
-	if errors.Is(err, ErrClosed) { // nil, closed, or released by its scope
-		return fmt.Errorf("%w (%w)", err, ErrInvalidArgument)
-	}
-	return err
+	return rngStateCall("set rng state", state, func(p C.ct_tensor) C.ct_error { return C.ct_set_rng_state(p) })
 }
 
 // CheckRNGState reports the error SetRNGState would return for state, without changing the
 // default generator: it sets state on a private generator, so libtorch's checks of the size and
 // of the contents (a valid mt19937 state) run. A loader calls it before it changes anything else.
 func CheckRNGState(state *Tensor) error {
-	const op = "check rng state"
+	return rngStateCall("check rng state", state, func(p C.ct_tensor) C.ct_error { return C.ct_rng_check_state(p) })
+}
+
+// rngStateCall runs call on state's handle; a nil, closed or scope-released state is an error
+// wrapping ErrClosed and ErrInvalidArgument.
+func rngStateCall(op string, state *Tensor, call func(C.ct_tensor) C.ct_error) error {
 	p, err := state.cOrErr(op)
 	if err == nil {
-		err = toError(op, C.ct_rng_check_state(p))
+		err = toError(op, call(p))
 		runtime.KeepAlive(state)
 	}
-	if errors.Is(err, ErrClosed) { // nil, closed, or released by its scope
+	if errors.Is(err, ErrClosed) {
 		return fmt.Errorf("%w (%w)", err, ErrInvalidArgument)
 	}
 	return err
