@@ -28,6 +28,10 @@ func TestAUC(t *testing.T) {
 	if !math.IsNaN(auc([]float64{1, 2}, []bool{true, true})) {
 		t.Error("auc of one class is not NaN")
 	}
+	// A NaN score has no rank (the tie loop never passed it: auc did not return).
+	if !math.IsNaN(auc([]float64{0.2, math.NaN(), 0.7, 0.4}, []bool{false, true, true, false})) {
+		t.Error("auc with a NaN score is not NaN")
+	}
 }
 
 // TestGeneratorBringsNewIDs checks that new ids keep appearing and that the log is

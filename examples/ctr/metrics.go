@@ -7,8 +7,11 @@ import (
 
 // auc is the area under the ROC curve of scores against labels: the probability that a random
 // positive scores above a random negative, ties counting one half (the rank-sum formula with
-// average ranks). It is NaN when one class is absent.
+// average ranks). It is NaN when one class is absent or a score is NaN (which has no rank).
 func auc(scores []float64, labels []bool) float64 {
+	if slices.ContainsFunc(scores, math.IsNaN) {
+		return math.NaN()
+	}
 	idx := make([]int, len(scores))
 	for i := range idx {
 		idx[i] = i
