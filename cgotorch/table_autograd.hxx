@@ -7,7 +7,7 @@
 //   gradient of those U rows, already summed per distinct id by libtorch, and hands it to the
 //   table: kept as a pending gradient until ct_table_step (accumulate mode: several backward
 //   passes or micro-batches add up; duplicates across passes are summed by the step), or applied
-//   at once as one optimizer step (fused mode: nothing is kept).
+//   as one optimizer step at the end of the backward pass (fused mode: see FusedSum).
 //   Both lookups are compositions on top of it, so libtorch supplies their backward:
 //     - Embedding: rows.index_select(0, inverse), reshaped to ids.shape + [dim]. index_select's
 //       backward is a dense index_add_ into [U, dim] (never a sparse add_, which loses the
@@ -28,13 +28,18 @@
 //
 // Only training lookups with grad mode on build a node; evaluation lookups are plain reads.
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "table_internal.h"
@@ -87,6 +92,70 @@ at::Tensor host_ids(const at::Tensor &ids) {
   return ids.detach().to(at::kCPU).contiguous().reshape({-1});
 }
 
+// Fused mode: one optimizer step per backward pass and table, on the sum of the gradients of
+// every lookup of the table the pass reaches (what accumulate mode and a Step give, and what
+// torch gives a weight indexed twice; a step per lookup had stepped such a table several times).
+// The first node of a pass to reach a table queues a final callback on the pass, which the
+// engine runs once every node has run, on the thread that called backward; later nodes of the
+// pass add to the same sum. A pass is told apart by its graph task (the address of its
+// execution info, unique while it runs). A pass that fails before its end destroys its
+// callbacks unrun, and with them its sums (the destructor forgets the pass).
+class FusedSum {
+ public:
+  using Key = std::pair<const void *, const Table *>;
+
+  // Adds the gradient g of rows uids to the current pass's sum for t (queued on first use).
+  static void add(const std::shared_ptr<Table> &t, const at::Tensor &uids, const at::Tensor &g) {
+    const void *pass = torch::autograd::get_current_graph_task_exec_info();
+    if (pass == nullptr) throw std::runtime_error("a fused table gradient outside a backward pass");
+    std::shared_ptr<FusedSum> sum;  // (declared before the lock: never destroyed under it)
+    std::lock_guard<std::mutex> lock(mu());
+    const Key key{pass, t.get()};
+    sum = live()[key].lock();
+    if (!sum) {
+      sum = std::shared_ptr<FusedSum>(new FusedSum(t, key));
+      torch::autograd::Engine::get_default_engine().queue_callback([sum] { sum->apply(); });
+      live()[key] = sum;
+    }
+    sum->uids_.push_back(uids);
+    sum->grads_.push_back(g.to(at::kFloat));
+  }
+
+  ~FusedSum() {
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = live().find(key_);
+    if (it != live().end() && it->second.expired()) live().erase(it);
+  }
+
+ private:
+  FusedSum(std::shared_ptr<Table> t, Key key) : table_(std::move(t)), key_(key) {}
+
+  // The step (the pass's end: no node of it adds any more).
+  void apply() {
+    std::vector<at::Tensor> uids, grads;
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      uids.swap(uids_);
+      grads.swap(grads_);
+    }
+    if (uids.empty()) return;
+    table_accept_grad(*table_, at::cat(uids), at::cat(grads), /*fused=*/true);
+  }
+
+  static std::mutex &mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<Key, std::weak_ptr<FusedSum>> &live() {
+    static std::map<Key, std::weak_ptr<FusedSum>> m;
+    return m;
+  }
+
+  std::shared_ptr<Table> table_;
+  Key key_;
+  std::vector<at::Tensor> uids_, grads_;
+};
+
 // Receives the gradient of the rows of distinct ids and hands it to the table.
 struct RowsBackward : torch::autograd::Node {
   RowsBackward(std::shared_ptr<Table> t, at::Tensor uids, bool fused)
@@ -99,7 +168,11 @@ struct RowsBackward : torch::autograd::Node {
     at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
     if (!g.defined()) g = at::zeros({uids.size(0), table_dim(*table)}, at::kFloat);
     c10::NoGradGuard no_grad;
-    table_accept_grad(*table, uids, g, fused);
+    if (fused) {
+      FusedSum::add(table, uids, g);
+    } else {
+      table_accept_grad(*table, uids, g, false);
+    }
     return {};  // no next edges
   }
   std::string name() const override { return "gorec::TableRowsBackward"; }

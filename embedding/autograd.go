@@ -49,7 +49,10 @@ type ForwardOptions struct {
 	// the result does not require a gradient.
 	Train bool
 	// Fused applies one optimizer step during each backward pass instead of keeping the
-	// gradient pending until Step (TorchRec's fused optimizers). It needs an optimizer.
+	// gradient pending until Step (TorchRec's fused optimizers). It needs an optimizer. The
+	// step comes at the end of the pass, on the gradients of every fused lookup of the table
+	// that the pass reached, summed: a table looked up several times in one graph takes one
+	// step, as accumulate + Step gives.
 	Fused bool
 	// Padding makes PaddingID the padding id (PyTorch's padding_idx): it is never looked up
 	// or inserted, its positions give zero rows (Forward) or are left out of a bag's reduction

@@ -125,6 +125,84 @@ func TestForwardFusedEqualsAccumulate(t *testing.T) {
 	sameFloats(t, "states", sf, sa, 0)
 }
 
+// A table looked up several times in one graph takes one fused step per backward pass, on the
+// summed gradient, as accumulate + Step does and as torch steps a weight indexed twice (it took
+// a step per lookup). torch 1.13, w = [[1, 2]], Adagrad(lr=1), w[[0]] twice with coefficients
+// [1, 2] and [3, -4], one step: [[0, 3]].
+func TestForwardFusedOneStepPerBackward(t *testing.T) {
+	run := func(fused bool, name string) ([]float32, []float32, int64) {
+		tbl := newTable(t, embedding.Config{Dim: 2, Initializer: embedding.Zeros{}, Optimizer: embedding.Adagrad{LR: 1}}, name)
+		write(t, tbl, []int64{10, 11}, 1, 2, 5, 6)
+		o := embedding.ForwardOptions{Train: true, Fused: fused}
+		a, err := tbl.Forward(ids64(t, []int64{10}), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := tbl.ForwardBag(ids64(t, []int64{10, 11}), ids64(t, []int64{0, 1}), nil, embedding.Sum, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tbl.Forward(ids64(t, []int64{11}), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := a.Mul(cgotorch.MustFromSlice([]float32{1, 2}, 1, 2)).Sum()
+		l = l.Add(b.Mul(cgotorch.MustFromSlice([]float32{3, -4, 0.5, 0.25}, 2, 2)).Sum())
+		l.Add(c.Mul(cgotorch.MustFromSlice([]float32{2, 2}, 1, 2)).Sum()).Backward()
+		if !fused {
+			if err := tbl.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := tbl.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rows, states := snapshotRows(t, tbl)
+		return rows, states, st.Step
+	}
+	ra, sa, na := run(false, "acc")
+	rf, sf, nf := run(true, "fused")
+	if na != 1 || nf != 1 {
+		t.Fatalf("steps: accumulate %d, fused %d, want 1 each", na, nf)
+	}
+	sameFloats(t, "rows", rf, ra, 0)
+	sameFloats(t, "states", sf, sa, 0)
+	if rf[0] != 0 || rf[1] != 3 {
+		t.Errorf("row 10: %v, torch gives [0 3]", rf[:2])
+	}
+	// A NaN gradient: the backward pass panics at its end, the table keeps its rows and step,
+	// and the next pass steps normally (nothing of the failed one is left over).
+	tbl := newTable(t, embedding.Config{Dim: 2, Initializer: embedding.Zeros{}, Optimizer: embedding.SGD{LR: 1}}, "nan")
+	o := embedding.ForwardOptions{Train: true, Fused: true}
+	pass := func(coef ...float32) error {
+		return cgotorch.Try(func() {
+			a, err := tbl.Forward(ids64(t, []int64{10}), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := tbl.Forward(ids64(t, []int64{10}), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			backwardWith(a.Add(b), coef)
+		})
+	}
+	if err := pass(float32(math.NaN()), 1); err == nil {
+		t.Fatal("a NaN gradient: no error")
+	}
+	if got := lookup(t, tbl, 10); got[0][0] != 0 || got[0][1] != 0 {
+		t.Fatalf("after the refused step: %v", got)
+	}
+	if err := pass(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tbl.Stats()
+	if got := lookup(t, tbl, 10); err != nil || got[0][0] != -2 || got[0][1] != -4 || st.Step != 1 {
+		t.Fatalf("after a good pass: %v, step %d (%v); want [-2 -4] and 1", got, st.Step, err)
+	}
+}
+
 func seq(n int) []int64 {
 	s := make([]int64, n)
 	for i := range s {
