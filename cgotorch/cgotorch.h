@@ -583,8 +583,9 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
 /* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle.hxx) */
 /*
  * Rows carry metadata: in tables created with CT_TABLE_TRACK_ACCESS, the step counter at its
- * last training lookup or update (last_step) and how many training lookups and updates touched
- * it (frequency; concurrent lookups of one row may lose increments; other tables report
+ * last training lookup or update (last_step) and how often training touched it (frequency: each
+ * occurrence of its id in a training lookup's batch, autograd lookups included, plus one for
+ * each optimizer step that updated it; concurrent lookups of one row may lose increments; other tables report
  * last_step = the step counter and frequency 0 where a save or delta carries them), and, for SGD
  * with momentum, the step its momentum buffer is up to date with (stamp). Rows and states handed to a sink or taken by ct_table_import are the
  * stored values: with SGD momentum they are as of their stamp (the lazy catch-up not applied),

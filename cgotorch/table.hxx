@@ -197,6 +197,10 @@ struct Keys {
   at::Tensor host;  // int64 [N], CPU, contiguous
   at::Device device = at::kCPU;  // where the caller's keys live: results go there
   int64_t n = 0;
+  // Occurrences of each key in the caller's batch, or nullptr (one each): an autograd lookup
+  // looks up a batch's distinct ids, and a training lookup counts each occurrence (frequency,
+  // admission) as a lookup of the whole batch would.
+  const int64_t *counts = nullptr;
   const int64_t *ptr() const { return host.data_ptr<int64_t>(); }
 };
 
@@ -556,8 +560,11 @@ class Table : public std::enable_shared_from_this<Table> {
   std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
   // New rows: last step now, frequency 0, changed in this epoch.
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
-  // Training accesses of rows (shared lock: relaxed atomic stores, increments may be lost).
-  void touch(const int64_t *rows, int64_t n, int64_t step) { meta_.touch(rows, n, step); }
+  // Training accesses of rows, counts[i] times each (nullptr: once; shared lock: relaxed atomic
+  // stores, increments may be lost).
+  void touch(const int64_t *rows, int64_t n, int64_t step, const int64_t *counts = nullptr) {
+    meta_.touch(rows, n, step, counts);
+  }
   // The metadata a save or delta carries for row r: last step, frequency, momentum stamp.
   void saved_meta(int64_t r, int64_t *last, int64_t *freq, int64_t *stamp) const;
   // Throws unless the table keeps last steps and frequencies (what needs them: `what`).

@@ -183,14 +183,14 @@ struct RowsBackward : torch::autograd::Node {
   bool fused;
 };
 
-// The rows of the distinct ids uids as [U, dim] on device; with a training lookup and grad
-// mode on, their gradient goes to the table.
-at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, at::Device device,
-                       const Options &o) {
+// The rows of the distinct ids uids as [U, dim] on device (counts: their occurrences in the
+// batch); with a training lookup and grad mode on, their gradient goes to the table.
+at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, const int64_t *counts,
+                       at::Device device, const Options &o) {
   at::Tensor rows;
   {
     c10::NoGradGuard no_grad;
-    rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm);
+    rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm, counts);
   }
   if (o.train && c10::GradMode::is_enabled()) {
     std::shared_ptr<RowsBackward> node(new RowsBackward(t, uids, o.fused), torch::autograd::deleteNode);
@@ -211,8 +211,12 @@ Gathered gather_batch(const std::shared_ptr<Table> &t, const at::Tensor &flat_id
                       const Options &o) {
   const int64_t n = flat_ids.size(0);
   Dedupe dd(flat_ids.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
+  std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  for (int64_t v : dd.inverse) {
+    if (v >= 0) counts[static_cast<size_t>(v)]++;
+  }
   Gathered g;
-  g.weight = unique_rows(t, long_tensor(dd.uids), device, o);
+  g.weight = unique_rows(t, long_tensor(dd.uids), counts.data(), device, o);
   if (dd.skipped > 0) {
     g.padding_row = dd.size();
     for (auto &v : dd.inverse) {

@@ -114,11 +114,12 @@ int64_t table_dim(const Table &t) { return t.dim(); }
 bool table_has_optimizer(const Table &t) { return t.has_optimizer(); }
 
 at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm) {
+                      int32_t default_mode, double max_norm, const int64_t *counts) {
   Keys k;
   k.host = uids;
   k.n = uids.size(0);
   k.device = device;
+  k.counts = counts;
   if (train) return max_norm > 0 ? t.lookup_renorm(k, max_norm) : t.lookup(k);
   at::Tensor rows = t.read(k, default_mode).first;
   if (max_norm > 0) renorm_rows(rows, max_norm);

@@ -72,11 +72,13 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm);
 // Rows [u, dim] of the distinct ids uids (int64 [u], CPU, contiguous), on device. train:
 // find-or-insert, and with max_norm > 0 the rows over it are renormalised in the table (as
 // PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
-// nothing is inserted, and max_norm renormalises the returned copy only.
+// nothing is inserted, and max_norm renormalises the returned copy only. counts: the
+// occurrences of each id in the batch (a training lookup counts them all), or nullptr.
 at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm);
+                      int32_t default_mode, double max_norm, const int64_t *counts);
 // The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
-// until table_step (accumulate), or applied at once as one optimizer step (fused).
+// until table_step (accumulate), or applied as one optimizer step (fused: at the end of the
+// backward pass, see FusedSum).
 void table_accept_grad(Table &t, const at::Tensor &uids, const at::Tensor &grads, bool fused);
 // One optimizer step from the pending gradients (duplicates across passes summed), which are
 // then dropped; false (and nothing done) when there are none. On failure they are kept.

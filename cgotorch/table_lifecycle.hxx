@@ -424,7 +424,7 @@ void Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool fou
   Missing m(dd.uids.data(), urows.data(), u);
   ct_idmap_find(map_, m.ids.data(), m.ids.size(), m.rows.data());
   m.put(urows.data());
-  for (int64_t i = 0; i < n; i++) occ[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])]++;
+  for (int64_t i = 0; i < n; i++) occ[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])] += k.counts ? k.counts[i] : 1;
   std::vector<int64_t> admit, admit_at;  // admitted ids and their places in dd.uids
   std::vector<std::pair<int64_t, int64_t>> counted;
   for (size_t j = 0; j < static_cast<size_t>(u); j++) {
@@ -450,7 +450,7 @@ void Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool fou
     gather_rows(ids, rows.data(), n, CT_READ_ZEROS, out);
     for (const auto &p : counted) seen_[p.first] = p.second;
   });  // (guarded drops the admitted ids' counts)
-  touch(rows.data(), n, step_);
+  touch(rows.data(), n, step_, k.counts);
 }
 
 void Table::drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr,

@@ -93,7 +93,7 @@ class RowMeta {
   }
   // Training accesses of rows[0, n) (shared lock allowed; rows[i] < 0 are skipped). Records
   // of random rows miss the cache: each is prefetched some rows ahead.
-  void touch(const int64_t *rows, int64_t n, int64_t step) {
+  void touch(const int64_t *rows, int64_t n, int64_t step, const int64_t *counts = nullptr) {
     if (!access_) return;
     constexpr int64_t kAhead = 16;
     const uint32_t now = offset(step);
@@ -102,8 +102,8 @@ class RowMeta {
       if (rows[i] < 0) continue;
       Rec &x = rec(rows[i]);
       __atomic_store_n(&x.last, now, __ATOMIC_RELAXED);
-      const uint32_t f = __atomic_load_n(&x.freq, __ATOMIC_RELAXED);
-      if (f != kMax) __atomic_store_n(&x.freq, f + 1, __ATOMIC_RELAXED);
+      const uint64_t f = __atomic_load_n(&x.freq, __ATOMIC_RELAXED) + static_cast<uint64_t>(counts ? counts[i] : 1);
+      __atomic_store_n(&x.freq, static_cast<uint32_t>(std::min<uint64_t>(f, kMax)), __ATOMIC_RELAXED);
     }
   }
   int64_t last(int64_t r) const { return base_ + __atomic_load_n(&rec(r).last, __ATOMIC_RELAXED); }

@@ -21,7 +21,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out) {
     check_open();
     if (find_rows(k.ptr(), n, rows.data()) == static_cast<size_t>(n)) {
       gather(rows.data(), n, 0, out);
-      touch(rows.data(), n, step_);
+      touch(rows.data(), n, step_, k.counts);
       return;
     }
     remaps = remaps_;
@@ -49,7 +49,7 @@ void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool fou
   guarded(ids, is_new.data(), n, [&] {
     init_rows(ids, rows.data(), is_new.data(), n, false);
     gather(rows.data(), n, 0, out);
-    touch(rows.data(), n, step_);
+    touch(rows.data(), n, step_, k.counts);
     then();
   });
 }

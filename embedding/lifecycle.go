@@ -8,9 +8,11 @@ import (
 // and shipping its changes (deltas). Per-row metadata, kept by tables created with
 // Config.TrackAccess (Metadata, EvictIf and every EvictPolicy need it; without it they return
 // ErrBadInput): the step counter at the row's last training lookup or update (LastStep) and
-// the number of training lookups and updates that touched it (Frequency). Training lookups
-// holding the table's lock shared may lose frequency increments when they race on one row;
-// updates never do.
+// how often training touched it (Frequency): every occurrence of its id in a training lookup's
+// batch (Lookup, LookupInto, Forward, ForwardBag alike), plus one for each optimizer step that
+// updated it (Update, Step: a step updates a row once, however often its id occurs). Training
+// lookups holding the table's lock shared may lose frequency increments when they race on one
+// row; updates never do.
 
 // EvictPolicy selects the rows Evict removes; build it with TTL, KeepRecent, KeepFrequent or
 // MemoryBudget.

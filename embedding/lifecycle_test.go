@@ -482,6 +482,57 @@ func TestAdmissionCountsEndWithARow(t *testing.T) {
 	sameDump(t, "loaded", dump(t, loaded[0]), dump(t, tbl))
 }
 
+// Frequency counts every occurrence of an id in a training lookup, whichever call made it
+// (autograd lookups de-duplicate their ids and counted each once), and one per optimizer step.
+// Admission counts the same occurrences.
+func TestFrequencyCountsOccurrences(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, TrackAccess: true})
+	freq := func() int64 {
+		_, _, f, err := tbl.Metadata()
+		if err != nil || len(f) != 1 {
+			t.Fatalf("metadata: %v %v", f, err)
+		}
+		return f[0]
+	}
+	steps := []struct {
+		name string
+		run  func() error
+		want int64
+	}{
+		{"LookupIDs [5 5 5]", func() error { _, err := tbl.LookupIDs([]int64{5, 5, 5}); return err }, 3},
+		{"Forward [5 5 5]", func() error {
+			_, err := tbl.Forward(ids64(t, []int64{5, 5, 5}), embedding.ForwardOptions{Train: true})
+			return err
+		}, 6},
+		{"ForwardBag [5 5]", func() error {
+			_, err := tbl.ForwardBag(ids64(t, []int64{5, 5}), ids64(t, []int64{0}), nil, embedding.Sum, embedding.ForwardOptions{Train: true})
+			return err
+		}, 8},
+		{"UpdateIDs [5 5 5]", func() error { return tbl.UpdateIDs([]int64{5, 5, 5}, filled(6, 1)) }, 9},
+		{"LookupInto [5 5]", func() error { return tbl.LookupInto(make([]float32, 4), []int64{5, 5}) }, 11},
+	}
+	for _, s := range steps {
+		if err := s.run(); err != nil {
+			t.Fatal(err)
+		}
+		if got := freq(); got != s.want {
+			t.Fatalf("after %s: frequency %d, want %d", s.name, got, s.want)
+		}
+	}
+	adm := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, Initializer: embedding.Constant{Value: 1}}, "admission")
+	if err := adm.SetAdmission(3); err != nil {
+		t.Fatal(err)
+	}
+	for i, ids := range [][]int64{{7, 7}, {7}} {
+		if _, err := adm.Forward(ids64(t, ids), embedding.ForwardOptions{Train: true}); err != nil {
+			t.Fatal(err)
+		}
+		if want := i; adm.Len() != want {
+			t.Fatalf("after forward %d of id 7 (%d occurrences so far): %d rows, want %d", i+1, 2+i, adm.Len(), want)
+		}
+	}
+}
+
 // TestAdmissionForward: the autograd path respects admission too.
 func TestAdmissionForward(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Constant{Value: 1}, TrackAccess: true})
