@@ -12,7 +12,8 @@ import (
 // maxNorm, as torch.nn.utils.clip_grad_norm_ of PyTorch 1.13 does, and returns the total norm
 // before clipping. The total norm is the normType-norm of the vector of the gradients' own
 // normType-norms (math.Inf(1): the largest absolute element); every gradient is multiplied by
-// min(1, maxNorm / (total + 1e-6)), computed in the total norm's dtype. As in torch, nothing
+// min(1, maxNorm / (total + 1e-6)), computed in the total norm's dtype. A parameter listed
+// twice (a module shared under two names) counts once, as in torch's parameters(). As in torch, nothing
 // checks the total: a NaN total (or an infinite one with an infinite maxNorm) makes every
 // gradient NaN. Parameters without a gradient are skipped (no gradient at all: 0). It clips the
 // dense parameters only: the embedding tables keep their gradients pending on the C side (see
@@ -28,7 +29,12 @@ func ClipGradNorm(params []NamedParameter, maxNorm, normType float64) (total flo
 		cgotorch.NoGrad(func() {
 			cgotorch.WithScope(func(*cgotorch.Scope) {
 				var grads, norms []*Tensor
+				seen := map[*Tensor]bool{} // a module added twice lists its parameters twice
 				for _, p := range params {
+					if seen[p.Tensor] {
+						continue
+					}
+					seen[p.Tensor] = true
 					if g := p.Tensor.Grad(); g != nil {
 						grads = append(grads, g)
 						norms = append(norms, vectorNorm(g, normType))

@@ -50,6 +50,15 @@ func TestClipGradNormEdges(t *testing.T) {
 	if _, err := nn.ClipGradNorm([]nn.NamedParameter{{Name: "x", Tensor: closed}}, 1, 2); err == nil {
 		t.Errorf("a closed parameter: no error")
 	}
+	// A parameter listed twice (a module shared under two names) counts once: grad [3, 4],
+	// total 5, scaled once to [0.6, 0.8] by max norm 1 (torch's parameters() lists it once).
+	p := cgotorch.MustFromSlice([]float32{0, 0}).SetRequiresGrad(true)
+	p.Mul(cgotorch.MustFromSlice([]float32{3, 4})).Sum().Backward()
+	total, err := nn.ClipGradNorm([]nn.NamedParameter{{Name: "a.w", Tensor: p}, {Name: "b.w", Tensor: p}}, 1, 2)
+	g, _ := cgotorch.ToSlice[float32](p.Grad())
+	if err != nil || math.Abs(total-5) > 1e-6 || math.Abs(float64(g[0])-0.6) > 1e-6 || math.Abs(float64(g[1])-0.8) > 1e-6 {
+		t.Errorf("a parameter listed twice: total %v, grad %v (%v); want 5 and [0.6 0.8]", total, g, err)
+	}
 }
 
 // A non-finite total norm is not checked, as in torch 1.13 (error_if_nonfinite=False): the
