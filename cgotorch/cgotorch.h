@@ -667,7 +667,7 @@ ct_error ct_table_set_admission(ct_table t, int64_t k);
  * param_group's lr does; the rest of the configuration stays. It must be finite and >= 0 (FTRL:
  * > 0); a table without an optimizer is an error. With SGD momentum every row is first brought up
  * to date with the old rate (the moves of the steps it missed, applied lazily otherwise), which
- * costs a pass over the table and puts every row in the next delta. */
+ * costs a pass over the table and puts every row it moves (those behind the step) in the next delta. */
 ct_error ct_table_set_lr(ct_table t, double lr);
 /* *k: the threshold; *counted (may be NULL): ids being counted. */
 ct_error ct_table_admission(int64_t *k, int64_t *counted, ct_table t);
