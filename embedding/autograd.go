@@ -72,7 +72,7 @@ func (t *Table) forwardOptions(op string, o ForwardOptions) (cgotorch.ForwardOpt
 	}
 	return cgotorch.ForwardOptions{
 		Train: o.Train, Fused: o.Fused, Padding: o.Padding, PaddingID: o.PaddingID,
-		MaxNorm: o.MaxNorm, Default: t.cfg.ReadDefault.c(),
+		MaxNorm: o.MaxNorm, Default: t.conf().ReadDefault.c(),
 	}, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -322,11 +323,15 @@ func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error)
 	}
 	var out []*Table
 	for _, e := range m.Tables {
-		name := e.Name
+		name, err := e.Name, error(nil)
 		if rename != nil {
 			name = rename(name)
+			err = validName(name)
 		}
-		t, err := loadNew(dir, e, name, cgotorch.CPU, false, e.TrackAccess)
+		var t *Table
+		if err == nil {
+			t, err = loadNew(dir, e, name, cgotorch.CPU, false, e.TrackAccess)
+		}
 		if err != nil {
 			for _, o := range out {
 				o.Close()
@@ -336,6 +341,21 @@ func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error)
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// validName checks a name rename gave as the C layer checks a table's name, so that a bad one
+// is the caller's error (ErrBadInput), not taken for a corrupt manifest.
+func validName(name string) error {
+	bad := func(why string) error { return badInput("load", name, "rename gave a table name that %s", why) }
+	switch {
+	case name == "":
+		return bad("is empty")
+	case len(name) > 255:
+		return bad("is longer than 255 bytes")
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return bad("contains a control character")
+	}
+	return nil
 }
 
 // LoadInto restores tables (each must be in the checkpoint, with the same dim, optimizer, layout
@@ -402,8 +422,8 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 		if err := t.t.Swap(fresh[i].t); err != nil {
 			return wrap(op, t.Name(), err) // checked compatible above: not expected
 		}
-		t.cfg = fresh[i].cfg
-		configs.m[t.name] = t.cfg
+		t.st.cfg.Store(fresh[i].st.cfg.Load()) // every handle of the table sees it
+		configs.m[t.name] = t.st
 	}
 	return nil
 }
@@ -479,8 +499,9 @@ func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorK
 		ct.Close()
 		return nil, err
 	}
+	st := newState(cfg)
 	configs.Lock()
-	configs.m[name] = cfg
+	configs.m[name] = st
 	configs.Unlock()
-	return &Table{t: ct, name: name, cfg: cfg}, nil
+	return &Table{t: ct, name: name, st: st}, nil
 }

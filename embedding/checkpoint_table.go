@@ -84,7 +84,7 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 	e := tableEntry{
 		Name: t.name, Dim: cc.Dim, BlockRows: cc.BlockRows, Layout: layoutNames[cc.Layout],
 		Initializer: initNames[cc.Init], InitParams: cc.InitParams, Optimizer: optNames[cc.Optimizer],
-		OptParams: cc.OptParams, Seed: cc.Seed, ReadDefault: readNames[t.cfg.ReadDefault],
+		OptParams: cc.OptParams, Seed: cc.Seed, ReadDefault: readNames[t.conf().ReadDefault],
 		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
 	perChunk := chunkRows(cc.Dim, widths)

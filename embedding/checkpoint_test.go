@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	mrand "math/rand"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -516,5 +517,67 @@ func TestLoadIntoAllOrNothing(t *testing.T) {
 		if strings.HasPrefix(name, "gorec-load-") {
 			t.Errorf("a failed load left table %q open", name)
 		}
+	}
+}
+
+// A load into a table reaches every handle of it: the configuration it takes over (here the
+// saved ReadDefault) is the one each handle reads with, and readers running meanwhile share it
+// safely (run under -race: the handle's configuration had been rewritten unsynchronised, and
+// handles from Get kept the old one).
+func TestLoadIntoReachesEveryHandle(t *testing.T) {
+	dir := t.TempDir()
+	src, err := embedding.New(t.Name(), embedding.Config{Dim: 2, ReadDefault: embedding.ReadInitial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, src, 1)
+	if err := embedding.Save(dir, src); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	dst := newTable(t, embedding.Config{Dim: 2}) // ReadZeros
+	other, ok := embedding.Get(t.Name())
+	if !ok {
+		t.Fatal("Get")
+	}
+	var stop atomic.Bool
+	done := startWorkers(1, func(int, *mrand.Rand) {
+		for !stop.Load() {
+			if r, _, err := other.ReadIDs([]int64{1, 42}); err == nil {
+				r.Close()
+			}
+		}
+	})
+	for i := 0; i < 5; i++ {
+		if err := embedding.LoadInto(dir, []*embedding.Table{dst}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	<-done
+	a, _ := read(t, dst, 42)
+	b, _ := read(t, other, 42)
+	if !equalRows(a[0], b[0]) || (a[0][0] == 0 && a[0][1] == 0) {
+		t.Fatalf("absent id 42 reads %v through the loading handle and %v through another; want the same initial row", a[0], b[0])
+	}
+}
+
+// A name rename gives that no table may have is the caller's error, not a corrupt checkpoint.
+func TestLoadRenamedBadName(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2})
+	lookup(t, tbl, 1)
+	dir := t.TempDir()
+	if err := embedding.Save(dir, tbl); err != nil {
+		t.Fatal(err)
+	}
+	names := embedding.Names()
+	for _, bad := range []string{"", strings.Repeat("x", 256), "tab\tle"} {
+		_, err := embedding.LoadRenamed(dir, func(string) string { return bad })
+		if !errors.Is(err, embedding.ErrBadInput) || errors.Is(err, embedding.ErrCorrupt) {
+			t.Errorf("rename to %q: %v, want ErrBadInput and not ErrCorrupt", bad, err)
+		}
+	}
+	if got := embedding.Names(); !reflect.DeepEqual(got, names) {
+		t.Errorf("open tables %v after the refused loads, want %v", got, names)
 	}
 }

@@ -37,6 +37,9 @@ func deltaRegions(m, d, dim int64, widths []int64) []safetensors.Tensor {
 // WriteDelta writes d (a delta of a table of dim columns) to path atomically.
 func WriteDelta(path string, d *Delta, dim int) error {
 	const op = "write delta"
+	if d == nil {
+		return badInput(op, "", "nil delta")
+	}
 	m := int64(len(d.IDs))
 	if dim <= 0 || int64(len(d.Rows)) != m*int64(dim) || int64(len(d.Meta)) != 3*m {
 		return badInput(op, "", "inconsistent delta: %d ids, %d row values, %d meta values for dim %d", m, len(d.Rows), len(d.Meta), dim)

@@ -18,10 +18,10 @@ func (t *Table) idsTensor(op string, ids []int64) (*cgotorch.Tensor, error) {
 }
 
 func (t *Table) rowsTensor(op string, n int, v []float32) (*cgotorch.Tensor, error) {
-	if len(v) != n*t.cfg.Dim {
-		return nil, badInput(op, t.name, "%d values for %d ids of dim %d (want %d)", len(v), n, t.cfg.Dim, n*t.cfg.Dim)
+	if len(v) != n*t.conf().Dim {
+		return nil, badInput(op, t.name, "%d values for %d ids of dim %d (want %d)", len(v), n, t.conf().Dim, n*t.conf().Dim)
 	}
-	r, err := cgotorch.FromSlice(v, int64(n), int64(t.cfg.Dim))
+	r, err := cgotorch.FromSlice(v, int64(n), int64(t.conf().Dim))
 	if err != nil {
 		return nil, wrap(op, t.name, err)
 	}
@@ -135,7 +135,7 @@ func Rows(t *cgotorch.Tensor) ([][]float32, error) {
 	}
 	flat, err := cgotorch.ToSlice[float32](t)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: rows: %w", ErrBadInput, err)
 	}
 	n, d := int(shape[0]), int(shape[1])
 	out := make([][]float32, n)

@@ -14,5 +14,5 @@ func (t *Table) LookupInto(dst []float32, ids []int64) error {
 // ReadInto is ReadIDs writing the rows into dst (len(ids) * Dim floats) and, when found is not
 // nil, whether each id was present into found (len(ids) bools).
 func (t *Table) ReadInto(dst []float32, found []bool, ids []int64) error {
-	return wrap("read into", t.name, t.t.ReadInto(dst, found, ids, t.cfg.ReadDefault.c()))
+	return wrap("read into", t.name, t.t.ReadInto(dst, found, ids, t.conf().ReadDefault.c()))
 }

@@ -78,7 +78,7 @@ func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 // and the removal stays, as with Evict. evict runs with no lock held and may use the table.
 func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
 	const op = "evict"
-	ids, last, freq, err := t.Metadata()
+	ids, last, freq, err := t.metadata(op)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,11 @@ func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicte
 // later step, still more than 2^31 steps back; see cgotorch.h) and frequencies saturate at
 // 2^32 - 1.
 func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
-	const op = "metadata"
+	return t.metadata("metadata")
+}
+
+// metadata is Metadata, its errors named op.
+func (t *Table) metadata(op string) (ids, lastStep, frequency []int64, err error) {
 	a, b, c, err := t.t.Metadata()
 	if err != nil {
 		return nil, nil, nil, wrap(op, t.name, err)
@@ -209,6 +213,9 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 // t's step counter) is refused with ErrBadInput, as is malformed input; t is then unchanged.
 func (t *Table) ApplyDelta(d *Delta) error {
 	const op = "apply delta"
+	if d == nil {
+		return badInput(op, t.name, "nil delta")
+	}
 	n := len(d.IDs)
 	if len(d.Meta) != 3*n {
 		return badInput(op, t.name, "meta has %d values for %d ids", len(d.Meta), n)

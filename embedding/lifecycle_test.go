@@ -869,3 +869,24 @@ func TestApplyDeltaDeletedThenWritten(t *testing.T) {
 	}
 	sameDump(t, "the copy", dump(t, dst), dump(t, src))
 }
+
+// Errors of the lifecycle calls wrap the package's sentinels and name the call: a nil delta,
+// Rows of a tensor that is not float32, EvictIf on a table without access tracking.
+func TestLifecycleErrorsNameTheirCall(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2})
+	if err := tbl.ApplyDelta(nil); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("ApplyDelta(nil): %v", err)
+	}
+	if err := embedding.WriteDelta(filepath.Join(t.TempDir(), "d"), nil, 2); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("WriteDelta(nil): %v", err)
+	}
+	x := cgotorch.MustFromSlice([]int64{1, 2, 3, 4}, 2, 2)
+	if _, err := embedding.Rows(x); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("Rows of int64 [2, 2]: %v", err)
+	}
+	_, err := tbl.EvictIf(func(int64, int64, int64) bool { return true })
+	var e *embedding.Error
+	if !errors.As(err, &e) || e.Op != "evict" || !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("EvictIf without access tracking: %v, want op \"evict\" and ErrBadInput", err)
+	}
+}

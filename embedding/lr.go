@@ -10,31 +10,12 @@ package embedding
 // step that catches them up; so SetLR first brings every row up to date at the old rate: a pass
 // over the table under its exclusive lock, and every row goes into the next Delta. The other
 // optimizers change nothing but the rate.
-func (t *Table) SetLR(lr float64) error { return wrap("set lr", t.name, t.t.SetLR(lr)) }
-
-// withLR is o with the learning rate lr.
-func withLR(o Optimizer, lr float64) Optimizer {
-	switch x := o.(type) {
-	case SGD:
-		x.LR = lr
-		return x
-	case Adagrad:
-		x.LR = lr
-		return x
-	case RowWiseAdagrad:
-		x.LR = lr
-		return x
-	case SparseAdam:
-		x.LR = lr
-		return x
-	case AdamW:
-		x.LR = lr
-		return x
-	case FTRL:
-		x.Alpha = lr
-		return x
+func (t *Table) SetLR(lr float64) error {
+	if err := t.t.SetLR(lr); err != nil {
+		return wrap("set lr", t.name, err)
 	}
-	return o
+	t.refreshOptimizer()
+	return nil
 }
 
 // LR is the learning rate of the table's optimizer (FTRL's Alpha; 0 without an optimizer).

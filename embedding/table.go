@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -17,15 +18,28 @@ import (
 type Table struct {
 	t    *cgotorch.Table
 	name string
-	cfg  Config
+	st   *tableState // shared by every handle of the table (New, Get, a load)
 }
 
-// configs keeps the resolved Config of the tables this package created, for Get; mu also
-// orders table creation and closing with updates of the map.
+// tableState is what the handles of one table share: its resolved Config, which a load into the
+// table (LoadInto) and SetLR replace while other goroutines read it.
+type tableState struct{ cfg atomic.Pointer[Config] }
+
+func newState(cfg Config) *tableState {
+	s := &tableState{}
+	s.cfg.Store(&cfg)
+	return s
+}
+
+// conf is the table's resolved Config.
+func (t *Table) conf() Config { return *t.st.cfg.Load() }
+
+// configs keeps the state of the tables this package created, for Get; mu also orders table
+// creation with updates of the map.
 var configs = struct {
 	sync.Mutex
-	m map[string]Config
-}{m: map[string]Config{}}
+	m map[string]*tableState
+}{m: map[string]*tableState{}}
 
 // New creates a table and registers it under name (ErrNameTaken if an open table has it).
 func New(name string, cfg Config) (*Table, error) {
@@ -39,8 +53,11 @@ func New(name string, cfg Config) (*Table, error) {
 	if err != nil {
 		return nil, wrap("new", name, err)
 	}
-	configs.m[name] = cfg
-	return &Table{t: t, name: name, cfg: cfg}, nil
+	st := newState(cfg)
+	configs.m[name] = st
+	tbl := &Table{t: t, name: name, st: st}
+	tbl.refreshOptimizer() // the optimizer's defaults filled in
+	return tbl, nil
 }
 
 // Get returns a new handle to the open table of that name. Closing any handle closes the table.
@@ -50,7 +67,7 @@ func Get(name string) (*Table, bool) {
 		return nil, false
 	}
 	configs.Lock()
-	cfg, ok := configs.m[name]
+	s, ok := configs.m[name]
 	configs.Unlock()
 	if !ok {
 		// Created through cgotorch directly: what the table itself can tell.
@@ -59,9 +76,9 @@ func Get(name string) (*Table, bool) {
 			t.Close()
 			return nil, false
 		}
-		cfg = Config{Dim: int(st.Dim), Optimizer: NoOptimizer{}}
+		s = newState(Config{Dim: int(st.Dim), Optimizer: NoOptimizer{}})
 	}
-	return &Table{t: t, name: name, cfg: cfg}, true
+	return &Table{t: t, name: name, st: s}, true
 }
 
 // Names lists the open tables, sorted.
@@ -76,16 +93,22 @@ func UpdateByName(name string, ids, grads *cgotorch.Tensor) error {
 func (t *Table) Name() string { return t.name }
 
 // Dim is the width of the table's rows.
-func (t *Table) Dim() int { return t.cfg.Dim }
+func (t *Table) Dim() int { return t.conf().Dim }
 
 // Config is the table's configuration with the defaults filled in, and the optimizer's learning
 // rate as it is now (SetLR).
-func (t *Table) Config() Config {
-	cfg := t.cfg
-	if cc, err := t.t.Config(); err == nil {
-		cfg.Optimizer = withLR(cfg.Optimizer, cc.OptParams[0])
+func (t *Table) Config() Config { return t.conf() }
+
+// refreshOptimizer sets the shared Config's optimizer from the C table's (every parameter, the
+// defaults filled in, the learning rate as it is now); a closed table keeps what it had.
+func (t *Table) refreshOptimizer() {
+	cc, err := t.t.Config()
+	if err != nil {
+		return
 	}
-	return cfg
+	cfg := t.conf()
+	cfg.Optimizer = optimizerOf(cc.Optimizer, cc.OptParams)
+	t.st.cfg.Store(&cfg)
 }
 
 // Len is the number of ids in the table (0 once it is closed).
@@ -118,9 +141,9 @@ func (t *Table) Stats() (Stats, error) {
 // Close closes the table for every handle: it waits for the operations in flight, frees the
 // table's memory and its name; later calls fail with ErrClosed. Closing twice is fine.
 func (t *Table) Close() error {
+	err := t.t.Close() // (not under configs' lock: it waits for the operations in flight)
 	configs.Lock()
 	defer configs.Unlock()
-	err := t.t.Close()
 	if !isOpen(t.name) { // (a table created after this one was closed by another handle keeps it)
 		delete(configs.m, t.name)
 	}
@@ -154,7 +177,7 @@ func (t *Table) Indices(ids *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, er
 // Read returns the rows of ids without inserting anything: ids not in the table get the
 // Config's ReadDefault row. found (bool [N]) says which ids were present.
 func (t *Table) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error) {
-	rows, found, err = t.t.Read(ids, t.cfg.ReadDefault.c())
+	rows, found, err = t.t.Read(ids, t.conf().ReadDefault.c())
 	return rows, found, wrap("read", t.name, err)
 }
 
@@ -248,7 +271,7 @@ const pollInterval = 10 * time.Millisecond
 // Wait returns them. A Prefetch that is never waited for is discarded when it becomes
 // unreachable (or call Discard).
 func (t *Table) Prefetch(ids *cgotorch.Tensor) (*Prefetch, error) {
-	id, err := t.t.Prefetch(ids, t.cfg.ReadDefault.c())
+	id, err := t.t.Prefetch(ids, t.conf().ReadDefault.c())
 	if err != nil {
 		return nil, wrap("prefetch", t.name, err)
 	}

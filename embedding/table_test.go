@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -560,5 +561,71 @@ func TestCUDATable(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Config has the optimizer's defaults filled in, and the learning rate SetLR set, also once the
+// table is closed.
+func TestConfigFillsOptimizerDefaults(t *testing.T) {
+	tbl, err := embedding.New(t.Name(), embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := embedding.SparseAdam{LR: 0.001, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	if got := tbl.Config().Optimizer; got != want {
+		t.Fatalf("Config().Optimizer = %+v, want %+v", got, want)
+	}
+	if err := tbl.SetLR(0.5); err != nil {
+		t.Fatal(err)
+	}
+	want.LR = 0.5
+	h, _ := embedding.Get(t.Name())
+	for name, x := range map[string]*embedding.Table{"the handle": tbl, "another handle": h} {
+		if got := x.Config().Optimizer; got != want {
+			t.Errorf("%s after SetLR: %+v, want %+v", name, got, want)
+		}
+	}
+	tbl.Close()
+	if got := tbl.Config().Optimizer; got != want || tbl.LR() != 0.5 {
+		t.Errorf("after Close: %+v, LR %v; want %+v", got, tbl.LR(), want)
+	}
+}
+
+// Close waits for the table's operations in flight without holding the package's registry:
+// an ExportEach whose function creates another table while the table is being closed
+// deadlocked (Close held the registry's lock, New waited for it). On a regression this test
+// fails after 10 s and leaves the registry locked, so later tests of the package hang too.
+func TestCloseDoesNotHoldTheRegistry(t *testing.T) {
+	x, err := embedding.New(t.Name(), embedding.Config{Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, x, 1)
+	inFn := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- x.ExportEach(1, func(*embedding.ExportChunk) error {
+			close(inFn)
+			time.Sleep(100 * time.Millisecond) // Close is waiting for the export by now
+			o, err := embedding.New(t.Name()+"/other", embedding.Config{Dim: 2})
+			if err == nil {
+				err = o.Close()
+			}
+			return err
+		})
+	}()
+	<-inFn
+	closed := make(chan error, 1)
+	go func() { closed <- x.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("deadlock: New inside ExportEach waits for the registry, held by Close, which waits for ExportEach")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 }
