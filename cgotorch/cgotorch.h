@@ -409,6 +409,11 @@ typedef enum {
                                    b = gain * sqrt(6 / (fan_in + fan_out)) */
   CT_INIT_XAVIER_NORMAL = 6     /* params as above; N(0, gain * sqrt(2 / (fan_in + fan_out))) */
 } ct_table_initializer;
+/* ct_table_new refuses ("invalid argument: ") initializer parameters that are not finite, and
+ * those with which a row value could be beyond float32's range (|x| <= FLT_MAX): a constant,
+ * or a uniform or truncated normal low or high, beyond it; a normal with |mean| + 8.66 * std
+ * beyond it (8.66 bounds the |z| of the generator's normals); a Xavier uniform bound b, or
+ * 8.66 times a Xavier normal's std, beyond it (both depend on dim where a fan is 0). */
 
 /* Optimizers applied by ct_table_update; the parameters in opt_params, in this order. */
 typedef enum {
@@ -503,10 +508,14 @@ ct_error ct_table_update_by_name(const char *name, ct_tensor keys, ct_tensor gra
 ct_error ct_table_prefetch(int64_t *id, ct_table t, ct_tensor keys, int32_t default_mode);
 /* Waits up to timeout_us microseconds (< 0: no limit) for prefetch id. *ready = 1: rows (and
  * found, which may be NULL) are set and the prefetch is consumed (waiting again is an
- * "unknown prefetch: " error); *ready = 0: not done yet, wait again later. */
+ * "unknown prefetch: " error); *ready = 0: not done yet, wait again later. One wait at a time:
+ * a second concurrent wait for the same id is an "unknown prefetch: " error. A wait during
+ * which the prefetch is discarded returns at once with an "unknown prefetch: " error. */
 ct_error ct_table_prefetch_wait(ct_tensor *rows, ct_tensor *found, int32_t *ready, ct_table t,
                                 int64_t id, int64_t timeout_us);
-/* Forgets a prefetch that will not be waited for. Unknown ids are an error. */
+/* Forgets a prefetch that will not be waited for, also one that another thread is waiting for
+ * (that wait then fails with "unknown prefetch: "). Unknown ids (never issued, already
+ * consumed or discarded) are an error. */
 ct_error ct_table_prefetch_discard(ct_table t, int64_t id);
 /* Removes keys; *deleted (may be NULL) gets how many were present. Their rows and optimizer
  * states are reset before their indices are reused. */

@@ -29,7 +29,9 @@ var (
 // TableInit selects the initializer of new rows (see TableConfig.InitParams).
 type TableInit int32
 
-// The initializers; a new row's value depends only on (seed, id).
+// The initializers; a new row's value depends only on (seed, id). NewTable refuses
+// (ErrInvalidArgument) parameters that are not finite or with which a row value could be beyond
+// float32's range (see ct_table_initializer in cgotorch.h for the bounds).
 const (
 	InitZeros           TableInit = C.CT_INIT_ZEROS
 	InitConstant        TableInit = C.CT_INIT_CONSTANT         // value
@@ -438,7 +440,9 @@ func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
 
 // PrefetchWait waits up to timeout (negative: without limit) for prefetch id. ready reports
 // whether it finished: then rows and found are set and the prefetch is consumed (waiting again
-// gives ErrUnknownPrefetch); otherwise wait again later.
+// gives ErrUnknownPrefetch); otherwise wait again later. One wait at a time: a concurrent second
+// wait gives ErrUnknownPrefetch, and so does a wait during which the prefetch is discarded
+// (at once).
 func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tensor, ready bool, err error) {
 	const op = "table prefetch wait"
 	p, err := t.acquire(op)
@@ -460,7 +464,9 @@ func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tens
 	return newTensor(r), newTensor(f), true, nil
 }
 
-// PrefetchDiscard forgets a prefetch that will not be waited for.
+// PrefetchDiscard forgets a prefetch that will not be waited for, also one that another
+// goroutine is waiting for (that PrefetchWait then gives ErrUnknownPrefetch). An id not pending
+// (never issued, consumed or discarded) gives ErrUnknownPrefetch.
 func (t *Table) PrefetchDiscard(id int64) error {
 	const op = "table prefetch discard"
 	p, err := t.acquire(op)

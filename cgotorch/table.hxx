@@ -38,6 +38,8 @@
 //     table object is reference counted (std::shared_ptr): handles, the registry and queued
 //     prefetches keep it alive, so a closed table is never freed under a caller.
 //   - `prefetch_mu_` guards the table's pending prefetches (never held while taking `mu_`).
+//     A prefetch's own mutex may be taken under it (discard of a prefetch being waited for),
+//     never the other way round.
 //   - The registry's mutex guards the name -> table map; it is never held while taking a
 //     table's lock.
 //   - Prefetches run on a process-wide pool of two worker threads.
@@ -284,6 +286,10 @@ struct Prefetch {
   std::condition_variable cv;
   bool done = false;
   bool claimed = false;  // a waiter is waiting (guarded by the table's prefetch_mu_)
+  // Discarded while a waiter held it (Table::discard): written under both the table's
+  // prefetch_mu_ and mu, so read under either; the waiter wakes and fails with "unknown
+  // prefetch: ".
+  bool discarded = false;
   at::Tensor rows, found;
   std::string error;
 };

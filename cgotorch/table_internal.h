@@ -97,7 +97,9 @@ struct Init {
   double p[4] = {0, 0, 0, 0};
   uint64_t seed = 0;
   int64_t dim = 0;
-  // Throws arg_error for bad parameters (std < 0, low > high, unknown kind, ...).
+  // Throws arg_error for bad parameters (not finite, std < 0, low > high, unknown kind, ...),
+  // among them those with which a row value could be beyond float32's range (a constant or
+  // bounds beyond it, a normal's |mean| + 8.66 std, Xavier's bound or std for this dim).
   void validate() const;
   // Writes the initial value of the row of id into out[0, dim).
   void row(int64_t id, float *out) const;

@@ -29,7 +29,9 @@
 //     that rows may start from any initializer): n' = n + g^2;
 //     sigma = (sqrt(n') - sqrt(n)) / alpha; z += g - sigma * w; n = n';
 //     w = |z| <= l1 ? 0 : -(z - sign(z) * l1) / ((beta + sqrt(n)) / alpha + l2).
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "table_internal.h"
@@ -85,30 +87,86 @@ void need(bool ok, const std::string &msg) {
   if (!ok) throw arg_error(msg);
 }
 
+// The largest |z| RowStream::normal(s) can give: r = sqrt(-2 ln u) with u >= 2^-54 (uopen) is at
+// most sqrt(108 ln 2) = 8.6521..., and |cos|, |sin| <= 1; rounded up to cover rounding.
+constexpr double kMaxAbsNormal = 8.66;
+
+std::string num(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", x);
+  return b;
+}
+
+// Whether a double is within float32's range (so that it converts to a finite float). False for
+// NaN.
+bool fits_float(double x) { return std::fabs(x) <= static_cast<double>(FLT_MAX); }
+
+std::string float_range() {
+  char b[48];
+  std::snprintf(b, sizeof b, "float32's range (|x| <= %.17g)", static_cast<double>(FLT_MAX));
+  return b;
+}
+
 }  // namespace
 
 // ---- initializers -------------------------------------------------------------------------
 
+// Besides the parameters' own constraints, every value row() can produce must be a finite
+// float32: rows are float32, and a row of Inf (a finite double beyond float32's range) would be
+// saved by a checkpoint that then fails to load, and refused by every delta. The bounds follow
+// row(): constant and uniform values lie in [low, high]; normal ones within |mean| +
+// kMaxAbsNormal * std; truncated normal ones in [low, high] (a draw outside is redrawn, and the
+// fallback is uniform on [low, high]); Xavier's scale depends on the fans, dim by default.
 void Init::validate() const {
   for (double x : p) need(finite(x), "initializer parameters must be finite");
+  // |mean| + kMaxAbsNormal * std within float32's range (NaN-safe: an overflow to Inf fails).
+  auto normal_fits = [](double mean, double std) {
+    return fits_float(std::fabs(mean) + kMaxAbsNormal * std);
+  };
   switch (kind) {
     case CT_INIT_ZEROS:
+      return;
     case CT_INIT_CONSTANT:
+      need(fits_float(p[0]), "constant initializer: value " + num(p[0]) + " is beyond " + float_range());
       return;
     case CT_INIT_UNIFORM:
       need(p[0] <= p[1], "uniform initializer needs low <= high");
+      need(fits_float(p[0]), "uniform initializer: low " + num(p[0]) + " is beyond " + float_range());
+      need(fits_float(p[1]), "uniform initializer: high " + num(p[1]) + " is beyond " + float_range());
       return;
     case CT_INIT_NORMAL:
       need(p[1] >= 0, "normal initializer needs std >= 0");
+      need(fits_float(p[0]), "normal initializer: mean " + num(p[0]) + " is beyond " + float_range());
+      need(normal_fits(p[0], p[1]),
+           "normal initializer: std " + num(p[1]) + " (mean " + num(p[0]) + ") can give values beyond " +
+               float_range() + ": |mean| + " + num(kMaxAbsNormal) + " * std must be within it");
       return;
     case CT_INIT_TRUNCATED_NORMAL:
       need(p[1] >= 0, "truncated normal initializer needs std >= 0");
       need(p[2] < p[3], "truncated normal initializer needs low < high");
+      need(fits_float(p[2]), "truncated normal initializer: low " + num(p[2]) + " is beyond " + float_range());
+      need(fits_float(p[3]), "truncated normal initializer: high " + num(p[3]) + " is beyond " + float_range());
       return;
     case CT_INIT_XAVIER_UNIFORM:
-    case CT_INIT_XAVIER_NORMAL:
+    case CT_INIT_XAVIER_NORMAL: {
       need(p[0] >= 0 && p[1] >= 0 && p[2] >= 0, "xavier initializer needs gain, fans >= 0");
+      // As row() computes them.
+      const double fan_in = p[1] > 0 ? p[1] : static_cast<double>(dim);
+      const double fan_out = p[2] > 0 ? p[2] : static_cast<double>(dim);
+      const std::string what = kind == CT_INIT_XAVIER_UNIFORM ? "xavier uniform" : "xavier normal";
+      const std::string fans = " (fan_in " + num(fan_in) + ", fan_out " + num(fan_out) + ")";
+      if (kind == CT_INIT_XAVIER_UNIFORM) {
+        const double b = p[0] * std::sqrt(6.0 / (fan_in + fan_out));
+        need(fits_float(b), what + " initializer: gain " + num(p[0]) + " gives the bound " + num(b) + fans +
+                                ", beyond " + float_range());
+      } else {
+        const double s = p[0] * std::sqrt(2.0 / (fan_in + fan_out));
+        need(normal_fits(0, s), what + " initializer: gain " + num(p[0]) + " gives the std " + num(s) + fans +
+                                    ", which can give values beyond " + float_range() + ": " +
+                                    num(kMaxAbsNormal) + " * std must be within it");
+      }
       return;
+    }
     default:
       throw arg_error("unknown initializer " + std::to_string(kind));
   }

@@ -146,10 +146,10 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
     if (st->claimed) throw prefetch_error("prefetch " + std::to_string(id) + " is already being waited for");
     st->claimed = true;
   }
-  bool done;
+  bool done, discarded;
   {
     std::unique_lock<std::mutex> l(st->mu);
-    auto ready = [&] { return st->done; };
+    auto ready = [&] { return st->done || st->discarded; };  // discard wakes the waiter
     if (timeout_us < 0) {
       st->cv.wait(l, ready);
     } else {
@@ -159,11 +159,18 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
   }
   {
     std::lock_guard<std::mutex> l(prefetch_mu_);
-    if (done) {
+    discarded = st->discarded;  // also when discarded after the wait above
+    if (discarded) {
+      // discard took it out of pending_ already
+    } else if (done) {
       pending_.erase(id);
     } else {
       st->claimed = false;
     }
+  }
+  if (discarded) {
+    throw prefetch_error("prefetch " + std::to_string(id) + " on table \"" + name_ +
+                         "\" was discarded while waited for");
   }
   if (!done) return false;
   if (!st->error.empty()) throw std::runtime_error(st->error);
@@ -172,14 +179,25 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
   return true;
 }
 
+// A prefetch being waited for is discarded too: its waiter wakes and fails with "unknown
+// prefetch: " (so that a discard always forgets the prefetch, which the waiter, polling in time
+// slices, nearly always holds).
 void Table::discard(int64_t id) {
   check_open();
-  std::lock_guard<std::mutex> l(prefetch_mu_);
-  auto it = pending_.find(id);
-  if (it == pending_.end() || it->second->claimed) {
-    throw prefetch_error("no pending prefetch " + std::to_string(id) + " to discard on table \"" + name_ + "\"");
+  std::shared_ptr<Prefetch> st;  // released after the lock: it may hold the last rows
+  {
+    std::lock_guard<std::mutex> l(prefetch_mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
+      throw prefetch_error("no pending prefetch " + std::to_string(id) + " to discard on table \"" + name_ + "\"");
+    }
+    st = std::move(it->second);
+    pending_.erase(it);
+    if (!st->claimed) return;
+    std::lock_guard<std::mutex> sl(st->mu);  // order: prefetch_mu_, then the prefetch's mu
+    st->discarded = true;
   }
-  pending_.erase(it);
+  st->cv.notify_all();
 }
 
 }  // namespace table

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -193,5 +194,91 @@ func TestTableRemoveUnchanged(t *testing.T) {
 	defer gone.Close()
 	if g, _ := cgotorch.ToSlice[int64](gone); !slices.Equal(g, []int64{4}) {
 		t.Fatalf("removed %v, want [4]", g)
+	}
+}
+
+// Initializer parameters with which a row value could be beyond float32's range are refused,
+// also those the embedding package cannot express (fractional fans: a Xavier scale of Inf,
+// or NaN with gain 0).
+func TestTableInitializerMustFitFloat32(t *testing.T) {
+	for _, c := range []struct {
+		init   cgotorch.TableInit
+		params [4]float64
+	}{
+		{cgotorch.InitConstant, [4]float64{1e39}},
+		{cgotorch.InitUniform, [4]float64{-1e39, 0}},
+		{cgotorch.InitNormal, [4]float64{0, 1e300}},
+		{cgotorch.InitTruncatedNormal, [4]float64{0, 1, -1e39, 1}},
+		{cgotorch.InitXavierUniform, [4]float64{1, 1e-320, 1e-320}},
+		{cgotorch.InitXavierUniform, [4]float64{0, 1e-320, 1e-320}},
+		{cgotorch.InitXavierNormal, [4]float64{1e300, 0, 0}},
+	} {
+		cfg := cgotorch.TableConfig{Dim: 2, Init: c.init, InitParams: c.params, Device: cgotorch.CPU}
+		tbl, err := cgotorch.NewTable("cgotorch-init-range", cfg)
+		if err == nil {
+			tbl.Close()
+		}
+		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
+			t.Errorf("initializer %d %v: %v, want ErrInvalidArgument", c.init, c.params, err)
+		}
+	}
+}
+
+// A prefetch discarded while another goroutine waits for it (here without a time limit) is
+// forgotten: the discard succeeds, the wait returns at once with ErrUnknownPrefetch, and the id
+// is unknown afterwards.
+func TestTablePrefetchDiscardDuringWait(t *testing.T) {
+	tbl, err := cgotorch.NewTable("cgotorch-prefetch-discard", cgotorch.TableConfig{Dim: 1, Device: cgotorch.CPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Close()
+	big := make([]int64, 4_000_000) // reads that take a while
+	for i := range big {
+		big[i] = int64(i)
+	}
+	keys := cgotorch.MustFromSlice(big)
+	defer keys.Close()
+	var ids []int64 // two to keep the pool's two workers busy, then the one discarded
+	for i := 0; i < 3; i++ {
+		id, err := tbl.Prefetch(keys, cgotorch.ReadZeros)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	id := ids[2]
+	waited := make(chan error, 1)
+	go func() {
+		rows, found, _, err := tbl.PrefetchWait(id, -1)
+		rows.Close()
+		found.Close()
+		waited <- err
+	}()
+	time.Sleep(30 * time.Millisecond) // the waiter waits by now
+	if err := tbl.PrefetchDiscard(id); err != nil {
+		t.Fatalf("discard during a wait: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
+			t.Fatalf("wait during which the prefetch was discarded: %v, want ErrUnknownPrefetch", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the wait did not return after the discard")
+	}
+	if _, _, _, err := tbl.PrefetchWait(id, 0); !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
+		t.Fatalf("wait after the discard: %v", err)
+	}
+	if err := tbl.PrefetchDiscard(id); !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
+		t.Fatalf("second discard: %v", err)
+	}
+	for _, b := range ids[:2] {
+		rows, found, ready, err := tbl.PrefetchWait(b, -1)
+		if err != nil || !ready {
+			t.Fatalf("blocker %d: ready %v, %v", b, ready, err)
+		}
+		rows.Close()
+		found.Close()
 	}
 }

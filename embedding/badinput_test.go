@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -138,5 +140,75 @@ func TestBadConfig(t *testing.T) {
 	none := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.NoOptimizer{}}, "none")
 	if err := none.UpdateIDs([]int64{1}, []float32{1, 1}); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("update without optimizer: %v", err)
+	}
+}
+
+// An initializer with which a row value could overflow float32 (finite float64 parameters
+// beyond float32's range) is refused with ErrBadInput naming the parameter: accepted, it gave
+// +Inf rows, which Save wrote and Load then refused. Those at the edge of the range are fine:
+// their rows are finite and the table saves and loads.
+func TestInitializerMustFitFloat32(t *testing.T) {
+	const max = math.MaxFloat32
+	for _, c := range []struct {
+		dim  int
+		init embedding.Initializer
+		want string // in the error
+	}{
+		{2, embedding.Constant{Value: 1e39}, "value"},
+		{2, embedding.Constant{Value: -1e39}, "value"},
+		{2, embedding.Uniform{Low: -1e308, High: 1e308}, "low"},
+		{2, embedding.Uniform{Low: 0, High: 1e39}, "high"},
+		{2, embedding.Normal{Std: 1e300}, "std"},
+		{2, embedding.Normal{Std: 4e37}, "std"}, // 8.66 * 4e37 > 3.4e38
+		{2, embedding.Normal{Mean: 1e39, Std: 0}, "mean"},
+		{2, embedding.Normal{Mean: 3e38, Std: 1e37}, "std"}, // 3e38 + 8.66e37
+		{2, embedding.TruncatedNormal{Std: 1e300}, "low"},   // Mean ± 2 Std
+		{2, embedding.TruncatedNormal{Std: 1, Low: -1, High: 1e39}, "high"},
+		{2, embedding.XavierUniform{Gain: 1e300}, "gain"},
+		{2, embedding.XavierUniform{Gain: 3e38}, "gain"}, // b = 3e38 * sqrt(6 / 4)
+		{2, embedding.XavierNormal{Gain: 1e300}, "gain"},
+		{2, embedding.XavierNormal{Gain: 1e38, FanIn: 1, FanOut: 1}, "gain"}, // 8.66 * 1e38
+	} {
+		tbl, err := embedding.New(t.Name(), embedding.Config{Dim: c.dim, Initializer: c.init})
+		if err == nil {
+			tbl.Close()
+		}
+		if !errors.Is(err, embedding.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("dim %d, %#v: %v, want ErrBadInput naming %q", c.dim, c.init, err, c.want)
+		}
+	}
+	for i, c := range []struct {
+		dim  int
+		init embedding.Initializer
+	}{
+		{2, embedding.Constant{Value: max}},
+		{2, embedding.Constant{Value: -max}},
+		{2, embedding.Uniform{Low: -max, High: max}},
+		{2, embedding.Normal{Std: 3e37}},
+		{2, embedding.Normal{Mean: -3e38, Std: 4e36}},
+		{2, embedding.TruncatedNormal{Std: 1e300, Low: -1, High: 1}}, // bounded by its limits
+		{2, embedding.TruncatedNormal{Mean: 1e300, Std: 1, Low: -max, High: max}},
+		{8, embedding.XavierUniform{Gain: 3e38}}, // b = 3e38 * sqrt(6 / 16): the scale follows Dim
+		{2, embedding.XavierNormal{Gain: 1e37}},
+	} {
+		tbl := newTable(t, embedding.Config{Dim: c.dim, Initializer: c.init}, strconv.Itoa(i))
+		for _, row := range lookup(t, tbl, 1, 2, 3, -7, 1<<40) {
+			for _, x := range row {
+				if math.IsInf(float64(x), 0) || math.IsNaN(float64(x)) {
+					t.Fatalf("dim %d, %#v: row %v", c.dim, c.init, row)
+				}
+			}
+		}
+		dir := t.TempDir()
+		if err := embedding.Save(dir, tbl); err != nil {
+			t.Fatalf("%#v: save: %v", c.init, err)
+		}
+		ts, err := embedding.LoadRenamed(dir, func(s string) string { return s + "/copy" })
+		for _, x := range ts {
+			x.Close()
+		}
+		if err != nil {
+			t.Fatalf("%#v: load: %v", c.init, err)
+		}
 	}
 }

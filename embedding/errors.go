@@ -21,7 +21,8 @@ var (
 	// ErrNotFound: no open table has that name, or the checkpoint or delta file to load is not
 	// there (the OS error is wrapped too: errors.Is(err, fs.ErrNotExist)).
 	ErrNotFound = errors.New("embedding: no such table")
-	// ErrUnknownPrefetch: the prefetch was already waited for or discarded.
+	// ErrUnknownPrefetch: the prefetch was already waited for or discarded (a Wait during which
+	// another goroutine discards it returns this too), or another Wait is waiting for it.
 	ErrUnknownPrefetch = errors.New("embedding: unknown prefetch")
 	// ErrDevice: the requested device is not available.
 	ErrDevice = errors.New("embedding: device not available")

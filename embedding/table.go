@@ -285,7 +285,9 @@ func (p *Prefetch) ID() int64 { return p.id }
 
 // Wait blocks until the rows are read and returns them. If ctx is done first it returns
 // ctx.Err() and the prefetch stays pending (Wait again, or Discard). Waiting for a prefetch
-// that was already waited for (or discarded) gives ErrUnknownPrefetch.
+// that was already waited for (or discarded) gives ErrUnknownPrefetch, and so does a Wait
+// during which another goroutine discards the prefetch (it returns at once) or waits for it
+// already (one Wait at a time).
 func (p *Prefetch) Wait(ctx context.Context) (*cgotorch.Tensor, error) {
 	p.mu.Lock()
 	over := p.over
@@ -314,14 +316,17 @@ func (p *Prefetch) Wait(ctx context.Context) (*cgotorch.Tensor, error) {
 	}
 }
 
-// Discard forgets the prefetch.
+// Discard forgets the prefetch, also while another goroutine Waits for it (that Wait then
+// returns ErrUnknownPrefetch at once). Discarding a prefetch that was already waited for or
+// discarded, or whose table was closed, does nothing and returns nil.
 func (p *Prefetch) Discard() error {
 	if p.isOver() {
 		return nil
 	}
 	p.finish()
 	err := p.table.t.PrefetchDiscard(p.id)
-	if errors.Is(err, cgotorch.ErrClosed) {
+	if errors.Is(err, cgotorch.ErrClosed) || errors.Is(err, cgotorch.ErrUnknownPrefetch) {
+		// closed, or consumed by a concurrent Wait (or Discard) just now: gone either way
 		return nil
 	}
 	return wrap("prefetch discard", p.table.name, err)

@@ -444,6 +444,72 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// Discard while another goroutine Waits forgets the prefetch: Discard returns nil, the Wait
+// returns at once with ErrUnknownPrefetch, and the C side holds the prefetch no more. (The C
+// side used to refuse to discard a prefetch that a wait held, which Wait's polling nearly always
+// does: Discard failed, and the prefetch stayed pending until the table closed, out of reach.)
+func TestPrefetchDiscardDuringWait(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 1})
+	big := make([]int64, 4_000_000) // reads that take a while
+	for i := range big {
+		big[i] = int64(i)
+	}
+	// Two such reads keep the pool's two workers busy, so that p stays pending for a while.
+	var blockers []*embedding.Prefetch
+	for i := 0; i < 2; i++ {
+		b, err := tbl.PrefetchIDs(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blockers = append(blockers, b)
+	}
+	p, err := tbl.PrefetchIDs(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	waited := make(chan error, 1)
+	go func() {
+		close(started)
+		r, err := p.Wait(context.Background())
+		r.Close()
+		waited <- err
+	}()
+	<-started
+	time.Sleep(30 * time.Millisecond) // the waiter is inside a wait on the C side by now
+	if err := p.Discard(); err != nil {
+		t.Fatalf("Discard during Wait: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if !errors.Is(err, embedding.ErrUnknownPrefetch) {
+			t.Fatalf("Wait during which the prefetch was discarded: %v, want ErrUnknownPrefetch", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Wait did not return after the prefetch was discarded")
+	}
+	if err := p.Discard(); err != nil {
+		t.Fatalf("second Discard: %v", err)
+	}
+	if _, err := p.Wait(context.Background()); !errors.Is(err, embedding.ErrUnknownPrefetch) {
+		t.Fatalf("Wait after Discard: %v", err)
+	}
+	rows, _, ready, err := cgoTable(t, tbl).PrefetchWait(p.ID(), 0)
+	if rows != nil {
+		rows.Close()
+	}
+	if !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
+		t.Fatalf("the C side still holds the discarded prefetch: ready %v, err %v", ready, err)
+	}
+	for _, b := range blockers {
+		r, err := b.Wait(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	}
+}
+
 // cgoTable opens the cgotorch handle of an embedding table.
 func cgoTable(t *testing.T, tbl *embedding.Table) *cgotorch.Table {
 	c, err := cgotorch.OpenTable(tbl.Name())

@@ -1,12 +1,12 @@
 /* table_stress.c: many threads on one embedding table at once, through the C ABI: every kind of
- * operation (lookups and reads, into tensors and into the caller's buffers, prefetches,
- * updates, backward passes and steps, writes, deletes, exports whole and in chunks, saves,
- * deltas and their application, eviction by each policy, removal, compaction, clear, rate
- * changes, swaps) in a random mix, then Close while they run, for four table configurations
- * (optimizers with one and two states, both layouts, the raw and the tensor kernels,
- * admission). Built and run under ThreadSanitizer by
- * `make table-tsan` (it sees the C++ side's data races, where Go's race detector sees none)
- * and under AddressSanitizer by `make table-sanitize`.
+ * operation (lookups and reads, into tensors and into the caller's buffers, prefetches, some
+ * discarded by another thread while their owner waits for them, updates, backward passes and
+ * steps, writes, deletes, exports whole and in chunks, saves, deltas and their application,
+ * eviction by each policy, removal, compaction, clear, rate changes, swaps) in a random mix,
+ * then Close while they run, for four table configurations (optimizers with one and two
+ * states, both layouts, the raw and the tensor kernels, admission). Built and run under
+ * ThreadSanitizer by `make table-tsan` (it sees the C++ side's data races, where Go's race
+ * detector sees none) and under AddressSanitizer by `make table-sanitize`.
  *
  * What it checks besides the sanitizers' reports:
  *   - while the table is open every call succeeds; once it is being closed, a call either
@@ -65,6 +65,8 @@ static atomic_int closing;        /* set before the table is closed */
 static atomic_long bad;           /* failed checks in the workers */
 static atomic_long closed_seen;   /* "closed: " errors the workers met */
 static atomic_long kinds[29];     /* operations run, by kind (the branches of operate) */
+static atomic_llong offered;      /* a prefetch id its owner waits for, which others may discard */
+static atomic_long discarded_waits; /* waits another thread's discard ended (the new path) */
 
 static void ran(int kind) { atomic_fetch_add(&kinds[kind], 1); }
 
@@ -315,8 +317,35 @@ static void operate(ct_table t, uint32_t *r) {
     ran(2);
     int64_t id = -1;
     int32_t ready = 0;
-    if (call_ok(ct_table_prefetch(&id, t, k, CT_READ_ZEROS), "prefetch") &&
-        call_ok(ct_table_prefetch_wait(&rows, &found, &ready, t, id, -1), "prefetch wait")) {
+    if (op & 1) {
+      /* Discard the prefetch another thread offered, which its owner may be waiting for (or
+       * have consumed already: "unknown prefetch: "); then offer one's own while waiting for
+       * it, which another thread may discard: the wait then fails with "unknown prefetch: ". */
+      const int64_t other = (int64_t)atomic_exchange(&offered, -1);
+      if (other >= 0) {
+        ct_error e = ct_table_prefetch_discard(t, other);
+        if (e != NULL && strncmp(e, "unknown prefetch: ", 18) == 0) {
+          ct_error_free(e);
+        } else {
+          call_ok(e, "prefetch discard");
+        }
+      }
+      if (call_ok(ct_table_prefetch(&id, t, k, CT_READ_ZEROS), "prefetch")) {
+        atomic_store(&offered, (long long)id);
+        ct_error e = ct_table_prefetch_wait(&rows, &found, &ready, t, id, -1);
+        long long mine = (long long)id;
+        atomic_compare_exchange_strong(&offered, &mine, -1);
+        if (e != NULL && strncmp(e, "unknown prefetch: ", 18) == 0) {
+          /* discarded before the wait began, or while it waited */
+          if (strstr(e, "discarded while waited for") != NULL) atomic_fetch_add(&discarded_waits, 1);
+          ct_error_free(e);
+        } else if (call_ok(e, "prefetch wait")) {
+          if (ready) take_rows("prefetch", ids, n, rows, found);
+          else fail("prefetch wait", "not ready without a time limit");
+        }
+      }
+    } else if (call_ok(ct_table_prefetch(&id, t, k, CT_READ_ZEROS), "prefetch") &&
+               call_ok(ct_table_prefetch_wait(&rows, &found, &ready, t, id, -1), "prefetch wait")) {
       if (ready) take_rows("prefetch", ids, n, rows, found);
       else fail("prefetch wait", "not ready without a time limit");
     }
@@ -502,6 +531,7 @@ static void initial_rows(const ct_table_config *cfg) {
 /* ROUNDS phases with the table open, then one in which a worker closes it. */
 static void stress(const struct setup *u) {
   current = *u;
+  atomic_store(&offered, -1); /* no id of the last setup's table */
   const ct_table_config cfg = stress_config(u);
   initial_rows(&cfg);
   ct_table t = NULL;
@@ -522,8 +552,10 @@ static void stress(const struct setup *u) {
   ct_table_free(spare);
   spare = NULL;
   atomic_store(&closing, 0);
-  printf("table stress %s: %d threads x %d operations x %d phases, %ld calls met the closed table, %ld checks failed\n",
-         u->name, THREADS, ITERS, ROUNDS + 1, closed, atomic_load(&bad) - bad0);
+  printf("table stress %s: %d threads x %d operations x %d phases, %ld calls met the closed table, "
+         "%ld prefetch waits ended by a discard, %ld checks failed\n",
+         u->name, THREADS, ITERS, ROUNDS + 1, closed, atomic_exchange(&discarded_waits, 0),
+         atomic_load(&bad) - bad0);
 }
 
 int main(void) {
