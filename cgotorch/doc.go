@@ -37,8 +37,8 @@
 // # Threads
 //
 // Tensors may be used from many goroutines; libtorch's operators are thread-safe for distinct
-// outputs. Grad mode (NoGrad) and scopes are per OS thread in libtorch, so NoGrad and WithScope
-// lock the calling goroutine to its thread while they run. SetNumThreads sets libtorch's intra-op
+// outputs. Grad mode (NoGrad) is per OS thread in libtorch, and scopes are per OS thread here, so
+// NoGrad and WithScope lock the calling goroutine to its thread while they run. SetNumThreads sets libtorch's intra-op
 // thread count for the whole process, on every OS thread (OpenMP keeps it per thread; every C call
 // re-applies a count its thread has not seen yet).
 package cgotorch

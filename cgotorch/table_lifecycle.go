@@ -401,7 +401,8 @@ func (t *Table) Delta(mark bool) (*TableDelta, error) {
 }
 
 // SetLR sets the optimizer's learning rate (FTRL: alpha) from the next step on (see
-// ct_table_set_lr: with SGD momentum, every row is first brought up to date with the old rate).
+// ct_table_set_lr: with SGD momentum, every row behind the step is first brought up to date with
+// the old rate).
 func (t *Table) SetLR(lr float64) error {
 	return t.call("table set lr", func(p C.ct_table) C.ct_error { return C.ct_table_set_lr(p, C.double(lr)) })
 }

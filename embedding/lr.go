@@ -7,9 +7,10 @@ package embedding
 // is ErrBadInput too.
 //
 // With SGD momentum, rows absent from a step still move (see SGD), lazily, at the rate of the
-// step that catches them up; so SetLR first brings every row up to date at the old rate: a pass
-// over the table under its exclusive lock, and every row goes into the next Delta. The other
-// optimizers change nothing but the rate.
+// step that catches them up; so SetLR first brings every row behind the step up to date at the
+// old rate: a pass over the table under its exclusive lock, and those rows go into the next
+// Delta (nothing happens when the rate does not change). The other optimizers change nothing
+// but the rate.
 func (t *Table) SetLR(lr float64) error {
 	if err := t.t.SetLR(lr); err != nil {
 		return wrap("set lr", t.name, err)
