@@ -15,29 +15,31 @@ import (
 // row; updates never do.
 
 // EvictPolicy selects the rows Evict removes; build it with TTL, KeepRecent, KeepFrequent or
-// MemoryBudget.
+// MemoryBudget. The zero value selects no policy: Evict refuses it (ErrBadInput) rather than
+// read it as TTL(0), which would evict every row not trained at the current step.
 type EvictPolicy struct {
 	kind  cgotorch.EvictPolicy
 	param int64
+	set   bool
 }
 
 // TTL evicts the rows not seen (trained) during the last steps steps: step - LastStep > steps.
-func TTL(steps int64) EvictPolicy { return EvictPolicy{cgotorch.EvictTTL, steps} }
+func TTL(steps int64) EvictPolicy { return EvictPolicy{cgotorch.EvictTTL, steps, true} }
 
 // KeepRecent keeps the n rows seen most recently (LRU); ties keep the more frequent, then the
 // smaller id.
-func KeepRecent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLRU, int64(n)} }
+func KeepRecent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLRU, int64(n), true} }
 
 // KeepFrequent keeps the n rows seen most often (LFU); ties keep the more recent, then the
 // smaller id.
-func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int64(n)} }
+func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int64(n), true} }
 
 // MemoryBudget keeps the most recently seen rows that fit bytes, counting each row's floats,
 // metadata and 32 bytes of id map; the eviction then compacts the table, rebuilding the id map
 // smaller where it holds more than that, so that Stats().Bytes falls (blocks are whole, so it
 // lands within a block of rows of the budget). If the compaction cannot get its memory, the
 // eviction still stands and the table stays uncompacted until a Compact succeeds.
-func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{cgotorch.EvictBytes, bytes} }
+func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{cgotorch.EvictBytes, bytes, true} }
 
 // Evicted are the ids an eviction removed, ascending, with their rows as they were (nil
 // tensors unless rows were asked for).
@@ -65,6 +67,9 @@ func (e *Evicted) Close() {
 // under the exclusive lock. Row memory is reused by later inserts; Compact returns it
 // (MemoryBudget compacts by itself, in the same exclusive section).
 func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
+	if !p.set {
+		return nil, badInput("evict", t.name, "EvictPolicy{} is no policy: build one with TTL, KeepRecent, KeepFrequent or MemoryBudget")
+	}
 	ids, r, n, err := t.t.Evict(p.kind, p.param, rows)
 	if err != nil {
 		return nil, wrap("evict", t.name, err)

@@ -884,6 +884,12 @@ func TestLifecycleErrorsNameTheirCall(t *testing.T) {
 	if _, err := embedding.Rows(x); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("Rows of int64 [2, 2]: %v", err)
 	}
+	track := newTable(t, embedding.Config{Dim: 2, TrackAccess: true}, "track")
+	lookup(t, track, 1, 2)
+	update(t, track, []int64{3}, 1, 1) // step 1: rows 1 and 2 were last seen a step ago
+	if _, err := track.Evict(embedding.EvictPolicy{}, false); !errors.Is(err, embedding.ErrBadInput) || track.Len() != 3 {
+		t.Errorf("Evict(EvictPolicy{}): %v, %d rows left; want ErrBadInput and 3 (it was TTL(0): 1 left)", err, track.Len())
+	}
 	_, err := tbl.EvictIf(func(int64, int64, int64) bool { return true })
 	var e *embedding.Error
 	if !errors.As(err, &e) || e.Op != "evict" || !errors.Is(err, embedding.ErrBadInput) {
