@@ -40,8 +40,11 @@
 // SaveState and LoadState write and read a module's parameters and buffers (StateDict) in the
 // safetensors format, under torch's state_dict names, so that state moves between gorec and
 // PyTorch; Optimizer.SaveState and LoadState do the same for an optimizer's state (torch.optim's
-// state names and param_groups), so that a run trained in PyTorch resumes here. Malformed files
-// are errors (wrapping ErrFormat), never panics.
+// state names and param_groups), so that a run trained in PyTorch resumes here. Every
+// safetensors dtype that cgotorch has a DType for reads and writes (F32, F64, F16, BF16, I64,
+// I32, I16, I8, U8, BOOL), and LoadState converts to the parameters' dtypes: the state of a
+// half-precision torch model loads into a Float32 one. Malformed files are errors (wrapping
+// ErrFormat), never panics.
 //
 // SaveCheckpoint writes a whole model (its embedding tables and dense state) to a directory in
 // one crash-safe call; SaveTrainingCheckpoint adds the optimizer's state and the random

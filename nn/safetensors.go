@@ -20,21 +20,29 @@ import (
 // The safetensors layout (header, dtype names, alignment) is in internal/safetensors; this file
 // moves whole tensors through it, in memory, to an io.Writer and from an io.Reader.
 
-// ErrFormat is wrapped by the errors of ReadSafetensors and LoadState for malformed input.
+// ErrFormat is wrapped by the errors of ReadSafetensors and LoadState for malformed input, and
+// for a valid file holding a dtype gorec has no tensor type for (U16, U32, U64, F8_E5M2,
+// F8_E4M3), whose error wraps errors.ErrUnsupported too.
 var ErrFormat = errors.New("nn: malformed safetensors data")
 
 // maxHeader bounds the JSON header, as the reference implementation does (100 MB).
 const maxHeader = 100_000_000
 
-// stDTypes are the dtypes WriteSafetensors and ReadSafetensors convert.
+// stDTypes are the dtypes WriteSafetensors and ReadSafetensors convert: every dtype of the
+// format that cgotorch has a DType for.
 var stDTypes = []struct {
 	name safetensors.DType
 	dt   cgotorch.DType
 }{
 	{safetensors.F32, cgotorch.Float32},
 	{safetensors.F64, cgotorch.Float64},
+	{safetensors.F16, cgotorch.Float16},
+	{safetensors.BF16, cgotorch.BFloat16},
 	{safetensors.I64, cgotorch.Int64},
 	{safetensors.I32, cgotorch.Int32},
+	{safetensors.I16, cgotorch.Int16},
+	{safetensors.I8, cgotorch.Int8},
+	{safetensors.U8, cgotorch.Uint8},
 	{safetensors.Bool, cgotorch.Bool},
 }
 
@@ -56,10 +64,12 @@ func stByDType(dt cgotorch.DType) (safetensors.DType, bool) {
 	return "", false
 }
 
-// WriteSafetensors writes tensors (Float32, Float64, Int64, Int32 or Bool, any device) and
+// WriteSafetensors writes tensors (Float32, Float64, Float16, BFloat16, Int64, Int32, Int16,
+// Int8, Uint8 or Bool, any device: dtypes F32, F64, F16, BF16, I64, I32, I16, I8, U8, BOOL) and
 // optional metadata to w in the safetensors format (the data in the order given, the header
-// padded with spaces to a multiple of 8 bytes). Names must be unique and non-empty and may not
-// be "__metadata__".
+// padded with spaces to a multiple of 8 bytes). Names must be unique, non-empty and valid UTF-8
+// and may not be "__metadata__"; metadata keys and values must be valid UTF-8 (JSON strings
+// cannot hold other bytes). Otherwise the error wraps cgotorch.ErrInvalidArgument.
 func WriteSafetensors(w io.Writer, tensors []NamedParameter, metadata map[string]string) error {
 	entries := make([]safetensors.Tensor, len(tensors))
 	for i, nt := range tensors {
@@ -99,6 +109,38 @@ func tensorBytes(t *Tensor, dt cgotorch.DType) ([]byte, error) {
 	var buf bytes.Buffer
 	var err error
 	switch dt {
+	case cgotorch.Float16, cgotorch.BFloat16:
+		// Through float32, which holds every half and bfloat16 value exactly.
+		var v []float32
+		if v, err = sliceVia[float32](t, cgotorch.Float32); err == nil {
+			b := make([]byte, 2*len(v))
+			for i, x := range v {
+				h := uint16(math.Float32bits(x) >> 16) // a bfloat16 is the top half of its float32
+				if dt == cgotorch.Float16 {
+					h = f32ToF16(x)
+				}
+				binary.LittleEndian.PutUint16(b[2*i:], h)
+			}
+			buf.Write(b)
+		}
+	case cgotorch.Int16, cgotorch.Int8:
+		var v []int32
+		if v, err = sliceVia[int32](t, cgotorch.Int32); err == nil {
+			b := make([]byte, 0, len(v)*dt.Size())
+			for _, x := range v {
+				if dt == cgotorch.Int8 {
+					b = append(b, byte(int8(x)))
+				} else {
+					b = binary.LittleEndian.AppendUint16(b, uint16(int16(x)))
+				}
+			}
+			buf.Write(b)
+		}
+	case cgotorch.Uint8:
+		var v []uint8
+		if v, err = cgotorch.ToSlice[uint8](t); err == nil {
+			buf.Write(v)
+		}
 	case cgotorch.Float32:
 		var v []float32
 		if v, err = cgotorch.ToSlice[float32](t); err == nil {
@@ -128,10 +170,112 @@ func tensorBytes(t *Tensor, dt cgotorch.DType) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// sliceVia copies t's elements into a Go slice through a copy of t of dtype via (a dtype
+// cgotorch.ToSlice has no Go type for).
+func sliceVia[T cgotorch.Element](t *Tensor, via cgotorch.DType) ([]T, error) {
+	c, err := t.To(cgotorch.CPU, via)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return cgotorch.ToSlice[T](c)
+}
+
+// tensorVia builds a CPU tensor of dtype dt and shape from v, whose Go type holds every value
+// of dt exactly, through a tensor of v's dtype.
+func tensorVia[T cgotorch.Element](v []T, dt cgotorch.DType, shape []int64) (*Tensor, error) {
+	t, err := cgotorch.FromSlice(v, shape...)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return t.To(cgotorch.CPU, dt)
+}
+
+// f16ToF32 is the float32 of the IEEE half whose bits are h (exact: a float32 holds every half,
+// subnormals, infinities and NaN payloads included).
+func f16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f: // infinity or NaN
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp == 0: // zero or subnormal: mant * 2^-24
+		f := float32(mant) / (1 << 24)
+		if sign != 0 {
+			f = -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+// f32ToF16 is the IEEE half nearest to f (ties to even; beyond the largest half, infinity), as
+// bits. A NaN keeps the top bits of its payload (and stays a NaN).
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant == 0 {
+			return sign | 0x7c00
+		}
+		m := uint16(mant >> 13)
+		if m == 0 {
+			m = 0x200 // the payload was all in the dropped bits: a quiet NaN, not infinity
+		}
+		return sign | 0x7c00 | m
+	}
+	e := exp - 127 + 15 // the half's biased exponent
+	var h, rem, halfway uint32
+	switch {
+	case e >= 0x1f:
+		return sign | 0x7c00
+	case e >= 1: // normal
+		h, rem, halfway = uint32(e)<<10|mant>>13, mant&0x1fff, 0x1000
+	case e >= -10: // subnormal: (mant | 1<<23) * 2^(exp-150), in units of 2^-24
+		m, shift := mant|0x800000, uint(14-e)
+		h, rem, halfway = m>>shift, m&(1<<shift-1), 1<<(shift-1)
+	default: // below half the smallest subnormal
+		return sign
+	}
+	if rem > halfway || (rem == halfway && h&1 == 1) {
+		h++ // may carry into the exponent: the next binade, or infinity
+	}
+	return sign | uint16(h)
+}
+
 // tensorFromBytes builds a CPU tensor of dtype dt and shape from little-endian data (whose
 // length the caller checked).
 func tensorFromBytes(data []byte, dt cgotorch.DType, shape []int64) (*Tensor, error) {
 	switch dt {
+	case cgotorch.Float16, cgotorch.BFloat16:
+		v := make([]float32, len(data)/2)
+		for i := range v {
+			h := binary.LittleEndian.Uint16(data[2*i:])
+			if dt == cgotorch.Float16 {
+				v[i] = f16ToF32(h)
+			} else {
+				v[i] = math.Float32frombits(uint32(h) << 16)
+			}
+		}
+		return tensorVia(v, dt, shape)
+	case cgotorch.Int16:
+		v := make([]int32, len(data)/2)
+		for i := range v {
+			v[i] = int32(int16(binary.LittleEndian.Uint16(data[2*i:])))
+		}
+		return tensorVia(v, dt, shape)
+	case cgotorch.Int8:
+		v := make([]int32, len(data))
+		for i, b := range data {
+			v[i] = int32(int8(b))
+		}
+		return tensorVia(v, dt, shape)
+	case cgotorch.Uint8:
+		return cgotorch.FromSlice(data, shape...)
 	case cgotorch.Float32:
 		v := make([]float32, len(data)/4)
 		for i := range v {
@@ -170,36 +314,55 @@ func tensorFromBytes(data []byte, dt cgotorch.DType, shape []int64) (*Tensor, er
 }
 
 // ReadSafetensors reads a safetensors stream into new CPU tensors keyed by name, and its
-// metadata. Malformed input (a truncated stream, bad JSON, an unknown dtype, offsets that do not
-// match the shapes or do not tile the data) gives an error wrapping ErrFormat (and the cause: the
-// reader's or the JSON decoder's error); it never panics. It reads r up to the end of the data
-// section and no further: what follows is the caller's.
+// metadata. Every dtype of the format that cgotorch has a DType for reads into a tensor of that
+// DType (F32, F64, F16, BF16, I64, I32, I16, I8, U8, BOOL: Float32, ..., Uint8, Bool); the
+// others (U16, U32, U64, F8_E5M2, F8_E4M3) give an error wrapping ErrFormat and
+// errors.ErrUnsupported. The header is checked as the reference implementation checks it
+// (internal/safetensors.ReadHeader: valid UTF-8, exact field names, each field once, two data
+// offsets, no key twice; unknown fields of an entry are ignored). Malformed input (a truncated
+// stream, bad JSON, a header the reference refuses, an unknown dtype, offsets that do not match
+// the shapes or do not tile the data) gives an error wrapping ErrFormat (and the cause: the
+// reader's or the JSON decoder's error); it never panics. Memory grows with what the stream
+// holds, not with what its header claims. It reads r up to the end of the data section and no
+// further: what follows is the caller's.
 func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error) {
 	return readSafetensors(r, false)
 }
 
+// sizedReader is a whole file of a known size: readSafetensors refuses a header length larger
+// than the file before reading the header.
+type sizedReader struct {
+	io.Reader
+	size int64
+}
+
 // readSafetensors is ReadSafetensors; with whole, r holds one whole file, and bytes after the
 // data section are an error wrapping ErrFormat, as the reference implementation refuses a
-// buffer whose length is not 8 + header + data (MetadataIncompleteBuffer).
+// buffer whose length is not 8 + header + data (MetadataIncompleteBuffer). A sizedReader's
+// size bounds the header as the reference bounds it by the buffer's length.
 func readSafetensors(r io.Reader, whole bool) (map[string]*Tensor, map[string]string, error) {
-	h, err := safetensors.ReadHeader(r, maxHeader)
+	size := int64(-1)
+	if s, ok := r.(sizedReader); ok {
+		size = s.size
+	}
+	h, err := safetensors.ReadHeaderSized(r, maxHeader, size)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	size := h.DataSize()
+	dataSize := h.DataSize()
 	// Read what is there rather than allocating what the header claims.
-	data, err := io.ReadAll(io.LimitReader(r, size))
+	data, err := io.ReadAll(io.LimitReader(r, dataSize))
 	if err != nil {
 		return nil, nil, fmt.Errorf("nn: reading safetensors data: %w", err)
 	}
-	if int64(len(data)) != size {
-		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes: %w", ErrFormat, len(data), size, io.ErrUnexpectedEOF)
+	if int64(len(data)) != dataSize {
+		return nil, nil, fmt.Errorf("%w: data truncated: %d of %d bytes: %w", ErrFormat, len(data), dataSize, io.ErrUnexpectedEOF)
 	}
 	if whole {
 		if n, err := io.Copy(io.Discard, io.LimitReader(r, 1)); err != nil {
 			return nil, nil, fmt.Errorf("nn: reading safetensors data: %w", err)
 		} else if n > 0 {
-			return nil, nil, fmt.Errorf("%w: bytes after the %d bytes of data the header describes", ErrFormat, size)
+			return nil, nil, fmt.Errorf("%w: bytes after the %d bytes of data the header describes", ErrFormat, dataSize)
 		}
 	}
 	out := make(map[string]*Tensor, len(h.Tensors))
@@ -211,8 +374,8 @@ func readSafetensors(r io.Reader, whole bool) (map[string]*Tensor, map[string]st
 	}
 	for _, e := range h.Tensors {
 		dt, ok := stByName(e.DType)
-		if !ok {
-			return fail(fmt.Errorf("%w: entry %q: unsupported dtype %q", ErrFormat, e.Name, e.DType))
+		if !ok { // a dtype of the format (ReadHeader checked), without a cgotorch DType
+			return fail(fmt.Errorf("%w: entry %q: unsupported dtype %s: %w", ErrFormat, e.Name, e.DType, errors.ErrUnsupported))
 		}
 		t, err := tensorFromBytes(data[e.Begin:e.End], dt, e.Shape)
 		if err != nil {
@@ -237,8 +400,9 @@ func SaveStateFile(path string, m Module) error {
 	return atomicfile.Replace(path, func(w io.Writer) error { return SaveState(w, m) })
 }
 
-// LoadState reads a safetensors stream and copies its tensors into m's parameters and buffers
-// in place (converting the dtype if needed, so optimizers holding them stay valid). It is strict,
+// LoadState reads a safetensors stream (as ReadSafetensors does) and copies its tensors into m's
+// parameters and buffers in place, converting the dtype if needed (an F16 or BF16 file loads
+// into Float32 parameters, an F64 one too), so optimizers holding them stay valid. It is strict,
 // like torch's load_state_dict: a missing key, an unexpected key or a shape mismatch is an error
 // wrapping cgotorch.ErrInvalidArgument (a nil or closed parameter or buffer of m wraps
 // cgotorch.ErrClosed too), and m is left unchanged unless every tensor fits. It reads r as
@@ -340,12 +504,17 @@ func (st *checkedState) close() {
 
 // LoadStateFile is LoadState from the file at path, which must hold the safetensors data and
 // nothing else: bytes after the data section are an error wrapping ErrFormat, as the reference
-// implementation refuses them.
+// implementation refuses them, and so is a header length larger than the file (refused before
+// the header is read).
 func LoadStateFile(path string, m Module) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return loadState(bufio.NewReader(f), m, true)
+	var r io.Reader = bufio.NewReader(f)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		r = sizedReader{r, fi.Size()}
+	}
+	return loadState(r, m, true)
 }

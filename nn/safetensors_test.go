@@ -5,9 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -150,6 +153,11 @@ func TestWriteSafetensorsDTypesAndMetadata(t *testing.T) {
 		{Name: "i32", Tensor: cgotorch.MustFromSlice([]int32{4, 5, 6})},
 		{Name: "b", Tensor: cgotorch.MustFromSlice([]bool{true, false})},
 		{Name: "empty", Tensor: cgotorch.Zeros([]int64{0, 3})},
+		{Name: "f16", Tensor: must(cgotorch.MustFromSlice([]float32{1, -2.5, 65504, 6e-8}).To(cgotorch.CPU, cgotorch.Float16))},
+		{Name: "bf16", Tensor: must(cgotorch.MustFromSlice([]float32{1, -2.5, 3e38}, 3, 1).To(cgotorch.CPU, cgotorch.BFloat16))},
+		{Name: "u8", Tensor: cgotorch.MustFromSlice([]uint8{0, 7, 255})},
+		{Name: "i8", Tensor: must(cgotorch.MustFromSlice([]int32{-128, 0, 127}).To(cgotorch.CPU, cgotorch.Int8))},
+		{Name: "i16", Tensor: must(cgotorch.MustFromSlice([]int32{-32768, 1, 32767}).To(cgotorch.CPU, cgotorch.Int16))},
 	}
 	var buf bytes.Buffer
 	if err := nn.WriteSafetensors(&buf, in, map[string]string{"k": "v"}); err != nil {
@@ -180,10 +188,165 @@ func TestWriteSafetensorsDTypesAndMetadata(t *testing.T) {
 		"metadata":  {{Name: "__metadata__", Tensor: in[0].Tensor}},
 		"empty":     {{Name: "", Tensor: in[0].Tensor}},
 		"nil":       {{Name: "x"}},
-		"f16":       {{Name: "x", Tensor: cgotorch.Ones([]int64{2}, cgotorch.WithDType(cgotorch.Float16))}},
 	} {
 		if err := nn.WriteSafetensors(&bytes.Buffer{}, bad, nil); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// A JSON string holds UTF-8 only: encoding/json wrote "x\xff" and "x\xfe" both as "x\ufffd", and
+// reading the file back gave one tensor of two. Such names and metadata are refused.
+func TestWriteSafetensorsRefusesNonUTF8(t *testing.T) {
+	a := cgotorch.MustFromSlice([]float32{1})
+	b := cgotorch.MustFromSlice([]float32{2})
+	for name, c := range map[string]struct {
+		ts   []nn.NamedParameter
+		meta map[string]string
+	}{
+		"two names":      {[]nn.NamedParameter{{Name: "x\xff", Tensor: a}, {Name: "x\xfe", Tensor: b}}, nil},
+		"one name":       {[]nn.NamedParameter{{Name: "caf\xe9.weight", Tensor: a}}, nil},
+		"metadata key":   {[]nn.NamedParameter{{Name: "x", Tensor: a}}, map[string]string{"\xff": "v"}},
+		"metadata value": {[]nn.NamedParameter{{Name: "x", Tensor: a}}, map[string]string{"format": "p\xfft"}},
+	} {
+		var buf bytes.Buffer
+		if err := nn.WriteSafetensors(&buf, c.ts, c.meta); !errors.Is(err, cgotorch.ErrInvalidArgument) || buf.Len() != 0 {
+			t.Errorf("%s: %v, %d bytes written; want ErrInvalidArgument and nothing written", name, err, buf.Len())
+		}
+	}
+	// UTF-8 names of any script are fine and read back as themselves.
+	var buf bytes.Buffer
+	if err := nn.WriteSafetensors(&buf, []nn.NamedParameter{{Name: "重み.é", Tensor: a}, {Name: "x\u00ff", Tensor: b}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := nn.ReadSafetensors(&buf)
+	if err != nil || len(got) != 2 || got["重み.é"] == nil || got["x\u00ff"] == nil {
+		t.Fatalf("read back %v, %v", got, err)
+	}
+}
+
+// Every dtype of the format that cgotorch has a DType for reads into a tensor of that DType
+// with the values the bytes hold, and writes back to the same bytes; the others are a clear
+// error. The files are as torch's safetensors writes them (safetensors.torch.save_file of a
+// half-precision model gives F16).
+func TestReadSafetensorsEveryDType(t *testing.T) {
+	for _, c := range []struct {
+		dtype string
+		want  cgotorch.DType
+		data  []byte
+		vals  []float64
+	}{
+		{"F16", cgotorch.Float16, []byte{0x00, 0x3c, 0x00, 0xc1, 0xff, 0x7b, 0x01, 0x00, 0x00, 0x7c, 0x00, 0x80},
+			[]float64{1, -2.5, 65504, 0x1p-24, math.Inf(1), 0}},
+		{"BF16", cgotorch.BFloat16, []byte{0x80, 0x3f, 0x20, 0xc0, 0x7f, 0x7f, 0x80, 0xff},
+			[]float64{1, -2.5, 0x1.fep127, math.Inf(-1)}},
+		{"I16", cgotorch.Int16, []byte{0x00, 0x80, 0xff, 0xff, 0xff, 0x7f}, []float64{-32768, -1, 32767}},
+		{"I8", cgotorch.Int8, []byte{0x80, 0xff, 0x7f, 0x00}, []float64{-128, -1, 127, 0}},
+		{"U8", cgotorch.Uint8, []byte{0, 1, 128, 255}, []float64{0, 1, 128, 255}},
+	} {
+		n := len(c.vals)
+		hdr := fmt.Sprintf(`{"x":{"dtype":%q,"shape":[%d],"data_offsets":[0,%d]}}`, c.dtype, n, len(c.data))
+		got, _, err := nn.ReadSafetensors(bytes.NewReader(stFile(hdr, c.data)))
+		if err != nil {
+			t.Errorf("%s: %v", c.dtype, err)
+			continue
+		}
+		x := got["x"]
+		if x.DType() != c.want || !slices.Equal(x.Shape(), []int64{int64(n)}) {
+			t.Errorf("%s: read %v %v, want %v [%d]", c.dtype, x.DType(), x.Shape(), c.want, n)
+			continue
+		}
+		if v := values(t, x); !slices.Equal(v, c.vals) {
+			t.Errorf("%s: values %v, want %v", c.dtype, v, c.vals)
+		}
+		var buf bytes.Buffer
+		if err := nn.WriteSafetensors(&buf, []nn.NamedParameter{{Name: "x", Tensor: x}}, nil); err != nil {
+			t.Errorf("%s: writing back: %v", c.dtype, err)
+		} else if b := buf.Bytes(); !bytes.Equal(b[len(b)-len(c.data):], c.data) || !bytes.Contains(b, []byte(`"dtype":"`+c.dtype+`"`)) {
+			t.Errorf("%s: written back as %q", c.dtype, b)
+		}
+	}
+	for d, size := range map[string]int{"U16": 2, "U32": 4, "U64": 8, "F8_E5M2": 1, "F8_E4M3": 1} {
+		hdr := fmt.Sprintf(`{"x":{"dtype":%q,"shape":[],"data_offsets":[0,%d]}}`, d, size)
+		_, _, err := nn.ReadSafetensors(bytes.NewReader(stFile(hdr, make([]byte, size))))
+		if !errors.Is(err, nn.ErrFormat) || !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "unsupported dtype "+d) {
+			t.Errorf("%s: %v; want an unsupported dtype error wrapping ErrFormat and errors.ErrUnsupported", d, err)
+		}
+	}
+}
+
+// Every half-precision bit pattern reads as its value and writes back to itself (a NaN stays
+// a NaN: torch's conversions may change its payload).
+func TestF16RoundTripsEveryValue(t *testing.T) {
+	data := make([]byte, 2<<16)
+	for i := range 1 << 16 {
+		binary.LittleEndian.PutUint16(data[2*i:], uint16(i))
+	}
+	hdr := fmt.Sprintf(`{"h":{"dtype":"F16","shape":[%d],"data_offsets":[0,%d]}}`, 1<<16, len(data))
+	got, _, err := nn.ReadSafetensors(bytes.NewReader(stFile(hdr, data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := values(t, got["h"])
+	var buf bytes.Buffer
+	if err := nn.WriteSafetensors(&buf, []nn.NamedParameter{{Name: "h", Tensor: got["h"]}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	back := buf.Bytes()[buf.Len()-len(data):]
+	for i := range 1 << 16 {
+		h, b := uint16(i), binary.LittleEndian.Uint16(back[2*i:])
+		exp, mant := h>>10&0x1f, float64(h&0x3ff)
+		want := math.Ldexp(1+mant/1024, int(exp)-15)
+		switch exp {
+		case 0:
+			want = math.Ldexp(mant, -24)
+		case 0x1f:
+			want = math.Inf(1)
+			if mant != 0 {
+				want = math.NaN()
+			}
+		}
+		if h&0x8000 != 0 {
+			want = -want
+		}
+		nan := math.IsNaN(want)
+		if v := vals[i]; v != want && !(nan && math.IsNaN(v)) || math.Signbit(v) != math.Signbit(want) && !nan {
+			t.Fatalf("%#04x read as %v, want %v", h, v, want)
+		}
+		if b != h && !(nan && b&0x7c00 == 0x7c00 && b&0x3ff != 0) {
+			t.Fatalf("%#04x written back as %#04x", h, b)
+		}
+	}
+}
+
+// A valid F16 state of a Linear (1.0, 2.0, 3.0 in IEEE half) loads into a Float32 Linear,
+// converted; so does a BF16 one. It was refused as malformed (ErrFormat).
+func TestLoadHalfPrecisionState(t *testing.T) {
+	for dtype, data := range map[string][]byte{
+		"F16":  {0x00, 0x3c, 0x00, 0x40, 0x00, 0x42},
+		"BF16": {0x80, 0x3f, 0x00, 0x40, 0x40, 0x40},
+	} {
+		m := nn.NewLinear(2, 1, true)
+		// bias [1] (2 bytes), weight [1,2] (4 bytes), header padded to 8, as torch writes it.
+		hdr := `{"__metadata__":{"format":"pt"},"bias":{"dtype":"` + dtype + `","shape":[1],"data_offsets":[0,2]},` +
+			`"weight":{"dtype":"` + dtype + `","shape":[1,2],"data_offsets":[2,6]}}`
+		hdr += strings.Repeat(" ", (8-len(hdr)%8)%8)
+		if err := nn.LoadState(bytes.NewReader(stFile(hdr, data)), m); err != nil {
+			t.Errorf("%s: valid state refused (ErrFormat: %v): %v", dtype, errors.Is(err, nn.ErrFormat), err)
+			continue
+		}
+		if m.Weight.DType() != cgotorch.Float32 || m.Bias.DType() != cgotorch.Float32 {
+			t.Errorf("%s: parameters became %v, %v", dtype, m.Weight.DType(), m.Bias.DType())
+		}
+		if w, b := values(t, m.Weight), values(t, m.Bias); !slices.Equal(w, []float64{2, 3}) || !slices.Equal(b, []float64{1}) {
+			t.Errorf("%s: weight %v, bias %v; want [2 3], [1]", dtype, w, b)
 		}
 	}
 }
@@ -250,19 +413,25 @@ func validFile(t testing.TB) []byte {
 func TestReadSafetensorsRejectsMalformedInput(t *testing.T) {
 	eight := make([]byte, 8)
 	cases := map[string][]byte{
-		"empty":              nil,
-		"short length":       {1, 2, 3},
-		"huge header":        {0, 0, 0, 0, 0, 1, 0, 0},
-		"header past end":    stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, nil)[:20],
-		"bad json":           stFile(`{"a":{"dtype":`, nil),
-		"json array":         stFile(`[1, 2]`, nil),
-		"entry not object":   stFile(`{"a":3}`, nil),
-		"unknown field":      stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}`, eight[:4]),
-		"unknown dtype":      stFile(`{"a":{"dtype":"X9","shape":[1],"data_offsets":[0,4]}}`, eight[:4]),
-		"offsets vs shape":   stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, eight),
-		"negative offset":    stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}`, eight),
-		"negative dimension": stFile(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, eight),
-		"huge shape":         stFile(`{"a":{"dtype":"F64","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`, eight),
+		"empty":               nil,
+		"short length":        {1, 2, 3},
+		"huge header":         {0, 0, 0, 0, 0, 1, 0, 0},
+		"header past end":     stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, nil)[:20],
+		"bad json":            stFile(`{"a":{"dtype":`, nil),
+		"json array":          stFile(`[1, 2]`, nil),
+		"entry not object":    stFile(`{"a":3}`, nil),
+		"field in upper case": stFile(`{"a":{"DTYPE":"F32","shape":[1],"data_offsets":[0,4]}}`, eight[:4]),
+		"three offsets":       stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, eight[:4]),
+		"missing shape":       stFile(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, eight[:4]),
+		"duplicate field":     stFile(`{"a":{"dtype":"I32","dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, eight[:4]),
+		"duplicate name":      stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, eight[:4]),
+		"non-UTF-8 name":      stFile("{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", eight[:4]),
+		"null header":         stFile(`null`, nil),
+		"unknown dtype":       stFile(`{"a":{"dtype":"X9","shape":[1],"data_offsets":[0,4]}}`, eight[:4]),
+		"offsets vs shape":    stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, eight),
+		"negative offset":     stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}`, eight),
+		"negative dimension":  stFile(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, eight),
+		"huge shape":          stFile(`{"a":{"dtype":"F64","shape":[4611686018427387904,4],"data_offsets":[0,0]}}`, eight),
 		"hole": stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},`+
 			`"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, make([]byte, 12)),
 		"overlap": stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},`+
@@ -417,10 +586,46 @@ func TestLoadStateFileRefusesTrailingBytes(t *testing.T) {
 	sameState(t, src, dst)
 }
 
+// An 8-byte file whose header length claims 99,999,999 bytes: LoadStateFile allocated the
+// claimed 100 MB before finding the file empty. The length is checked against the file's size
+// before anything is read.
+func TestLoadStateFileDoesNotTrustTheHeaderLength(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lie.safetensors")
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], 99_999_999)
+	for _, content := range [][]byte{n[:], append(n[:], `{"a":{}}`...)} {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := nn.LoadStateFile(path, nn.NewLinear(1, 1, true))
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, nn.ErrFormat) || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "bytes follow the length") {
+			t.Errorf("%d-byte file: %v; want ErrFormat and io.ErrUnexpectedEOF, the length refused against the file's size", len(content), err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+			t.Errorf("%d-byte file: allocated %d bytes before failing: %v", len(content), got, err)
+		}
+	}
+	// From a stream, whose size is unknown, the header is read as it arrives: little memory too.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := nn.ReadSafetensors(bytes.NewReader(n[:]))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, nn.ErrFormat) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("stream: %v; want ErrFormat and io.ErrUnexpectedEOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("stream: an 8-byte input allocated %d bytes before failing: %v", got, err)
+	}
+}
+
 func FuzzReadSafetensors(f *testing.F) {
 	f.Add(validFile(f))
 	f.Add(stFile(`{"a":{"dtype":"I64","shape":[],"data_offsets":[0,8]},"__metadata__":{"x":"y"}}`, make([]byte, 8)))
 	f.Add(stFile(`{"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}`, []byte{1, 0}))
+	f.Add(stFile(`{"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4],"x":[1]},"b":{"dtype":"I8","shape":[1],"data_offsets":[4,5]}}`, []byte{0, 0x7e, 1, 0x80, 0xff}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ts, _, err := nn.ReadSafetensors(bytes.NewReader(data))
 		if err == nil {

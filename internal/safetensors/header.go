@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 const (
@@ -54,19 +55,19 @@ func (h *Header) DataSize() int64 {
 // FileSize is the length of the whole file.
 func (h *Header) FileSize() int64 { return h.DataStart + h.DataSize() }
 
-// entry is a tensor as the JSON header spells it.
+// entry is a tensor as Place writes it in the JSON header.
 type entry struct {
 	DType       DType    `json:"dtype"`
 	Shape       []int64  `json:"shape"`
 	DataOffsets [2]int64 `json:"data_offsets"`
 }
 
-// byteSize is the number of bytes of a tensor of dtype d and the given shape, checked: a known
-// dtype, no negative dimension, no overflow.
+// byteSize is the number of bytes of a tensor of dtype d and the given shape, checked: a dtype
+// of the format, no negative dimension, no overflow.
 func byteSize(d DType, shape []int64) (int64, error) {
 	es := d.Size()
 	if es == 0 {
-		return 0, fmt.Errorf("unsupported dtype %q", d)
+		return 0, fmt.Errorf("unknown dtype %q", d)
 	}
 	numel := int64(1)
 	for _, s := range shape {
@@ -81,10 +82,17 @@ func byteSize(d DType, shape []int64) (int64, error) {
 // Place lays tensors out back to back in the order given (their Begin and End are set from
 // dtype and shape) and returns the header and its encoding: the header length, then the JSON
 // (metadata left out when empty) padded with spaces to a multiple of Alignment. Names must be
-// non-empty, unique and not MetadataKey; dtypes known; dimensions non-negative.
+// non-empty, valid UTF-8, unique and not MetadataKey; metadata keys and values valid UTF-8 (a
+// JSON string cannot hold other bytes: encoding/json would replace them with U+FFFD, renaming
+// the tensor, and two names could become one); dtypes of the format; dimensions non-negative.
 func Place(tensors []Tensor, meta map[string]string) (*Header, []byte, error) {
 	h := &Header{Tensors: make([]Tensor, 0, len(tensors)), byName: make(map[string]int, len(tensors))}
 	js := map[string]any{}
+	for k, v := range meta {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, nil, fmt.Errorf("metadata %q: %q: not valid UTF-8", k, v)
+		}
+	}
 	if len(meta) > 0 {
 		h.Meta = meta
 		js[MetadataKey] = meta
@@ -93,6 +101,9 @@ func Place(tensors []Tensor, meta map[string]string) (*Header, []byte, error) {
 	for i, t := range tensors {
 		if t.Name == "" || t.Name == MetadataKey {
 			return nil, nil, fmt.Errorf("invalid tensor name %q", t.Name)
+		}
+		if !utf8.ValidString(t.Name) {
+			return nil, nil, fmt.Errorf("tensor name %q: not valid UTF-8", t.Name)
 		}
 		if _, dup := h.byName[t.Name]; dup {
 			return nil, nil, fmt.Errorf("duplicate tensor name %q", t.Name)

@@ -67,7 +67,8 @@ func TestPlaceRejects(t *testing.T) {
 		"empty name":     {{DType: F32}},
 		"metadata name":  {{Name: MetadataKey, DType: F32}},
 		"duplicate":      {x, x},
-		"unknown dtype":  {{Name: "y", DType: "F16"}},
+		"unknown dtype":  {{Name: "y", DType: "X9"}},
+		"dtype in lower": {{Name: "y", DType: "f32"}},
 		"negative shape": {{Name: "y", DType: F32, Shape: []int64{-1}}},
 		"overflow":       {{Name: "y", DType: I64, Shape: []int64{1 << 31, 1 << 31, 4}}},
 	} {
@@ -77,8 +78,42 @@ func TestPlaceRejects(t *testing.T) {
 	}
 }
 
+// A JSON string holds UTF-8 only: encoding/json would write the names "x\xff" and "x\xfe" both
+// as "x\ufffd", a file with one key twice, and a reader would find one tensor of two. Place
+// refuses such names and metadata instead.
+func TestPlaceRefusesNonUTF8(t *testing.T) {
+	ok := []Tensor{{Name: "x", DType: F32, Shape: []int64{1}}}
+	for name, c := range map[string]struct {
+		ts   []Tensor
+		meta map[string]string
+	}{
+		"names":          {[]Tensor{{Name: "x\xff", DType: F32, Shape: []int64{1}}, {Name: "x\xfe", DType: F32, Shape: []int64{1}}}, nil},
+		"one name":       {[]Tensor{{Name: "caf\xe9", DType: F32, Shape: []int64{1}}}, nil},
+		"metadata key":   {ok, map[string]string{"k\xff": "v"}},
+		"metadata value": {ok, map[string]string{"k": "\xffv"}},
+	} {
+		if h, enc, err := Place(c.ts, c.meta); err == nil {
+			t.Errorf("%s: accepted: %+v %q", name, h.Tensors, enc)
+		}
+	}
+	// Valid UTF-8 of any script is a name, and reads back as itself.
+	h, enc, err := Place([]Tensor{{Name: "café.重み😀", DType: F32, Shape: []int64{1}}}, map[string]string{"ключ": "значение"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadHeader(bytes.NewReader(enc), 1<<10)
+	if err != nil || !reflect.DeepEqual(back.Tensors, h.Tensors) || back.Meta["ключ"] != "значение" {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+}
+
+// Every dtype of the reference implementation, by its exact name.
 func TestDTypeSize(t *testing.T) {
-	for d, want := range map[DType]int64{F32: 4, F64: 8, I64: 8, I32: 4, Bool: 1, "F16": 0, "": 0} {
+	for d, want := range map[DType]int64{
+		Bool: 1, U8: 1, I8: 1, F8E5M2: 1, F8E4M3: 1, I16: 2, U16: 2, F16: 2, BF16: 2,
+		I32: 4, U32: 4, F32: 4, F64: 8, I64: 8, U64: 8,
+		"f32": 0, "F8_E5M2FNUZ": 0, "X9": 0, "": 0,
+	} {
 		if got := d.Size(); got != want {
 			t.Errorf("%q.Size() = %d, want %d", d, got, want)
 		}
