@@ -16,29 +16,60 @@ import (
 // memory: an expanded view can have any number of elements) gives ErrInvalidArgument, before
 // anything is allocated.
 func ToSlice[T Element](t *Tensor) ([]T, error) {
-	p, err := t.cOrErr("to slice")
-	if err != nil {
-		return nil, err
-	}
-	var n C.int64_t
-	if err := toError("to slice", C.ct_tensor_numel(&n, p)); err != nil {
-		return nil, err
-	}
-	dt := dtypeOf[T]()
-	if err := checkSliceSize(int64(n), dt.Size()); err != nil {
-		return nil, err
-	}
-	out := make([]T, int(n))
-	var ptr unsafe.Pointer
-	if len(out) > 0 {
-		ptr = unsafe.Pointer(&out[0])
-	}
-	err = toError("to slice", C.ct_tensor_copy_to(ptr, C.size_t(len(out)*dt.Size()), p, C.int32_t(dt)))
-	runtime.KeepAlive(t)
+	var out []T
+	err := copyOut("to slice", t, dtypeOf[T](), func(n int) unsafe.Pointer {
+		out = make([]T, n)
+		if n == 0 {
+			return nil
+		}
+		return unsafe.Pointer(&out[0])
+	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ToBytes copies the elements of t (any device, any layout) into a new byte slice in row-major
+// order and the host's byte order: the form for dtypes with no Go element type (Float16,
+// BFloat16, Int16, Int8). dt must be t's dtype, as ToSlice's T must match it (else
+// ErrInvalidArgument); other errors as ToSlice's.
+func ToBytes(t *Tensor, dt DType) ([]byte, error) {
+	if dt.Size() == 0 {
+		return nil, fmt.Errorf("%w: to bytes: unknown dtype %v", ErrInvalidArgument, dt)
+	}
+	var out []byte
+	err := copyOut("to bytes", t, dt, func(n int) unsafe.Pointer {
+		out = make([]byte, n*dt.Size())
+		if n == 0 {
+			return nil
+		}
+		return unsafe.Pointer(&out[0])
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// copyOut copies t's elements, as dtype dt, into the memory alloc returns for n elements (after
+// the size checks); the Go memory is alloc's caller's, alive until it returns.
+func copyOut(op string, t *Tensor, dt DType, alloc func(n int) unsafe.Pointer) error {
+	p, err := t.cOrErr(op)
+	if err != nil {
+		return err
+	}
+	var n C.int64_t
+	if err := toError(op, C.ct_tensor_numel(&n, p)); err != nil {
+		return err
+	}
+	if err := checkSliceSize(int64(n), dt.Size()); err != nil {
+		return err
+	}
+	ptr := alloc(int(n))
+	err = toError(op, C.ct_tensor_copy_to(ptr, C.size_t(int(n)*dt.Size()), p, C.int32_t(dt)))
+	runtime.KeepAlive(t)
+	return err
 }
 
 // Item returns the value of a one-element tensor of any numeric dtype as float64.

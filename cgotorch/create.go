@@ -93,16 +93,42 @@ func FromSlice[T Element](data []T, shape ...int64) (*Tensor, error) {
 	if n != int64(len(data)) {
 		return nil, fmt.Errorf("%w: %d elements do not fill shape %v", ErrInvalidArgument, len(data), shape)
 	}
-	dt := dtypeOf[T]()
 	var ptr unsafe.Pointer
 	if len(data) > 0 {
 		ptr = unsafe.Pointer(&data[0])
 	}
+	t, err := fromData("from slice", ptr, len(data)*dtypeOf[T]().Size(), dtypeOf[T](), shape)
+	runtime.KeepAlive(data)
+	return t, err
+}
+
+// FromBytes copies data, the elements of a tensor of dtype dt and the given shape in the host's
+// byte order, into a new CPU tensor: the form for dtypes with no Go element type (Float16,
+// BFloat16, Int16, Int8). It returns ErrInvalidArgument for an unknown dtype or when len(data)
+// is not the shape's element count times dt.Size().
+func FromBytes(data []byte, dt DType, shape ...int64) (*Tensor, error) {
+	n, err := shapeNumel(shape)
+	if err != nil {
+		return nil, err
+	}
+	if dt.Size() == 0 || n > int64(len(data)) || n*int64(dt.Size()) != int64(len(data)) {
+		return nil, fmt.Errorf("%w: %d bytes do not hold shape %v of %v", ErrInvalidArgument, len(data), shape, dt)
+	}
+	var ptr unsafe.Pointer
+	if len(data) > 0 {
+		ptr = unsafe.Pointer(&data[0])
+	}
+	t, err := fromData("from bytes", ptr, len(data), dt, shape)
+	runtime.KeepAlive(data)
+	return t, err
+}
+
+// fromData is a new CPU tensor of dtype dt and shape holding a copy of the nbytes at ptr (the
+// caller keeps them alive).
+func fromData(op string, ptr unsafe.Pointer, nbytes int, dt DType, shape []int64) (*Tensor, error) {
 	var out C.ct_tensor
 	p, nd := cShape(shape)
-	err = toError("from slice", C.ct_tensor_from_data(&out, ptr, C.size_t(len(data)*dt.Size()),
-		C.int32_t(dt), p, nd))
-	runtime.KeepAlive(data)
+	err := toError(op, C.ct_tensor_from_data(&out, ptr, C.size_t(nbytes), C.int32_t(dt), p, nd))
 	runtime.KeepAlive(shape)
 	if err != nil {
 		return nil, err

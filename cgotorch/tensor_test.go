@@ -480,3 +480,37 @@ func TestSetNumThreadsOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// FromBytes and ToBytes move elements of dtypes with no Go type as the host's bytes: half
+// values (1, -2, 0.5, +Inf) in, the same values out as float32, and the same bytes back.
+func TestBytesOfHalfTensors(t *testing.T) {
+	in := []byte{0x00, 0x3c, 0x00, 0xc0, 0x00, 0x38, 0x00, 0x7c} // little-endian halves
+	x, err := FromBytes(in, Float16, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if x.DType() != Float16 || fmt.Sprint(x.Shape()) != "[2 2]" {
+		t.Fatalf("dtype %v shape %v", x.DType(), x.Shape())
+	}
+	y, err := x.To(CPU, Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := ToSlice[float32](y); fmt.Sprint(v) != "[1 -2 0.5 +Inf]" {
+		t.Fatalf("values %v", v)
+	}
+	out, err := ToBytes(x, Float16)
+	if err != nil || string(out) != string(in) {
+		t.Fatalf("bytes back %v (%v), want %v", out, err, in)
+	}
+	if _, err := ToBytes(y, Float16); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("float32 tensor as Float16 bytes: %v", err)
+	}
+	if _, err := FromBytes(in[:7], Float16, 2, 2); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("7 bytes for 4 halves: %v", err)
+	}
+	if _, err := ToBytes(y, DType(99)); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("unknown dtype: %v", err)
+	}
+}

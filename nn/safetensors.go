@@ -2,12 +2,10 @@ package nn
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
 	"sort"
@@ -104,213 +102,41 @@ func WriteSafetensors(w io.Writer, tensors []NamedParameter, metadata map[string
 	return bw.Flush()
 }
 
-// tensorBytes returns t's elements in little-endian order.
+// tensorBytes is t's data (dtype dt, t's own) as the format stores it, little-endian.
 func tensorBytes(t *Tensor, dt cgotorch.DType) ([]byte, error) {
-	var buf bytes.Buffer
-	var err error
-	switch dt {
-	case cgotorch.Float16, cgotorch.BFloat16:
-		// Through float32, which holds every half and bfloat16 value exactly.
-		var v []float32
-		if v, err = sliceVia[float32](t, cgotorch.Float32); err == nil {
-			b := make([]byte, 2*len(v))
-			for i, x := range v {
-				h := uint16(math.Float32bits(x) >> 16) // a bfloat16 is the top half of its float32
-				if dt == cgotorch.Float16 {
-					h = f32ToF16(x)
-				}
-				binary.LittleEndian.PutUint16(b[2*i:], h)
-			}
-			buf.Write(b)
-		}
-	case cgotorch.Int16, cgotorch.Int8:
-		var v []int32
-		if v, err = sliceVia[int32](t, cgotorch.Int32); err == nil {
-			b := make([]byte, 0, len(v)*dt.Size())
-			for _, x := range v {
-				if dt == cgotorch.Int8 {
-					b = append(b, byte(int8(x)))
-				} else {
-					b = binary.LittleEndian.AppendUint16(b, uint16(int16(x)))
-				}
-			}
-			buf.Write(b)
-		}
-	case cgotorch.Uint8:
-		var v []uint8
-		if v, err = cgotorch.ToSlice[uint8](t); err == nil {
-			buf.Write(v)
-		}
-	case cgotorch.Float32:
-		var v []float32
-		if v, err = cgotorch.ToSlice[float32](t); err == nil {
-			err = binary.Write(&buf, binary.LittleEndian, v)
-		}
-	case cgotorch.Float64:
-		var v []float64
-		if v, err = cgotorch.ToSlice[float64](t); err == nil {
-			err = binary.Write(&buf, binary.LittleEndian, v)
-		}
-	case cgotorch.Int64:
-		var v []int64
-		if v, err = cgotorch.ToSlice[int64](t); err == nil {
-			err = binary.Write(&buf, binary.LittleEndian, v)
-		}
-	case cgotorch.Int32:
-		var v []int32
-		if v, err = cgotorch.ToSlice[int32](t); err == nil {
-			err = binary.Write(&buf, binary.LittleEndian, v)
-		}
-	case cgotorch.Bool:
-		var v []bool
-		if v, err = cgotorch.ToSlice[bool](t); err == nil {
-			err = binary.Write(&buf, binary.LittleEndian, v)
-		}
-	}
-	return buf.Bytes(), err
-}
-
-// sliceVia copies t's elements into a Go slice through a copy of t of dtype via (a dtype
-// cgotorch.ToSlice has no Go type for).
-func sliceVia[T cgotorch.Element](t *Tensor, via cgotorch.DType) ([]T, error) {
-	c, err := t.To(cgotorch.CPU, via)
+	b, err := cgotorch.ToBytes(t, dt)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	return cgotorch.ToSlice[T](c)
-}
-
-// tensorVia builds a CPU tensor of dtype dt and shape from v, whose Go type holds every value
-// of dt exactly, through a tensor of v's dtype.
-func tensorVia[T cgotorch.Element](v []T, dt cgotorch.DType, shape []int64) (*Tensor, error) {
-	t, err := cgotorch.FromSlice(v, shape...)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	return t.To(cgotorch.CPU, dt)
-}
-
-// f16ToF32 is the float32 of the IEEE half whose bits are h (exact: a float32 holds every half,
-// subnormals, infinities and NaN payloads included).
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // infinity or NaN
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0: // zero or subnormal: mant * 2^-24
-		f := float32(mant) / (1 << 24)
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
-
-// f32ToF16 is the IEEE half nearest to f (ties to even; beyond the largest half, infinity), as
-// bits. A NaN keeps the top bits of its payload (and stays a NaN).
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant == 0 {
-			return sign | 0x7c00
-		}
-		m := uint16(mant >> 13)
-		if m == 0 {
-			m = 0x200 // the payload was all in the dropped bits: a quiet NaN, not infinity
-		}
-		return sign | 0x7c00 | m
-	}
-	e := exp - 127 + 15 // the half's biased exponent
-	var h, rem, halfway uint32
-	switch {
-	case e >= 0x1f:
-		return sign | 0x7c00
-	case e >= 1: // normal
-		h, rem, halfway = uint32(e)<<10|mant>>13, mant&0x1fff, 0x1000
-	case e >= -10: // subnormal: (mant | 1<<23) * 2^(exp-150), in units of 2^-24
-		m, shift := mant|0x800000, uint(14-e)
-		h, rem, halfway = m>>shift, m&(1<<shift-1), 1<<(shift-1)
-	default: // below half the smallest subnormal
-		return sign
-	}
-	if rem > halfway || (rem == halfway && h&1 == 1) {
-		h++ // may carry into the exponent: the next binade, or infinity
-	}
-	return sign | uint16(h)
+	return littleEndian(b, dt.Size()), nil
 }
 
 // tensorFromBytes builds a CPU tensor of dtype dt and shape from little-endian data (whose
 // length the caller checked).
 func tensorFromBytes(data []byte, dt cgotorch.DType, shape []int64) (*Tensor, error) {
-	switch dt {
-	case cgotorch.Float16, cgotorch.BFloat16:
-		v := make([]float32, len(data)/2)
-		for i := range v {
-			h := binary.LittleEndian.Uint16(data[2*i:])
-			if dt == cgotorch.Float16 {
-				v[i] = f16ToF32(h)
-			} else {
-				v[i] = math.Float32frombits(uint32(h) << 16)
-			}
-		}
-		return tensorVia(v, dt, shape)
-	case cgotorch.Int16:
-		v := make([]int32, len(data)/2)
-		for i := range v {
-			v[i] = int32(int16(binary.LittleEndian.Uint16(data[2*i:])))
-		}
-		return tensorVia(v, dt, shape)
-	case cgotorch.Int8:
-		v := make([]int32, len(data))
-		for i, b := range data {
-			v[i] = int32(int8(b))
-		}
-		return tensorVia(v, dt, shape)
-	case cgotorch.Uint8:
-		return cgotorch.FromSlice(data, shape...)
-	case cgotorch.Float32:
-		v := make([]float32, len(data)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-		return cgotorch.FromSlice(v, shape...)
-	case cgotorch.Float64:
-		v := make([]float64, len(data)/8)
-		for i := range v {
-			v[i] = math.Float64frombits(binary.LittleEndian.Uint64(data[8*i:]))
-		}
-		return cgotorch.FromSlice(v, shape...)
-	case cgotorch.Int64:
-		v := make([]int64, len(data)/8)
-		for i := range v {
-			v[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
-		}
-		return cgotorch.FromSlice(v, shape...)
-	case cgotorch.Int32:
-		v := make([]int32, len(data)/4)
-		for i := range v {
-			v[i] = int32(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-		return cgotorch.FromSlice(v, shape...)
-	case cgotorch.Bool:
-		v := make([]bool, len(data))
-		for i, b := range data {
+	if dt == cgotorch.Bool {
+		for _, b := range data {
 			if b > 1 {
 				return nil, fmt.Errorf("%w: bool byte %d", ErrFormat, b)
 			}
-			v[i] = b == 1
 		}
-		return cgotorch.FromSlice(v, shape...)
 	}
-	return nil, fmt.Errorf("%w: dtype %v", ErrFormat, dt)
+	if bigEndianHost {
+		data = littleEndian(slices.Clone(data), dt.Size())
+	}
+	return cgotorch.FromBytes(data, dt, shape...)
+}
+
+// bigEndianHost: cgotorch's bytes are the host's, the format's little-endian.
+var bigEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) != 1
+
+// littleEndian turns b, elements of size bytes in the host's order, into little-endian ones in
+// place (nothing to do on a little-endian host), and returns it.
+func littleEndian(b []byte, size int) []byte {
+	for i := 0; bigEndianHost && i+size <= len(b); i += size {
+		slices.Reverse(b[i : i+size])
+	}
+	return b
 }
 
 // ReadSafetensors reads a safetensors stream into new CPU tensors keyed by name, and its
