@@ -13,7 +13,12 @@ func WriteSynced(path string, f func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	err = f(file)
+	return writeAndClose(file, f)
+}
+
+// writeAndClose writes file with f, fsyncs and closes it: the first error is returned.
+func writeAndClose(file *os.File, f func(io.Writer) error) error {
+	err := f(file)
 	if err == nil {
 		err = file.Sync()
 	}
@@ -33,15 +38,27 @@ func SyncDir(dir string) error {
 	return d.Sync()
 }
 
-// Replace writes path (mode 0644) with f through path + ".tmp", renamed over path once
-// complete and synced. On any error path is as it was (absent, or its old contents) and the
-// temporary file is removed; one left behind by a crash is removed by the next Replace.
+// Replace writes path (mode 0644) with f through a temporary file of its own in the same
+// directory (path's name + ".tmp-" + a random suffix), renamed over path once complete and
+// synced. On any error path is as it was (absent, or its old contents) and the temporary file is
+// removed. Calls at once on one path never see each other's temporary files: each leaves path
+// holding its own contents in full when it returns nil (the last rename wins). A temporary file
+// left behind by a crash keeps its name; nothing reads it.
 func Replace(path string, f func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	os.Remove(tmp)
-	err := WriteSynced(tmp, f)
-	if err == nil {
-		err = os.Chmod(tmp, 0o644) // whatever the umask
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	file, err := os.CreateTemp(dir, base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := file.Name()
+	err = file.Chmod(0o644) // whatever the umask: CreateTemp makes 0600
+	if err != nil {
+		file.Close()
+	} else {
+		err = writeAndClose(file, f)
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -50,5 +67,5 @@ func Replace(path string, f func(io.Writer) error) error {
 		os.Remove(tmp)
 		return err
 	}
-	return SyncDir(filepath.Dir(path))
+	return SyncDir(dir)
 }

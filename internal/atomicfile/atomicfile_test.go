@@ -89,3 +89,46 @@ func TestWriteSyncedNeedsAFreshName(t *testing.T) {
 		t.Fatalf("file holds %q; want \"a\"", got)
 	}
 }
+
+// Two Replace calls on one path at once (a periodic save and a manual one) each write a
+// temporary file of their own: when one returns nil, path holds its contents in full, never
+// the other's partial file.
+func TestReplaceConcurrentOnOnePath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.bin")
+	aHalf, bHalf, bGo := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	bDone := make(chan error, 1)
+	go func() {
+		<-aHalf
+		bDone <- Replace(path, func(w io.Writer) error {
+			io.WriteString(w, "B first half|")
+			close(bHalf)
+			<-bGo
+			_, err := io.WriteString(w, "B second half")
+			return err
+		})
+	}()
+	err := Replace(path, func(w io.Writer) error {
+		io.WriteString(w, "A first half|")
+		close(aHalf)
+		<-bHalf
+		_, err := io.WriteString(w, "A second half")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "A first half|A second half" {
+		t.Errorf("after A's Replace returned: file holds %q; want A's contents", got)
+	}
+	close(bGo)
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "B first half|B second half" {
+		t.Errorf("after B's Replace returned: file holds %q; want B's contents", got)
+	}
+	if names := entries(t, dir); len(names) != 1 {
+		t.Fatalf("directory holds %v; want only state.bin", names)
+	}
+}
