@@ -66,28 +66,34 @@ func invalid(format string, args ...any) error {
 }
 
 // AddParamGroup adds a group of parameters (with its own LR and WeightDecay) and allocates their
-// state. A parameter may belong to one group only.
+// state. A parameter may belong to one group only; a tensor listed more than once in g (a module
+// shared under two names) is kept once, under its first name, and stepped once per step, as in
+// torch's parameters().
 func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 	if !(g.LR >= 0) || !(g.WeightDecay >= 0) {
 		return invalid("%s: learning rate %v and weight decay %v must be >= 0", o.name, g.LR, g.WeightDecay)
 	}
 	seen := map[*Tensor]bool{}
+	var params []NamedParameter
 	for _, p := range g.Params {
 		if p.Tensor == nil || p.Tensor.Closed() {
 			return invalid("%s: parameter %q is nil or closed", o.name, p.Name)
 		}
-		if o.state[p.Tensor] != nil || seen[p.Tensor] {
+		if o.state[p.Tensor] != nil {
 			return invalid("%s: parameter %q appears in more than one group", o.name, p.Name)
 		}
 		if !p.Tensor.DType().IsFloat() {
 			return invalid("%s: parameter %q is %v, not a float tensor", o.name, p.Name, p.Tensor.DType())
 		}
-		seen[p.Tensor] = true
+		if !seen[p.Tensor] {
+			seen[p.Tensor] = true
+			params = append(params, p)
+		}
 	}
-	for _, p := range g.Params {
+	for _, p := range params {
 		o.state[p.Tensor] = o.rule.newSlot(p.Tensor)
 	}
-	g.Params = append([]NamedParameter(nil), g.Params...)
+	g.Params = params
 	o.groups = append(o.groups, &g)
 	return nil
 }

@@ -155,9 +155,6 @@ func TestOptimizerOptionErrors(t *testing.T) {
 			o.WeightDecay = -1
 			return nn.NewAdagrad(ps, o)
 		},
-		"duplicate parameter": func() (*nn.Optimizer, error) {
-			return nn.NewSGD(append(ps, ps[0]), nn.SGDOptions{LR: 1})
-		},
 		"integer parameter": func() (*nn.Optimizer, error) {
 			return nn.NewSGD([]nn.NamedParameter{{Name: "i", Tensor: cgotorch.Zeros([]int64{2}, cgotorch.WithDType(cgotorch.Int64))}}, nn.SGDOptions{LR: 1})
 		},
@@ -175,6 +172,48 @@ func TestOptimizerOptionErrors(t *testing.T) {
 	}
 	if len(opt.Groups()) != 1 {
 		t.Errorf("a failed AddParamGroup added a group")
+	}
+}
+
+// A module shared under two names lists its parameters twice; as torch's parameters() does, the
+// optimizer keeps one of each tensor and steps it once.
+func TestOptimizerCollapsesRepeatedParameters(t *testing.T) {
+	shared := nn.NewLinear(3, 2, true)
+	model := &nn.Container{}
+	model.Add("a", shared)
+	model.Add("b", shared)
+	twin := nn.NewLinear(3, 2, true)
+	cgotorch.NoGrad(func() {
+		twin.Weight.CopyFrom(shared.Weight)
+		twin.Bias.CopyFrom(shared.Bias)
+	})
+	opt, err := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(opt.Groups()[0].Params); n != 2 {
+		t.Fatalf("the group holds %d parameters; want 2 (weight and bias once each)", n)
+	}
+	topt, _ := nn.NewAdam(twin.Parameters(), nn.DefaultAdamOptions())
+	x := cgotorch.MustFromSlice([]float32{1, -2, 3, 0.5, 0, -1}, 2, 3)
+	for _, step := range []struct {
+		m   *nn.Linear
+		opt *nn.Optimizer
+	}{{shared, opt}, {twin, topt}} {
+		for i := 0; i < 3; i++ {
+			step.opt.ZeroGrad()
+			loss := step.m.Forward(x).Sum()
+			loss.Backward()
+			if err := step.opt.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, want := values(t, shared.Weight), values(t, twin.Weight)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("shared weight %v; want %v (stepped once per step)", got, want)
+		}
 	}
 }
 
