@@ -15,7 +15,8 @@ import (
 // delta_file.go: a Delta as one safetensors file, for shipping to serving or as an incremental
 // checkpoint on top of a full one. Tensors: ids I64 [M], rows F32 [M, dim], state<i> F32
 // [M, width] per optimizer state, meta I64 [M, 3] (last step, frequency, stamp), deleted I64
-// [D]; metadata: format "gorec-delta", version "1", step, dim. Written to a temporary name,
+// [D]; metadata: format "gorec-delta", version "1", step, dim, and optimizer when the delta
+// names it (files of an older gorec have none). Written to a temporary name,
 // fsynced and renamed: a reader sees the whole file or none.
 
 const deltaFormat = "gorec-delta"
@@ -62,6 +63,12 @@ func WriteDelta(path string, d *Delta, dim int) error {
 	data = append(data, int64Bytes(d.Meta), int64Bytes(d.Deleted))
 	regions := deltaRegions(m, int64(len(d.Deleted)), int64(dim), widths)
 	meta := map[string]string{"format": deltaFormat, "version": "1", "step": strconv.FormatInt(d.Step, 10), "dim": strconv.Itoa(dim)}
+	if d.Optimizer != "" {
+		if _, ok := kindOf(optNames, d.Optimizer); !ok {
+			return badInput(op, "", "unknown optimizer %q", d.Optimizer)
+		}
+		meta["optimizer"] = d.Optimizer
+	}
 	for i, r := range regions {
 		meta["crc32c."+r.Name] = strconv.FormatUint(uint64(crc32.Checksum(data[i], castagnoli)), 10)
 	}
@@ -116,6 +123,10 @@ func ReadDelta(path string) (*Delta, int, error) {
 		!ok1 || !ok2 || len(ids.Shape) != 1 || len(del.Shape) != 1 {
 		return nil, 0, corrupt(op, "", "not a gorec delta of version 1")
 	}
+	opt, named := l.Meta["optimizer"]
+	if _, ok := kindOf(optNames, opt); named && !ok {
+		return nil, 0, corrupt(op, "", "unknown optimizer %q", opt)
+	}
 	m := ids.Shape[0]
 	var widths []int64
 	for i := 0; ; i++ {
@@ -135,7 +146,7 @@ func ReadDelta(path string) (*Delta, int, error) {
 			return nil, 0, corrupt(op, "", "tensor %q missing or not %s %v", w.Name, w.DType, w.Shape)
 		}
 	}
-	d := &Delta{IDs: make([]int64, m), Rows: make([]float32, m*int64(dim)), Meta: make([]int64, 3*m), Deleted: make([]int64, del.Shape[0]), Step: step}
+	d := &Delta{IDs: make([]int64, m), Rows: make([]float32, m*int64(dim)), Meta: make([]int64, 3*m), Deleted: make([]int64, del.Shape[0]), Step: step, Optimizer: opt}
 	rd := newSTReader(f, l)
 	errs := []error{rd.next("ids", int64Bytes(d.IDs)), rd.next("rows", float32Bytes(d.Rows))}
 	for i, w := range widths {

@@ -1,6 +1,8 @@
 package embedding
 
 import (
+	"fmt"
+
 	"github.com/gorec/gorec/cgotorch"
 )
 
@@ -168,6 +170,11 @@ type Delta struct {
 	Meta    []int64     // [len(IDs), 3]: last step, frequency, stamp
 	Deleted []int64     // ascending
 	Step    int64
+	// Optimizer names the optimizer of the delta's table as checkpoints do ("sgd", "adagrad",
+	// "rowwise_adagrad", "sparse_adam", "adamw", "ftrl", "none"); "" in a file of a gorec
+	// older than the field. ApplyDelta refuses a delta of another optimizer: the states of SGD
+	// with momentum and of Adagrad, or of SparseAdam, AdamW and FTRL, have the same shapes.
+	Optimizer string
 }
 
 // Delta returns the changes since the last mark (before the first mark: the whole table);
@@ -190,7 +197,11 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 		return nil, wrap(op, t.name, err)
 	}
 	defer d.Close()
-	out := &Delta{Step: d.Step}
+	cc, err := t.t.Config()
+	if err != nil {
+		return nil, wrap(op, t.name, err)
+	}
+	out := &Delta{Step: d.Step, Optimizer: optNames[cc.Optimizer]}
 	if out.IDs, err = cgotorch.ToSlice[int64](d.IDs); err == nil {
 		if out.Rows, err = cgotorch.ToSlice[float32](d.Rows); err == nil {
 			if out.Meta, err = cgotorch.ToSlice[int64](d.Meta); err == nil {
@@ -215,11 +226,22 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 // ApplyDelta applies d to t (a copy of the delta's table at the previous mark, with the same
 // configuration), all or nothing: the deletions, then the rows with their states and metadata,
 // then the step. Deltas apply in the order they were taken: one older than t (its Step below
-// t's step counter) is refused with ErrBadInput, as is malformed input; t is then unchanged.
+// t's step counter) is refused with ErrBadInput, as is malformed input; a delta of another
+// optimizer (Delta.Optimizer, when set) with ErrIncompatible; t is then unchanged.
 func (t *Table) ApplyDelta(d *Delta) error {
 	const op = "apply delta"
 	if d == nil {
 		return badInput(op, t.name, "nil delta")
+	}
+	if d.Optimizer != "" {
+		cc, err := t.t.Config()
+		if err != nil {
+			return wrap(op, t.name, err)
+		}
+		if own := optNames[cc.Optimizer]; d.Optimizer != own {
+			return &Error{Op: op, Table: t.name, Kind: ErrIncompatible,
+				Err: fmt.Errorf("a delta of a table with optimizer %q, this one has %q", d.Optimizer, own)}
+		}
 	}
 	n := len(d.IDs)
 	if len(d.Meta) != 3*n {

@@ -896,3 +896,44 @@ func TestLifecycleErrorsNameTheirCall(t *testing.T) {
 		t.Errorf("EvictIf without access tracking: %v, want op \"evict\" and ErrBadInput", err)
 	}
 }
+
+// A delta names its table's optimizer, in memory and in its file: one of another optimizer whose
+// states have the same shapes (SGD momentum and Adagrad: one [dim] state each) is refused with
+// ErrIncompatible and changes nothing. It used to apply, momentum buffers read as Adagrad sums.
+func TestApplyDeltaOfAnotherOptimizer(t *testing.T) {
+	src := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}}, "sgd")
+	dst := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}}, "adagrad")
+	update(t, src, []int64{1, 2}, 1, 2, 3, 4)
+	update(t, dst, []int64{3}, 1, 1)
+	d, err := src.Delta(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Optimizer != "sgd" {
+		t.Fatalf("delta's optimizer %q; want sgd", d.Optimizer)
+	}
+	path := filepath.Join(t.TempDir(), "delta")
+	if err := embedding.WriteDelta(path, d, 2); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := embedding.ReadDelta(path)
+	if err != nil || back.Optimizer != "sgd" {
+		t.Fatalf("ReadDelta: optimizer %q, %v", back.Optimizer, err)
+	}
+	before := dump(t, dst)
+	for _, dd := range []*embedding.Delta{d, back} {
+		if err := dst.ApplyDelta(dd); !errors.Is(err, embedding.ErrIncompatible) {
+			t.Errorf("a delta of SGD applied to Adagrad: %v; want ErrIncompatible", err)
+		}
+	}
+	sameDump(t, "after the refused deltas", dump(t, dst), before)
+	// A delta without the field (an older file) is taken as before.
+	d.Optimizer = ""
+	if err := dst.ApplyDelta(d); err != nil {
+		t.Errorf("a delta without an optimizer: %v", err)
+	}
+	d.Optimizer = "adam"
+	if err := embedding.WriteDelta(path, d, 2); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("WriteDelta of an unknown optimizer: %v; want ErrBadInput", err)
+	}
+}
