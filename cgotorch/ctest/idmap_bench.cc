@@ -7,6 +7,9 @@
 //     index, assigning the next index (0, 1, 2, ...) to a new id; presized (reserve(10M)
 //     before the timer) and grow (starting empty).
 //   find_50hit: 10M lookups, 50% ids present (random order), 50% absent; out = index or -1.
+//   the floor: random cache lines of a region the size of our pre-sized map, read and
+//     written, prefetched 32 ahead; each table's time is also printed in such lines per op
+//     (absl's is the most a table touching one line per op could beat it by here).
 // Ours runs in batches of kBatch ids (its batched API); the others one id at a time
 // (their API). Each figure is the best of kReps repetitions; a table is built and destroyed
 // outside the timer.
@@ -69,6 +72,49 @@ void warm_memory() {
 #endif
     for (size_t i = 0; i < bytes; i += 4096) static_cast<volatile char*>(p)[i] = 1;
     munmap(p, bytes);
+}
+
+// The floor under every figure here: how fast this machine serves random cache lines of a
+// region the size of our pre-sized map, kN of them, the next 32 prefetched (as our batches do):
+// read (a find's one line) and written (an insert's). A table that touches one such line per
+// op and does nothing else runs at this speed, so absl's time over it is the most that any
+// table touching a line per op can beat absl by on this machine. Best of kReps; the region is
+// touched first, so no page fault is timed.
+struct LineFloor {
+    double read = 1e300, write = 1e300;  // thread CPU ns per line
+};
+LineFloor random_lines(size_t bytes, const std::vector<int64_t>& ids) {
+    LineFloor f;
+    const size_t lines = bytes / 64;
+    auto* p = static_cast<int64_t*>(mmap(nullptr, lines * 64, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED) return f;
+#ifdef MADV_HUGEPAGE
+    madvise(p, lines * 64, MADV_HUGEPAGE);
+#endif
+    for (size_t i = 0; i < lines * 8; i += 8) p[i] = static_cast<int64_t>(i);
+    std::vector<uint32_t> at(kN);  // a random line per op, from the ids (not timed)
+    for (size_t i = 0; i < kN; i++) at[i] = static_cast<uint32_t>(static_cast<uint64_t>(ids[i]) % lines);
+    constexpr size_t ahead = 32;
+    int64_t sum = 0;
+    for (int rep = 0; rep < kReps; rep++) {
+        Stamp t0 = now();
+        for (size_t i = 0; i < kN; i++) {
+            if (i + ahead < kN) __builtin_prefetch(p + size_t(at[i + ahead]) * 8, 0, 3);
+            sum += p[size_t(at[i]) * 8];
+        }
+        Stamp t1 = now();
+        for (size_t i = 0; i < kN; i++) {
+            if (i + ahead < kN) __builtin_prefetch(p + size_t(at[i + ahead]) * 8, 1, 3);
+            p[size_t(at[i]) * 8 + 1] = static_cast<int64_t>(i);
+        }
+        Stamp t2 = now();
+        f.read = std::min(f.read, (t1.cpu - t0.cpu) / kN);
+        f.write = std::min(f.write, (t2.cpu - t1.cpu) / kN);
+    }
+    static volatile int64_t sink;
+    sink = sum;
+    munmap(p, lines * 64);
+    return f;
 }
 
 uint64_t checksum(const std::vector<int64_t>& v) {
@@ -203,6 +249,17 @@ int main(int argc, char** argv) {
                             fnd(t, p) / fnd(0, p));
             }
     }
+    // The floor (see random_lines), in thread CPU time as the _cpu figures: our time and
+    // absl's in random lines per op, and absl's time in lines: the most that a table touching
+    // one line per op and doing nothing else could be faster than absl here.
+    const LineFloor f = random_lines(static_cast<size_t>(res[0][1].bytes_per_id * kN), ids);
+    std::printf("BENCH random_line_read_ns_cpu %.2f ns/op\n", f.read);
+    std::printf("BENCH random_line_write_ns_cpu %.2f ns/op\n", f.write);
+    for (int t = 0; t < 2; t++)
+        for (int p = 1; p >= 0; p--) {
+            std::printf("BENCH %s_find_or_insert_%s_lines %.2f lines/op\n", name[t], mode[p], res[t][p].foi_cpu / f.write);
+            std::printf("BENCH %s_find_50hit_%s_lines %.2f lines/op\n", name[t], mode[p], res[t][p].find_cpu / f.read);
+        }
     std::printf("BENCH idmap_bytes_per_id %.1f B\n", res[0][0].bytes_per_id);
     std::printf("BENCH idmap_bytes_per_id_presized %.1f B\n", res[0][1].bytes_per_id);
     return ok ? 0 : 1;

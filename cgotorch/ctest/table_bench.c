@@ -18,6 +18,10 @@
  *            constant, which GCC copies inline instead of calling memcpy; how the plain loop
  *            is written moves it (on this VM at D = 16: ~20 against ~31 ns per row), and this
  *            one is the tighter bound on one random row per id (ratio_const: table / it).
+ *            table_lookup_dD_ref_map: the floor, the reference reading each row's index from
+ *            a random slot of an array the size of the id map first (see make_map_floor);
+ *            ratio_floor = it / reference, about the least ratio a table whose id map lies
+ *            apart from its rows can reach on this machine, and over_floor = table / it.
  *   update:  ct_table_update with grads [4096, D] (validation, summing duplicates, id map,
  *            optimizer step) vs the rule applied to row r in place, batch order:
  *              SGD (lr 0.01):     w -= lr * g
@@ -218,6 +222,50 @@ REF_GATHER_CONST(64)
 
 static int has_const_ref(int64_t d) { return d == 16 || d == 64; }
 
+/* The floor under a lookup: ref_gather that first reads each row's index from a random 16-byte
+ * slot {id, row} of an array the size of a pre-sized id map (16 bytes a slot at load 9/16), as
+ * any table whose id map lies apart from its rows must (a perfect map: one slot, no probing,
+ * no hashing, a plain loop as the reference is). Its time over ref_gather's is about the least
+ * ratio such a table can reach here; the table's over its, what the table adds beyond that
+ * one line. */
+typedef struct {
+  int64_t *slots; /* [nslots][2]: {id, row} */
+  uint32_t *pos;  /* [count][BATCH]: the slot of each batch entry's row */
+} MapFloor;
+
+static MapFloor make_map_floor(const Batches *b, int64_t n) {
+  MapFloor f;
+  const size_t nslots = ((size_t)n * 16 / 9 + 3) & ~(size_t)3;
+  uint32_t *slot_of = malloc(sizeof(uint32_t) * nslots); /* a random slot per row */
+  f.slots = (int64_t *)flat((int64_t)nslots * 4, 0.f);
+  f.pos = malloc(sizeof(uint32_t) * (size_t)b->count * BATCH);
+  if (slot_of == NULL || f.pos == NULL) {
+    fprintf(stderr, "out of memory\n");
+    exit(1);
+  }
+  for (size_t i = 0; i < nslots; i++) slot_of[i] = (uint32_t)i;
+  for (size_t i = nslots - 1; i > 0; i--) { /* Fisher-Yates */
+    const size_t j = (size_t)(rng_next() % (i + 1));
+    const uint32_t t = slot_of[i];
+    slot_of[i] = slot_of[j];
+    slot_of[j] = t;
+  }
+  for (int64_t r = 0; r < n; r++) {
+    f.slots[2 * (size_t)slot_of[r]] = key_of(r);
+    f.slots[2 * (size_t)slot_of[r] + 1] = r;
+  }
+  for (size_t i = 0; i < (size_t)b->count * BATCH; i++) f.pos[i] = slot_of[b->rows[i]];
+  free(slot_of);
+  return f;
+}
+
+static void ref_map_gather(const MapFloor *f, const uint32_t *pos, const float *w, int64_t d, float *out) {
+  for (int i = 0; i < BATCH; i++) {
+    const int64_t r = f->slots[2 * (size_t)pos[i] + 1];
+    memcpy(out + (size_t)i * (size_t)d, w + r * d, sizeof(float) * (size_t)d);
+  }
+}
+
 /* The constant-width reference at dim d (has_const_ref(d)). */
 static void ref_gather_const(const float *w, const int64_t *rows, int64_t d, float *out) {
   if (d == 16) ref_gather_16(w, rows, out);
@@ -279,11 +327,14 @@ static void bench(int64_t d, int32_t opt) {
   const int64_t n = n_ids > 0 ? n_ids : ((int64_t)1 << 26) / d;
   int64_t *row_of = malloc(sizeof(int64_t) * (size_t)n);
   ct_table t = make_table("bench", n, d, opt, n, table_flags, row_of);
-  /* lookups: also the id map alone (pass 2) and the constant-width reference (pass 3) */
+  /* lookups: also the id map alone (pass 2), the constant-width reference (pass 3 where
+   * there is one) and the floor (the last pass) */
   const int have_const = opt == CT_OPT_NONE && has_const_ref(d);
-  const int passes = opt == CT_OPT_NONE ? 3 + have_const : 2;
+  const int passes = opt == CT_OPT_NONE ? 4 + have_const : 2;
   Batches b = make_batches(row_of, n, passes * n_reps * n_batches);
   free(row_of);
+  MapFloor mf = {NULL, NULL};
+  if (opt == CT_OPT_NONE) mf = make_map_floor(&b, n);
   const int64_t cells = n * d;
   float *w = flat(cells, 0.01f);
   float *s0 = opt == CT_OPT_ADAGRAD || opt == CT_OPT_SPARSE_ADAM ? flat(cells, 0.f) : NULL;
@@ -292,11 +343,12 @@ static void bench(int64_t d, int32_t opt) {
   float *g = flat((int64_t)BATCH * d, 0.f);
   for (int64_t i = 0; i < (int64_t)BATCH * d; i++) g[i] = (float)((double)(rng_next() >> 11) * 0x1.0p-53 - 0.5);
   ct_tensor grads = rows_tensor(g, BATCH, d);
-  double best_t = 1e300, best_r = 1e300, best_f = 1e300, best_c = 1e300;
+  double best_t = 1e300, best_r = 1e300, best_f = 1e300, best_c = 1e300, best_m = 1e300;
   int64_t step = 0;
   for (int rep = 0; rep < n_reps; rep++) {
     for (int which = 0; which < passes; which++) {
-      const int table_turn = which < 2 && (which + rep) % 2 == 0, find_turn = which == 2, const_turn = which == 3;
+      const int table_turn = which < 2 && (which + rep) % 2 == 0, find_turn = which == 2;
+      const int map_turn = opt == CT_OPT_NONE && which == passes - 1, const_turn = have_const && which == 3;
       double t0 = now_ns();
       const int first = (passes * rep + which) * n_batches; /* this pass's batches */
       for (int j = first; j < first + n_batches; j++) {
@@ -309,6 +361,10 @@ static void bench(int64_t d, int32_t opt) {
         }
         if (const_turn) {
           ref_gather_const(w, rows, d, out);
+          continue;
+        }
+        if (map_turn) {
+          ref_map_gather(&mf, mf.pos + (size_t)j * BATCH, w, d, out);
           continue;
         }
         if (table_turn) {
@@ -338,6 +394,8 @@ static void bench(int64_t d, int32_t opt) {
         if (dt < best_f) best_f = dt;
       } else if (const_turn) {
         if (dt < best_c) best_c = dt;
+      } else if (map_turn) {
+        if (dt < best_m) best_m = dt;
       } else if (table_turn) {
         if (dt < best_t) best_t = dt;
       } else if (dt < best_r) {
@@ -353,6 +411,13 @@ static void bench(int64_t d, int32_t opt) {
   if (have_const) {
     printf("BENCH table_lookup_d%ld%s_ref_const %.2f ns/row\n", (long)d, name_sfx, best_c);
     printf("BENCH table_lookup_d%ld%s_ratio_const %.2f x\n", (long)d, name_sfx, best_t / best_c);
+  }
+  if (opt == CT_OPT_NONE) {
+    printf("BENCH table_lookup_d%ld%s_ref_map %.2f ns/row\n", (long)d, name_sfx, best_m);
+    printf("BENCH table_lookup_d%ld%s_ratio_floor %.2f x\n", (long)d, name_sfx, best_m / best_r);
+    printf("BENCH table_lookup_d%ld%s_over_floor %.2f x\n", (long)d, name_sfx, best_t / best_m);
+    free(mf.slots);
+    free(mf.pos);
   }
   ct_tensor_free(grads);
   free_batches(&b);
