@@ -36,6 +36,8 @@ void adam(at::Tensor &p, at::Tensor g, ct_tensor s0, ct_tensor s1, ct_tensor s2,
           const ct_optim_options &o, bool decoupled) {
   at::Tensor exp_avg = need_state(s0, p, "exp_avg");
   at::Tensor exp_avg_sq = need_state(s1, p, "exp_avg_sq");
+  // Every state is checked before anything changes: a failed step must leave all as it was.
+  at::Tensor max_sq = o.amsgrad ? need_state(s2, p, "max_exp_avg_sq") : at::Tensor();
   if (decoupled) {
     p.mul_(1 - o.lr * o.weight_decay);
   } else if (o.weight_decay != 0) {
@@ -48,7 +50,6 @@ void adam(at::Tensor &p, at::Tensor g, ct_tensor s0, ct_tensor s1, ct_tensor s2,
   const double bc2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
   at::Tensor v = exp_avg_sq;
   if (o.amsgrad) {
-    at::Tensor max_sq = need_state(s2, p, "max_exp_avg_sq");
     at::maximum_out(max_sq, max_sq, exp_avg_sq);
     v = max_sq;
   }

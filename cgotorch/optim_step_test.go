@@ -46,3 +46,26 @@ func TestOptimizerStep(t *testing.T) {
 		t.Errorf("failed steps moved the parameter: %v -> %v", got, after)
 	}
 }
+
+// TestOptimizerStepAMSGradMissingStateTouchesNothing: a step that fails on a missing or
+// misshapen state (here AMSGrad's max_exp_avg_sq) panics before it changes anything: the
+// parameter (AdamW's weight decay), exp_avg and exp_avg_sq keep their values, so that a caller
+// who recovers and retries with the right states does not apply half a step twice.
+func TestOptimizerStepAMSGradMissingStateTouchesNothing(t *testing.T) {
+	o := OptimizerOptions{Kind: OptimAdamW, LR: 0.1, WeightDecay: 0.5, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, AMSGrad: true}
+	for name, maxSq := range map[string]*Tensor{"missing": nil, "misshapen": Zeros([]int64{3})} {
+		p := MustFromSlice([]float64{1, -2})
+		g := MustFromSlice([]float64{0.5, 1})
+		m, v := Zeros([]int64{2}, WithDType(Float64)), Zeros([]int64{2}, WithDType(Float64))
+		err := Try(func() { OptimizerStep(o, 1, p, g, m, v, maxSq) })
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("%s max_exp_avg_sq: %v, want ErrInvalidArgument", name, err)
+		}
+		pv, _ := ToSlice[float64](p)
+		mv, _ := ToSlice[float64](m)
+		vv, _ := ToSlice[float64](v)
+		if pv[0] != 1 || pv[1] != -2 || mv[0] != 0 || mv[1] != 0 || vv[0] != 0 || vv[1] != 0 {
+			t.Errorf("%s max_exp_avg_sq: the failed step changed param %v, exp_avg %v, exp_avg_sq %v", name, pv, mv, vv)
+		}
+	}
+}
