@@ -19,7 +19,8 @@ type Linear struct {
 
 // NewLinear returns a Linear layer initialised as PyTorch does: weight and bias uniform in
 // [-1/sqrt(in), 1/sqrt(in)] (kaiming_uniform_ with a = sqrt(5), from libtorch's generator: see
-// cgotorch.ManualSeed). It panics when in or out is not positive.
+// cgotorch.ManualSeed; after the same seed, torch.nn.Linear's values bit for bit). It panics when
+// in or out is not positive.
 func NewLinear(in, out int, bias bool) *Linear {
 	if in <= 0 || out <= 0 {
 		panic(fmt.Sprintf("nn: Linear(%d, %d): sizes must be positive", in, out))
@@ -32,11 +33,25 @@ func NewLinear(in, out int, bias bool) *Linear {
 	return l
 }
 
-// uniform returns a new leaf requiring grad, uniform in [-bound, bound).
+// uniform returns a new Float32 leaf requiring grad, uniform in [-bound, bound), with the values
+// of torch's uniform_(-bound, bound) from the same generator state: it draws torch.rand's
+// samples x and rounds x * (to - from) + from once, from the exact value (in double: the
+// product of 24-bit x and float to - from is exact there, as is the sum), not twice.
 func uniform(shape []int64, bound float64) *Tensor {
 	r := cgotorch.Rand(shape)
 	defer r.Close()
-	return r.MulScalarInPlace(2 * bound).SubScalarInPlace(bound).Detach().SetRequiresGrad(true)
+	b := float64(float32(bound)) // torch's from and to, as floats
+	x, err := r.To(r.Device(), cgotorch.Float64)
+	if err != nil {
+		panic(err)
+	}
+	defer x.Close()
+	u, err := x.MulScalarInPlace(2*b).SubScalarInPlace(b).To(x.Device(), cgotorch.Float32)
+	if err != nil {
+		panic(err)
+	}
+	defer u.Close()
+	return u.Detach().SetRequiresGrad(true)
 }
 
 // NewLinearFrom returns a Linear layer holding copies of weight [out, in] and bias [out] (nil
@@ -201,8 +216,9 @@ func NewBatchNorm1d(c int) *BatchNorm1d {
 	}
 }
 
-// Forward normalises x [N, C] or [N, C, L] per channel; another rank, or C other than the
-// layer's channel count, panics (as PyTorch raises).
+// Forward normalises x [N, C] or [N, C, L] per channel; another rank, C other than the layer's
+// channel count, or a single value per channel in training mode panics (as PyTorch raises). An
+// empty batch gives an empty output and leaves the running statistics as they are, as in PyTorch.
 func (b *BatchNorm1d) Forward(x *Tensor) *Tensor {
 	c := b.Weight.Size(0)
 	var dims, bshape []int64
@@ -220,8 +236,15 @@ func (b *BatchNorm1d) Forward(x *Tensor) *Tensor {
 	var xc, v *Tensor
 	if b.Training() {
 		n := x.Numel() / c
-		if n <= 1 {
+		if n == 1 {
 			panic(shapeError("batch norm", "expected more than 1 value per channel when training, got input %v", x.Shape()))
+		}
+		if n == 0 {
+			// an empty batch, as torch: an empty output, the running statistics unchanged
+			// (no NaN from the empty means), the batch counted, zero gradients
+			cgotorch.NoGrad(func() { b.NumBatchesTracked.AddScalarInPlace(1) })
+			inv := b.RunningVar.AddScalar(b.Eps).Rsqrt().Mul(b.Weight).View(bshape...)
+			return x.Mul(inv).Add(b.Bias.View(bshape...))
 		}
 		mean := x.MeanDim(dims, false)
 		xc = x.Sub(mean.View(bshape...))
