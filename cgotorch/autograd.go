@@ -70,8 +70,9 @@ func (t *Tensor) Detach() *Tensor {
 // SetData gives t the data of src (its storage, shape, dtype and device), as PyTorch's
 // `t.data = src`: t stays the same tensor to autograd and to everyone holding it (a leaf keeps
 // requires-grad), and its gradient is left as it was. This is how a parameter moves to another
-// device in place (see nn.To). It returns an error wrapping ErrClosed for a nil or closed tensor
-// (every tensor this package makes is dense, and any dense tensor can back any other).
+// device in place (see nn.To). It returns an error wrapping ErrClosed for a nil or closed tensor,
+// and one wrapping ErrTorch where PyTorch raises: integer or bool data for a tensor that requires
+// grad (every tensor this package makes is dense, and otherwise any one can back any other).
 func (t *Tensor) SetData(src *Tensor) error {
 	p, err := t.cOrErr("set data")
 	if err != nil {

@@ -82,6 +82,13 @@ func TestSetData(t *testing.T) {
 	if g, err := ToSlice[float64](x.Grad()); err != nil || g[0] != 9 || g[3] != 6 {
 		t.Fatalf("grad after setting its data %v %v", g, err)
 	}
+	// as PyTorch: "data set to a tensor that requires gradients must be floating point or complex"
+	if err := x.SetData(MustFromSlice([]int64{1, 2})); !errors.Is(err, ErrTorch) {
+		t.Fatalf("integer data for a tensor that requires grad: %v, want ErrTorch", err)
+	}
+	if x.DType() != Float64 {
+		t.Fatalf("a refused set data changed the dtype to %v", x.DType())
+	}
 	var closed *Tensor
 	if err := x.SetData(closed); !errors.Is(err, ErrClosed) {
 		t.Fatalf("nil source: %v", err)

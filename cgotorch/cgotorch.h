@@ -158,7 +158,8 @@ ct_error ct_tensor_zero_grad(ct_tensor t);
 ct_error ct_tensor_detach(ct_tensor *out, ct_tensor t);
 /* Gives t the data of src (storage, shape, dtype and device), as PyTorch's `t.data = src`: t stays
  * the same tensor to autograd and to every handle of it (a leaf keeps requires_grad); its
- * gradient is left as it was. Every dense tensor can back every other (any device or dtype). */
+ * gradient is left as it was. Any dense tensor can back any other (any device or dtype), except
+ * that a tensor requiring grad takes floating-point or complex data only (an error, as in PyTorch). */
 ct_error ct_tensor_set_data(ct_tensor t, ct_tensor src);
 /* Sets the calling thread's grad mode; *prev gets the previous one. Thread-local in libtorch:
  * the caller must stay on one OS thread until it restores the mode. */
