@@ -14,7 +14,7 @@ import (
 // order. T must match t's dtype, else ErrInvalidArgument; a closed tensor gives ErrClosed. A
 // tensor too large for Go memory (its byte count overflows int or exceeds the machine's physical
 // memory: an expanded view can have any number of elements) gives ErrInvalidArgument, before
-// anything is allocated.
+// anything is allocated. A Bool element whose byte is not 0 comes back as true, whatever the byte.
 func ToSlice[T Element](t *Tensor) ([]T, error) {
 	var out []T
 	err := copyOut("to slice", t, dtypeOf[T](), func(n int) unsafe.Pointer {
@@ -27,7 +27,23 @@ func ToSlice[T Element](t *Tensor) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
+	if bs, ok := any(out).([]bool); ok {
+		validBools(bs)
+	}
 	return out, nil
+}
+
+// validBools makes every element of b a valid Go bool. A Bool tensor's bytes are libtorch's,
+// where any nonzero byte is true (FromBytes and a file's data can hold 2 or 255, as PyTorch's
+// frombuffer does), but a Go bool must be the byte 0 or 1: one holding 2 is true and yet
+// unequal to true.
+func validBools(b []bool) {
+	if len(b) == 0 {
+		return
+	}
+	for i, x := range unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)) {
+		b[i] = x != 0
+	}
 }
 
 // ToBytes copies the elements of t (any device, any layout) into a new byte slice in row-major

@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 func TestFromSliceRoundTrip(t *testing.T) {
@@ -512,5 +514,26 @@ func TestBytesOfHalfTensors(t *testing.T) {
 	}
 	if _, err := ToBytes(y, DType(99)); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("unknown dtype: %v", err)
+	}
+}
+
+// A Bool tensor may hold bytes other than 0 and 1 (FromBytes, a safetensors file: PyTorch's
+// frombuffer keeps them too), but the Go bools ToSlice returns are valid ones: a Go bool whose
+// byte is 2 is true yet unequal to true. Nonzero bytes read as true, as libtorch reads them.
+func TestToSliceOfBoolBytesGivesValidBools(t *testing.T) {
+	x, err := FromBytes([]byte{2, 0, 1, 255}, Bool, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	v, err := ToSlice[bool](x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, false, true, true}; !slices.Equal(v, want) {
+		t.Fatalf("ToSlice of bytes 2, 0, 1, 255: %v, want %v", v, want)
+	}
+	if b := *(*byte)(unsafe.Pointer(&v[3])); b != 1 {
+		t.Fatalf("the bool read from byte 255 holds byte %d", b)
 	}
 }
