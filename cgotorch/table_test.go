@@ -95,12 +95,15 @@ func TestTableHandle(t *testing.T) {
 // The tensor kernels (CUDA's code path, run on the CPU) give the raw kernels' numbers, a learning
 // rate change between steps included (SGD momentum: the rows absent from steps are caught up).
 func TestTableTensorKernels(t *testing.T) {
-	for _, opt := range []cgotorch.TableOptimizer{cgotorch.OptSGD, cgotorch.OptAdagrad, cgotorch.OptSparseAdam, cgotorch.OptFTRL} {
+	for _, opt := range []cgotorch.TableOptimizer{cgotorch.OptSGD, cgotorch.OptAdagrad, cgotorch.OptRowWiseAdagrad,
+		cgotorch.OptSparseAdam, cgotorch.OptAdamW, cgotorch.OptFTRL} {
 		params := map[cgotorch.TableOptimizer][8]float64{
-			cgotorch.OptSGD:        {0.1, 0.9},
-			cgotorch.OptAdagrad:    {0.1, 0, 0.1, 1e-10},
-			cgotorch.OptSparseAdam: {0.01, 0.9, 0.999, 1e-8},
-			cgotorch.OptFTRL:       {0.1, 1, 0.01, 0.1, 0.1},
+			cgotorch.OptSGD:            {0.1, 0.9},
+			cgotorch.OptAdagrad:        {0.1, 0, 0.1, 1e-10},
+			cgotorch.OptRowWiseAdagrad: {0.1, 0.05, 0.1, 1e-6},
+			cgotorch.OptSparseAdam:     {0.01, 0.9, 0.999, 1e-8},
+			cgotorch.OptAdamW:          {0.01, 0.9, 0.999, 1e-8, 0.1},
+			cgotorch.OptFTRL:           {0.1, 1, 0.01, 0.1, 0.1},
 		}[opt]
 		var tables [2]*cgotorch.Table
 		for i := range tables {
