@@ -281,6 +281,416 @@ static void test_rng_state(void) {
   ct_tensor_free(state);
 }
 
+/* Every *_free of cgotorch.h accepts NULL as a no-op. The list is checked against the header
+ * itself: test_free_null reads cgotorch.h (next to this file's directory, found through
+ * __FILE__, so run from the repository root as `make sanitize` does) and fails for any
+ * function declared there whose name ends in _free and that is missing here. */
+static void free_error_null(void) { ct_error_free(NULL); }
+static void free_string_null(void) { ct_string_free(NULL); }
+static void free_tensor_null(void) { ct_tensor_free(NULL); }
+static void free_table_null(void) { ct_table_free(NULL); }
+static const struct {
+  const char *name;
+  void (*call_with_null)(void);
+} free_functions[] = {
+    {"ct_error_free", free_error_null},
+    {"ct_string_free", free_string_null},
+    {"ct_tensor_free", free_tensor_null},
+    {"ct_table_free", free_table_null},
+};
+#define NUM_FREE_FUNCTIONS ((int)(sizeof free_functions / sizeof free_functions[0]))
+
+static int is_ident(int c) { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+static void test_free_null(void) {
+  char path[512];
+  const char *file = __FILE__, *slash = strstr(file, "ctest/abi_test.c");
+  size_t dir = slash != NULL ? (size_t)(slash - file) : 0;
+  int i, declared = 0;
+  static char text[1 << 17];
+  size_t len;
+  FILE *f;
+  CHECK(dir + sizeof "cgotorch.h" < sizeof path);
+  memcpy(path, file, dir);
+  strcpy(path + dir, "cgotorch.h");
+  f = fopen(path, "r");
+  CHECK(f != NULL);
+  if (f == NULL) {
+    fprintf(stderr, "cannot open %s (run from the repository root)\n", path);
+    return;
+  }
+  len = fread(text, 1, sizeof text - 1, f);
+  CHECK(feof(f)); /* read it whole */
+  fclose(f);
+  text[len] = '\0';
+  /* every identifier ct_..._free followed by '(' (after blanks): a declaration (the prose
+   * mentions them without parentheses) */
+  for (size_t p = 0; p + 3 < len; p++) {
+    if (strncmp(text + p, "ct_", 3) != 0 || (p > 0 && is_ident((unsigned char)text[p - 1]))) continue;
+    size_t e = p;
+    while (e < len && is_ident((unsigned char)text[e])) e++;
+    size_t q = e;
+    while (q < len && (text[q] == ' ' || text[q] == '\t')) q++;
+    if (e - p > 5 && strncmp(text + e - 5, "_free", 5) == 0 && q < len && text[q] == '(') {
+      int found = 0;
+      declared++;
+      for (i = 0; i < NUM_FREE_FUNCTIONS; i++) {
+        if (strlen(free_functions[i].name) == e - p && strncmp(free_functions[i].name, text + p, e - p) == 0) found = 1;
+      }
+      if (!found) fprintf(stderr, "%.*s is declared in cgotorch.h but not called with NULL by abi_test.c\n", (int)(e - p), text + p);
+      CHECK(found);
+    }
+    p = e;
+  }
+  CHECK(declared == NUM_FREE_FUNCTIONS);
+  for (i = 0; i < NUM_FREE_FUNCTIONS; i++) free_functions[i].call_with_null(); /* no-ops */
+}
+
+/* A sink that must never be called. */
+static int32_t never_sink(uintptr_t ctx, const ct_table_chunk *chunk) {
+  (void)chunk;
+  *(int *)ctx += 1;
+  return 0;
+}
+
+/* Bad table handles (NULL, a closed table) through every ct_table_* taking one: an error with
+ * the "closed: " prefix, never a crash, out-parameters untouched (they keep a sentinel), no
+ * handle leaked. */
+static void test_bad_table_handles(void) {
+  static char mark;
+  ct_tensor const S = (ct_tensor)(void *)&mark; /* sentinel: never a real handle */
+  int64_t handles = ct_live_handles();
+  int64_t idv[2] = {1, 2}, cnt[2] = {1, 1};
+  float rowsv[8] = {0}, buf[8];
+  uint8_t found[2] = {7, 7};
+  int64_t shape1[1] = {2}, shape2[2] = {2, 4};
+  int64_t bag_shape[2] = {1, 2};
+  ct_tensor keys = NULL, vals = NULL, bag = NULL;
+  CHECK(ok(ct_tensor_from_data(&keys, idv, sizeof idv, CT_INT64, shape1, 1)));
+  CHECK(ok(ct_tensor_from_data(&bag, idv, sizeof idv, CT_INT64, bag_shape, 2)));
+  CHECK(ok(ct_tensor_from_data(&vals, rowsv, sizeof rowsv, CT_FLOAT32, shape2, 2)));
+  ct_table_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dim = 4;
+  cfg.optimizer = CT_OPT_SGD;
+  cfg.opt_params[0] = 0.1;
+  cfg.device.type = CT_CPU;
+  cfg.device.index = -1;
+  ct_table live = NULL, closed = NULL;
+  ct_table first = NULL;
+  CHECK(ok(ct_table_new(&live, "abi_bad_live", &cfg)));
+  CHECK(ok(ct_table_new(&first, "abi_bad_handles", &cfg)));
+  CHECK(ok(ct_table_open(&closed, "abi_bad_handles")));
+  CHECK(ok(ct_table_close(closed)));
+  CHECK(ok(ct_table_close(closed))); /* twice is fine */
+  ct_table_forward_options fo;
+  memset(&fo, 0, sizeof fo);
+  fo.train = 1;
+  int calls = 0;
+  for (int which = 0; which < 2; which++) {
+    ct_table h = which == 0 ? NULL : closed;
+    ct_tensor a = S, b = S, c = S, st[2] = {S, S}, d = S, e = S;
+    int64_t i64 = -7, j64 = -7;
+    int32_t i32 = -7;
+    char *str = (char *)&mark;
+    ct_table_stats stats;
+    ct_table_config cg;
+    memset(&stats, 0x5a, sizeof stats);
+    memset(&cg, 0x5a, sizeof cg);
+    if (which == 0) CHECK(fails_with(ct_table_close(h), "closed: "));
+    CHECK(fails_with(ct_table_lookup(&a, h, keys), "closed: "));
+    CHECK(fails_with(ct_table_indices(&a, h, keys, 1), "closed: "));
+    CHECK(fails_with(ct_table_read(&a, &b, h, keys, CT_READ_ZEROS), "closed: "));
+    CHECK(fails_with(ct_table_lookup_into(buf, 8, h, idv, 2), "closed: "));
+    CHECK(fails_with(ct_table_read_into(buf, 8, found, h, idv, 2, CT_READ_ZEROS), "closed: "));
+    CHECK(fails_with(ct_table_write(h, keys, vals), "closed: "));
+    CHECK(fails_with(ct_table_update(h, keys, vals), "closed: "));
+    CHECK(fails_with(ct_table_prefetch(&i64, h, keys, CT_READ_ZEROS), "closed: "));
+    CHECK(fails_with(ct_table_prefetch_wait(&a, &b, &i32, h, 0, 0), "closed: "));
+    CHECK(fails_with(ct_table_prefetch_discard(h, 0), "closed: "));
+    CHECK(fails_with(ct_table_delete(&i64, h, keys), "closed: "));
+    CHECK(fails_with(ct_table_clear(h), "closed: "));
+    CHECK(fails_with(ct_table_stats_get(&stats, h), "closed: "));
+    CHECK(fails_with(ct_table_export(&a, &b, st, 2, &i64, h), "closed: "));
+    CHECK(fails_with(ct_table_forward(&a, h, keys, &fo), "closed: "));
+    CHECK(fails_with(ct_table_forward_bag(&a, h, bag, NULL, NULL, CT_BAG_SUM, &fo), "closed: "));
+    CHECK(fails_with(ct_table_step(&i32, h), "closed: "));
+    CHECK(fails_with(ct_table_zero_grad(h), "closed: "));
+    CHECK(fails_with(ct_table_pending_grad(&a, &b, h), "closed: "));
+    CHECK(fails_with(ct_table_config_get(&cg, h), "closed: "));
+    CHECK(fails_with(ct_table_save(h, 4, never_sink, (uintptr_t)&calls), "closed: "));
+    CHECK(fails_with(ct_table_export_chunks(h, 4, never_sink, (uintptr_t)&calls), "closed: "));
+    CHECK(fails_with(ct_table_import(h, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL), "closed: "));
+    CHECK(fails_with(ct_table_apply_delta(h, 0, 0, NULL, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL),
+                     "closed: "));
+    CHECK(fails_with(ct_table_set_step(h, 1), "closed: "));
+    CHECK(fails_with(ct_table_swap(h, live), "closed: "));
+    CHECK(fails_with(ct_table_swap(live, h), "closed: "));
+    CHECK(fails_with(ct_table_set_admission(h, 2), "closed: "));
+    CHECK(fails_with(ct_table_set_lr(h, 0.5), "closed: "));
+    CHECK(fails_with(ct_table_admission(&i64, &j64, h), "closed: "));
+    CHECK(fails_with(ct_table_import_counts(h, 2, idv, cnt), "closed: "));
+    CHECK(fails_with(ct_table_metadata(&a, &b, &c, h), "closed: "));
+    CHECK(fails_with(ct_table_evict(&a, &b, &i64, h, CT_EVICT_TTL, 1), "closed: "));
+    CHECK(fails_with(ct_table_remove(&a, &b, h, keys), "closed: "));
+    CHECK(fails_with(ct_table_remove_unchanged(&a, &b, h, keys, keys, keys), "closed: "));
+    CHECK(fails_with(ct_table_compact(h), "closed: "));
+    CHECK(fails_with(ct_table_delta(&a, &b, st, 2, &c, &d, &i64, h, 1), "closed: "));
+    if (which == 0) CHECK(fails_with(ct_table_name(&str, h), "closed: "));
+    CHECK(a == S && b == S && c == S && d == S && e == S && st[0] == S && st[1] == S);
+    CHECK(i64 == -7 && j64 == -7 && i32 == -7 && str == (char *)&mark);
+    CHECK(found[0] == 7 && found[1] == 7);
+  }
+  CHECK(calls == 0);
+  /* by name: a closed table's name is free again */
+  CHECK(fails_with(ct_table_update_by_name("abi_bad_handles", keys, vals), "not found: "));
+  CHECK(fails_with(ct_table_update_by_name(NULL, keys, vals), "NULL"));
+  CHECK(ok(ct_table_close(first))); /* through another handle: closed already, fine */
+  ct_table_free(first);
+  ct_table_free(closed);
+  CHECK(ok(ct_table_close(live)));
+  ct_table_free(live);
+  ct_tensor_free(keys);
+  ct_tensor_free(vals);
+  ct_tensor_free(bag);
+  CHECK(ct_live_handles() == handles);
+}
+
+/* NULL and released (scope-ended) tensor handles through every function taking a ct_tensor:
+ * an error with the "closed: " prefix, out-parameters untouched, no handle leaked. */
+static void test_bad_tensor_handles(void) {
+  static char mark;
+  ct_tensor const S = (ct_tensor)(void *)&mark;
+  int64_t handles = ct_live_handles();
+  int64_t shape[1] = {4}, dims[1] = {0};
+  ct_tensor good = NULL, released = NULL;
+  ct_scope sc = NULL;
+  CHECK(ok(ct_tensor_new(&good, CT_FILL_ONES, 0, shape, 1, cpu_float())));
+  CHECK(ok(ct_scope_begin(&sc)));
+  CHECK(ok(ct_tensor_new(&released, CT_FILL_ONES, 0, shape, 1, cpu_float())));
+  CHECK(ok(ct_scope_end(NULL, sc)));
+  ct_optim_options oo;
+  memset(&oo, 0, sizeof oo);
+  oo.kind = CT_OPTIM_SGD;
+  oo.lr = 0.1;
+  for (int which = 0; which < 2; which++) {
+    ct_tensor h = which == 0 ? NULL : released;
+    ct_tensor a = S, b = S, c = S, list[2];
+    int32_t i32 = -7;
+    int64_t i64 = -7, shp[1] = {-7};
+    char *str = (char *)&mark;
+    ct_device dev;
+    float f[4];
+    dev.type = -7;
+    dev.index = -7;
+    list[0] = good;
+    list[1] = h;
+    CHECK(fails_with(ct_tensor_copy_to(f, sizeof f, h, CT_FLOAT32), "closed: "));
+    CHECK(fails_with(ct_tensor_ndim(&i32, h), "closed: "));
+    CHECK(fails_with(ct_tensor_shape(shp, 1, h), "closed: "));
+    CHECK(fails_with(ct_tensor_numel(&i64, h), "closed: "));
+    CHECK(fails_with(ct_tensor_dtype(&i32, h), "closed: "));
+    CHECK(fails_with(ct_tensor_device(&dev, h), "closed: "));
+    CHECK(fails_with(ct_tensor_string(&str, h), "closed: "));
+    CHECK(fails_with(ct_tensor_shallow_clone(&a, h), "closed: "));
+    CHECK(fails_with(ct_tensor_to(&a, h, cpu_float().device, -1), "closed: "));
+    CHECK(fails_with(ct_tensor_set_requires_grad(h, 1), "closed: "));
+    CHECK(fails_with(ct_tensor_requires_grad(&i32, h), "closed: "));
+    CHECK(fails_with(ct_tensor_backward(h, NULL, 0), "closed: "));
+    if (which == 1) CHECK(fails_with(ct_tensor_backward(good, h, 0), "closed: "));
+    CHECK(fails_with(ct_tensor_grad(&a, h), "closed: "));
+    CHECK(fails_with(ct_tensor_zero_grad(h), "closed: "));
+    CHECK(fails_with(ct_tensor_detach(&a, h), "closed: "));
+    CHECK(fails_with(ct_tensor_set_data(h, good), "closed: "));
+    CHECK(fails_with(ct_tensor_set_data(good, h), "closed: "));
+    CHECK(fails_with(ct_set_rng_state(h), "closed: "));
+    CHECK(fails_with(ct_rng_check_state(h), "closed: "));
+    CHECK(fails_with(ct_unary(&a, CT_OP_NEG, h), "closed: "));
+    CHECK(fails_with(ct_binary(&a, CT_OP_ADD, good, h), "closed: "));
+    CHECK(fails_with(ct_binary_scalar(&a, CT_OP_ADD, h, 1), "closed: "));
+    CHECK(fails_with(ct_inplace_binary(h, CT_OP_ADD, good, 1), "closed: "));
+    CHECK(fails_with(ct_inplace_binary(good, CT_OP_ADD, h, 1), "closed: "));
+    CHECK(fails_with(ct_inplace_scalar(h, CT_OP_ADD, 1), "closed: "));
+    CHECK(fails_with(ct_optim_step(h, good, NULL, NULL, NULL, 1, &oo), "closed: "));
+    CHECK(fails_with(ct_optim_step(good, h, NULL, NULL, NULL, 1, &oo), "closed: "));
+    CHECK(fails_with(ct_clamp(&a, h, 0, 1, 1, 1), "closed: "));
+    CHECK(fails_with(ct_where(&a, h, good, good), "closed: "));
+    CHECK(fails_with(ct_masked_fill(&a, good, h, 0), "closed: "));
+    CHECK(fails_with(ct_reduce(&a, CT_REDUCE_SUM, h, dims, 1, 0), "closed: "));
+    CHECK(fails_with(ct_reduce_with_indices(&a, &b, CT_REDUCE_MAX, h, 0, 0), "closed: "));
+    CHECK(fails_with(ct_topk(&a, &b, h, 1, 0, 1, 1), "closed: "));
+    CHECK(fails_with(ct_sort(&a, &b, h, 0, 0), "closed: "));
+    CHECK(fails_with(ct_shape_op(&a, CT_SHAPE_CLONE, h, NULL, 0), "closed: "));
+    CHECK(fails_with(ct_narrow(&a, h, 0, 0, 1), "closed: "));
+    CHECK(fails_with(ct_join(&a, CT_JOIN_CAT, list, 2, 0), "closed: "));
+    CHECK(fails_with(ct_index(&a, CT_INDEX_SELECT, good, 0, h), "closed: "));
+    CHECK(fails_with(ct_index_update(&a, CT_INDEX_ADD, good, 0, h, good, 0), "closed: "));
+    CHECK(fails_with(ct_unique(&a, &b, &c, h, 1), "closed: "));
+    CHECK(fails_with(ct_mm(&a, h, good), "closed: "));
+    CHECK(fails_with(ct_matmul(&a, good, h), "closed: "));
+    CHECK(fails_with(ct_softmax(&a, h, 0, 0), "closed: "));
+    CHECK(fails_with(ct_dropout(&a, h, 0.5, 1), "closed: "));
+    CHECK(fails_with(ct_loss(&a, CT_LOSS_MSE, h, good, 1), "closed: "));
+    CHECK(a == S && b == S && c == S && str == (char *)&mark);
+    CHECK(i32 == -7 && i64 == -7 && shp[0] == -7 && dev.type == -7 && dev.index == -7);
+  }
+  ct_tensor_free(released);
+  ct_tensor_free(good);
+  CHECK(ct_live_handles() == handles);
+}
+
+/* Failing calls with several out-parameters (argument errors found by the wrapper, by the table
+ * or by libtorch, late in the call): every out-parameter keeps its sentinel, no handle leaks. */
+static void test_errors_leave_outputs(void) {
+  static char mark;
+  ct_tensor const S = (ct_tensor)(void *)&mark;
+  int64_t handles = ct_live_handles();
+  int64_t shape[2] = {2, 3}, idv[2] = {1, 2};
+  float in[6] = {1, 2, 3, 4, 5, 6};
+  ct_tensor x = NULL, keys = NULL;
+  CHECK(ok(ct_tensor_from_data(&x, in, sizeof in, CT_FLOAT32, shape, 2)));
+  CHECK(ok(ct_tensor_from_data(&keys, idv, sizeof idv, CT_INT64, &shape[0], 1)));
+  ct_tensor a = S, b = S, c = S, d = S, st[2] = {S, S};
+  int64_t i64 = -7, j64 = -7;
+  int32_t i32 = -7;
+  ct_device bad_dev;
+  bad_dev.type = CT_CPU;
+  bad_dev.index = 3;
+  CHECK(fails_with(ct_reduce_with_indices(&a, &b, CT_REDUCE_MAX, x, 5, 0), "range"));
+  CHECK(fails_with(ct_reduce_with_indices(NULL, &b, CT_REDUCE_MIN, x, 5, 0), "range"));
+  CHECK(fails_with(ct_topk(&a, &b, x, 9, 1, 1, 1), "range"));
+  CHECK(fails_with(ct_sort(&a, &b, x, 4, 0), "range"));
+  CHECK(fails_with(ct_unique(&a, &b, &c, NULL, 1), "closed: "));
+  CHECK(fails_with(ct_tensor_to(&a, x, bad_dev, -1), "CPU device index"));
+  CHECK(fails_with(ct_tensor_to(&a, x, cpu_float().device, 99), "dtype"));
+  CHECK(fails_with(ct_index_update(&a, CT_INDEX_ADD, x, 0, keys, x, 0), "index"));
+  CHECK(fails_with(ct_shape_op(&a, CT_SHAPE_VIEW, x, idv, 1), "shape"));
+  CHECK(fails_with(ct_narrow(&a, x, 0, 1, 5), "length"));
+  CHECK(fails_with(ct_softmax(&a, x, 7, 0), "range"));
+  CHECK(fails_with(ct_loss(&a, CT_LOSS_BCE, x, keys, 1), "size"));
+  CHECK(a == S && b == S && c == S);
+
+  ct_table_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dim = 3;
+  cfg.optimizer = CT_OPT_ADAGRAD;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[3] = 1e-10;
+  cfg.device.type = CT_CPU;
+  cfg.device.index = -1;
+  ct_table t = NULL;
+  CHECK(ok(ct_table_new(&t, "abi_errors_outputs", &cfg)));
+  ct_table_forward_options fo;
+  memset(&fo, 0, sizeof fo);
+  fo.train = 1;
+  CHECK(fails_with(ct_table_lookup(&a, t, x), "int64"));
+  CHECK(fails_with(ct_table_read(&a, &b, t, keys, 9), "read default"));
+  CHECK(fails_with(ct_table_indices(&a, t, x, 1), "int64"));
+  CHECK(fails_with(ct_table_export(&a, &b, st, 0, &i64, t), "room"));
+  CHECK(fails_with(ct_table_export(&a, &b, NULL, 1, &i64, t), "NULL"));
+  CHECK(fails_with(ct_table_delta(&a, &b, st, 0, &c, &d, &i64, t, 1), "room"));
+  CHECK(fails_with(ct_table_delta(&a, &b, NULL, 1, &c, &d, &i64, t, 1), "NULL"));
+  CHECK(fails_with(ct_table_evict(&a, &b, &i64, t, 99, 1), "invalid argument: "));
+  CHECK(fails_with(ct_table_metadata(&a, &b, &c, t), "invalid argument: "));
+  CHECK(fails_with(ct_table_remove_unchanged(&a, &b, t, keys, keys, keys), "invalid argument: "));
+  CHECK(fails_with(ct_table_remove_unchanged(&a, &b, t, keys, keys, NULL), "closed: "));
+  CHECK(fails_with(ct_table_remove(&a, &b, t, x), "int64"));
+  CHECK(fails_with(ct_table_prefetch(&i64, t, keys, 9), "read default"));
+  CHECK(fails_with(ct_table_prefetch_wait(&a, &b, &i32, t, 12345, 0), "unknown prefetch: "));
+  CHECK(fails_with(ct_table_delete(&i64, t, x), "int64"));
+  CHECK(fails_with(ct_table_forward(&a, t, x, &fo), "int64"));
+  CHECK(fails_with(ct_table_forward(&a, t, keys, NULL), "NULL"));
+  CHECK(fails_with(ct_table_forward_bag(&a, t, keys, NULL, NULL, 7, &fo), "bag mode"));
+  CHECK(fails_with(ct_table_admission(NULL, &j64, t), "NULL"));
+  CHECK(fails_with(ct_table_pending_grad(&a, NULL, t), "NULL"));
+  ct_table other = (ct_table)(void *)&mark;
+  CHECK(fails_with(ct_table_open(&other, "no such table"), "not found: "));
+  CHECK(fails_with(ct_table_new(&other, "abi_errors_outputs", &cfg), "name taken: "));
+  CHECK(other == (ct_table)(void *)&mark);
+  CHECK(a == S && b == S && c == S && d == S && st[0] == S && st[1] == S);
+  CHECK(i64 == -7 && j64 == -7 && i32 == -7);
+  /* a prefetch of a table closed under it: the wait fails, nothing is written */
+  int64_t id = -1;
+  CHECK(ok(ct_table_prefetch(&id, t, keys, CT_READ_ZEROS)));
+  CHECK(ok(ct_table_close(t)));
+  CHECK(fails_with(ct_table_prefetch_wait(&a, &b, &i32, t, id, -1), "closed: "));
+  CHECK(a == S && b == S && i32 == -7);
+  ct_table_free(t);
+
+  ct_scope s1 = NULL, s2 = NULL;
+  CHECK(ok(ct_scope_begin(&s1)));
+  CHECK(ok(ct_scope_begin(&s2)));
+  CHECK(fails_with(ct_scope_end(&i64, s1), "reverse order"));
+  CHECK(i64 == -7);
+  CHECK(ok(ct_scope_end(NULL, s2)));
+  CHECK(ok(ct_scope_end(NULL, s1)));
+  ct_tensor_free(x);
+  ct_tensor_free(keys);
+  CHECK(ct_live_handles() == handles);
+}
+
+/* Empty inputs with NULL pointers, which the header allows wherever a length is 0: fine, and
+ * no NULL reaches memcpy or the like (UBSan's nonnull checks). */
+static void test_empty_with_null_pointers(void) {
+  int64_t handles = ct_live_handles();
+  int64_t zero = 0, shape0[2] = {0, 4};
+  ct_tensor e = NULL, k = NULL, r = NULL, f = NULL, st = NULL, ids = NULL, rows = NULL, meta = NULL, del = NULL;
+  CHECK(ok(ct_tensor_from_data(&e, NULL, 0, CT_FLOAT32, shape0, 2)));
+  CHECK(ok(ct_tensor_copy_to(NULL, 0, e, CT_FLOAT32)));
+  CHECK(ok(ct_tensor_from_data(&k, NULL, 0, CT_INT64, &zero, 1)));
+  CHECK(ok(ct_tensor_shape(NULL, 0, e)));
+  ct_table_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dim = 4;
+  cfg.optimizer = CT_OPT_ADAGRAD;
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[3] = 1e-10;
+  cfg.device.type = CT_CPU;
+  cfg.device.index = -1;
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  ct_table t = NULL;
+  CHECK(ok(ct_table_new(&t, "abi_empty_null", &cfg)));
+  CHECK(ok(ct_table_lookup_into(NULL, 0, t, NULL, 0)));
+  CHECK(ok(ct_table_read_into(NULL, 0, NULL, t, NULL, 0, CT_READ_INITIAL)));
+  CHECK(ok(ct_table_import(t, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_apply_delta(t, 0, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_import_counts(t, 0, NULL, NULL)));
+  CHECK(ok(ct_table_lookup(&r, t, k)));
+  CHECK(ok(ct_table_read(&f, NULL, t, k, CT_READ_ZEROS)));
+  CHECK(ok(ct_table_write(t, k, e)));
+  CHECK(ok(ct_table_update(t, k, e)));
+  CHECK(ok(ct_table_delete(NULL, t, k)));
+  CHECK(ok(ct_table_export(&ids, &rows, &st, 1, NULL, t)));
+  ct_tensor_free(ids);
+  ct_tensor_free(rows);
+  ct_tensor_free(st);
+  ids = rows = st = NULL;
+  CHECK(ok(ct_table_delta(&ids, &rows, &st, 1, &meta, &del, NULL, t, 1)));
+  ct_tensor_free(ids);
+  ct_tensor_free(rows);
+  ct_tensor_free(st);
+  ct_tensor_free(meta);
+  ct_tensor_free(del);
+  ids = rows = NULL;
+  CHECK(ok(ct_table_metadata(&ids, &rows, &st, t)));
+  ct_tensor_free(ids);
+  ct_tensor_free(rows);
+  ct_tensor_free(st);
+  ids = rows = NULL;
+  CHECK(ok(ct_table_evict(NULL, NULL, NULL, t, CT_EVICT_LRU, 0)));
+  CHECK(ok(ct_table_remove(&ids, &rows, t, k)));
+  ct_tensor_free(ids);
+  ct_tensor_free(rows);
+  CHECK(ok(ct_table_compact(t)));
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+  ct_tensor_free(r);
+  ct_tensor_free(f);
+  ct_tensor_free(e);
+  ct_tensor_free(k);
+  CHECK(ct_live_handles() == handles);
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -291,6 +701,11 @@ int main(void) {
   test_ops();
   test_optim_step();
   test_rng_state();
+  test_free_null();
+  test_bad_table_handles();
+  test_bad_tensor_handles();
+  test_errors_leave_outputs();
+  test_empty_with_null_pointers();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
