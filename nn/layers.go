@@ -298,7 +298,8 @@ type Tanh struct{ Stateless }
 // Forward returns tanh(x).
 func (*Tanh) Forward(x *Tensor) *Tensor { return x.Tanh() }
 
-// LeakyReLU is x for x > 0 and Slope*x elsewhere (PyTorch's negative_slope, 0.01 by default).
+// LeakyReLU is x for x > 0 and Slope*x elsewhere (PyTorch's negative_slope). Torch's default
+// slope, 0.01, is NewLeakyReLU(0.01): the zero value's Slope is 0, which makes it a ReLU.
 type LeakyReLU struct {
 	Stateless
 	Slope float64
