@@ -145,11 +145,15 @@ ct_error ct_table_open(ct_table *out, const char *name) {
 ct_error ct_table_close(ct_table h) {
   return guard([&] {
     Table &t = tbl(h);
+    {
+      // The name goes first: a table being closed is not open (Names, Get), and New may take
+      // its name while close waits for the operations in flight.
+      auto &r = ct::table::registry();
+      std::lock_guard<std::mutex> l(r.mu);
+      auto it = r.tables.find(t.name());
+      if (it != r.tables.end() && it->second.get() == &t) r.tables.erase(it);
+    }
     t.close();
-    auto &r = ct::table::registry();
-    std::lock_guard<std::mutex> l(r.mu);
-    auto it = r.tables.find(t.name());
-    if (it != r.tables.end() && it->second.get() == &t) r.tables.erase(it);
   });
 }
 
