@@ -416,14 +416,24 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 			return err
 		}
 	}
+	// (The swaps are not under configs' lock: each waits for the operations in flight.)
+	for i, t := range tables {
+		if err := t.t.Swap(fresh[i].t); err != nil {
+			// Checked compatible above: the table was closed meanwhile. A swap is its own
+			// inverse: the tables swapped already get their contents back.
+			for j := i - 1; j >= 0; j-- {
+				_ = tables[j].t.Swap(fresh[j].t)
+			}
+			return wrap(op, t.Name(), err)
+		}
+	}
 	configs.Lock()
 	defer configs.Unlock()
 	for i, t := range tables {
-		if err := t.t.Swap(fresh[i].t); err != nil {
-			return wrap(op, t.Name(), err) // checked compatible above: not expected
-		}
 		t.st.cfg.Store(fresh[i].st.cfg.Load()) // every handle of the table sees it
-		configs.m[t.name] = t.st
+		if _, ok := configs.m[t.name]; !ok && isOpen(t.name) {
+			configs.m[t.name] = t.st // a table created through cgotorch, reached with Get
+		}
 	}
 	return nil
 }
