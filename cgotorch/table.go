@@ -199,6 +199,23 @@ func (t *Table) acquire(op string) (C.ct_table, error) {
 	return t.p, nil
 }
 
+// tryAcquire is acquire; with try, it gives up at once (ok false, no error) instead of waiting
+// while a Close holds or waits for the lock.
+func (t *Table) tryAcquire(op string, try bool) (p C.ct_table, ok bool, err error) {
+	if !try || t == nil {
+		p, err = t.acquire(op)
+		return p, err == nil, err
+	}
+	if !t.mu.TryRLock() {
+		return nil, false, nil
+	}
+	if t.p == nil {
+		t.mu.RUnlock()
+		return nil, false, &Error{Op: op, Msg: "table \"" + t.name + "\" is closed", Kind: ErrClosed}
+	}
+	return t.p, true, nil
+}
+
 // NewTable creates and registers a table; the name must not be taken.
 func NewTable(name string, cfg TableConfig) (*Table, error) {
 	if err := cfg.Device.checkAvailable(); err != nil {
@@ -442,12 +459,18 @@ func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
 // whether it finished: then rows and found are set and the prefetch is consumed (waiting again
 // gives ErrUnknownPrefetch); otherwise wait again later. One wait at a time: a concurrent second
 // wait gives ErrUnknownPrefetch, and so does a wait during which the prefetch is discarded
-// (at once).
+// (at once). While a Close of this handle waits for its other calls (a long export, say), a
+// wait with a timeout gives not ready after it, so that a caller polling in time slices can
+// give up; once the Close is done it gives ErrClosed.
 func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tensor, ready bool, err error) {
 	const op = "table prefetch wait"
-	p, err := t.acquire(op)
+	p, ok, err := t.tryAcquire(op, timeout >= 0)
 	if err != nil {
 		return nil, nil, false, err
+	}
+	if !ok {
+		time.Sleep(timeout) // a Close holds or waits for the lock
+		return nil, nil, false, nil
 	}
 	defer t.mu.RUnlock()
 	us := C.int64_t(-1)
