@@ -8,9 +8,10 @@
 // # Tables
 //
 // New creates a table under a process-wide unique name; Get returns another handle to it and
-// Names lists the open ones. Close closes a table for all its handles, after the operations in
-// flight, and frees its name. An open table stays registered even when no Go value refers to it
-// any more: close tables you are done with.
+// Names lists the open ones. Close closes a table for all its handles: its name is free at once
+// (a new table may take it), later operations fail with ErrClosed, and Close returns once the
+// operations in flight have finished. An open table stays registered even when no Go value
+// refers to it any more: close tables you are done with.
 //
 //	users, err := embedding.New("user", embedding.Config{
 //		Dim:       16,
