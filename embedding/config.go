@@ -186,7 +186,9 @@ type AdamW struct{ LR, Beta1, Beta2, Eps, WeightDecay float64 }
 // linear term as in TensorFlow's ApplyFtrl (so rows may start from any initializer):
 // n' = n + g²; sigma = (sqrt(n') - sqrt(n)) / Alpha; z += g - sigma*w; n = n';
 // w = 0 if |z| <= L1, else -(z - sign(z)*L1) / ((Beta + sqrt(n))/Alpha + L2).
-// Alpha 0 means 0.05; new rows' n starts at InitialAccumulator.
+// Alpha 0 means 0.05; new rows' n starts at InitialAccumulator. L2 is McMahan's lambda2:
+// TensorFlow's ApplyFtrl adds 2*l2 to the denominator, so its l2 of x is L2 = 2x here (lr_power is
+// -0.5, with no l2_shrinkage).
 type FTRL struct{ Alpha, Beta, L1, L2, InitialAccumulator float64 }
 
 func or(v, def float64) float64 {
