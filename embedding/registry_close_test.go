@@ -31,18 +31,8 @@ func TestClosingTableFreesItsName(t *testing.T) {
 	if !ok {
 		t.Fatal("Get of an open table failed")
 	}
-	inFn, release := make(chan struct{}), make(chan struct{})
-	releaseOnce := sync.OnceFunc(func() { close(release) })
+	releaseOnce, exported := holdInExport(x)
 	defer releaseOnce()
-	exported := make(chan error, 1)
-	go func() {
-		exported <- x.ExportEach(1, func(*embedding.ExportChunk) error {
-			close(inFn)
-			<-release // holds the table's lock shared: Close waits for this export
-			return nil
-		})
-	}()
-	<-inFn
 	closed := make(chan error, 1)
 	go func() { closed <- other.Close() }()
 	// Wait (without sleeping) until Close has marked the table closed: a prefetch checks that
@@ -123,6 +113,23 @@ func TestLoadIntoTableClosedMeanwhile(t *testing.T) {
 	sameDump(t, "first table after a load that failed on the second", dump(t, a), before)
 }
 
+// holdInExport starts an ExportEach of x whose function blocks, and returns once it is inside
+// it: the export holds the table's lock shared (a Close waits for it) until release is called;
+// exported then gets its result. release may be called more than once.
+func holdInExport(x *embedding.Table) (release func(), exported <-chan error) {
+	inFn, held := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- x.ExportEach(1, func(*embedding.ExportChunk) error {
+			close(inFn)
+			<-held
+			return nil
+		})
+	}()
+	<-inFn
+	return sync.OnceFunc(func() { close(held) }), done
+}
+
 // waitBlocked returns once a goroutine whose stack holds fn is blocked in one of states (as
 // runtime.Stack names them, e.g. "sync.RWMutex.Lock"); it fails the test after 5 s.
 func waitBlocked(t *testing.T, fn string, states ...string) {
@@ -157,18 +164,8 @@ func TestPrefetchWaitCancelledWhileClosePending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inFn, release := make(chan struct{}), make(chan struct{})
-	releaseOnce := sync.OnceFunc(func() { close(release) })
+	releaseOnce, exported := holdInExport(x)
 	defer releaseOnce()
-	exported := make(chan error, 1)
-	go func() {
-		exported <- x.ExportEach(1, func(*embedding.ExportChunk) error {
-			close(inFn)
-			<-release
-			return nil
-		})
-	}()
-	<-inFn
 	closed := make(chan error, 1)
 	go func() { closed <- x.Close() }()
 	waitBlocked(t, "cgotorch.(*Table).Close", "sync.RWMutex.Lock")
