@@ -192,28 +192,30 @@ func (t *Table) acquire(op string) (C.ct_table, error) {
 		return nil, &Error{Op: op, Msg: "nil *Table", Kind: ErrClosed}
 	}
 	t.mu.RLock()
+	return t.held(op)
+}
+
+// tryAcquire is acquire, except that it gives up at once (ok false, no error) where acquire
+// would wait: while a Close holds or waits for the lock.
+func (t *Table) tryAcquire(op string) (p C.ct_table, ok bool, err error) {
+	if t == nil {
+		_, err = t.acquire(op) // its error for a nil handle
+		return nil, false, err
+	}
+	if !t.mu.TryRLock() {
+		return nil, false, nil
+	}
+	p, err = t.held(op)
+	return p, err == nil, err
+}
+
+// held returns the handle once t.mu is held shared, or releases it if the table is closed.
+func (t *Table) held(op string) (C.ct_table, error) {
 	if t.p == nil {
 		t.mu.RUnlock()
 		return nil, &Error{Op: op, Msg: "table \"" + t.name + "\" is closed", Kind: ErrClosed}
 	}
 	return t.p, nil
-}
-
-// tryAcquire is acquire; with try, it gives up at once (ok false, no error) instead of waiting
-// while a Close holds or waits for the lock.
-func (t *Table) tryAcquire(op string, try bool) (p C.ct_table, ok bool, err error) {
-	if !try || t == nil {
-		p, err = t.acquire(op)
-		return p, err == nil, err
-	}
-	if !t.mu.TryRLock() {
-		return nil, false, nil
-	}
-	if t.p == nil {
-		t.mu.RUnlock()
-		return nil, false, &Error{Op: op, Msg: "table \"" + t.name + "\" is closed", Kind: ErrClosed}
-	}
-	return t.p, true, nil
 }
 
 // NewTable creates and registers a table; the name must not be taken.
@@ -464,13 +466,18 @@ func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
 // give up; once the Close is done it gives ErrClosed.
 func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tensor, ready bool, err error) {
 	const op = "table prefetch wait"
-	p, ok, err := t.tryAcquire(op, timeout >= 0)
+	var p C.ct_table
+	if timeout < 0 {
+		p, err = t.acquire(op)
+	} else {
+		var ok bool
+		if p, ok, err = t.tryAcquire(op); err == nil && !ok {
+			time.Sleep(timeout) // a Close holds or waits for the lock
+			return nil, nil, false, nil
+		}
+	}
 	if err != nil {
 		return nil, nil, false, err
-	}
-	if !ok {
-		time.Sleep(timeout) // a Close holds or waits for the lock
-		return nil, nil, false, nil
 	}
 	defer t.mu.RUnlock()
 	us := C.int64_t(-1)

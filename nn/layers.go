@@ -234,18 +234,17 @@ func (b *BatchNorm1d) Forward(x *Tensor) *Tensor {
 		panic(shapeError("batch norm", "expected input with %d channels, got shape %v", c, x.Shape()))
 	}
 	var xc, v *Tensor
-	if b.Training() {
-		n := x.Numel() / c
-		if n == 1 {
-			panic(shapeError("batch norm", "expected more than 1 value per channel when training, got input %v", x.Shape()))
-		}
-		if n == 0 {
-			// an empty batch, as torch: an empty output, the running statistics unchanged
-			// (no NaN from the empty means), the batch counted, zero gradients
-			cgotorch.NoGrad(func() { b.NumBatchesTracked.AddScalarInPlace(1) })
-			inv := b.RunningVar.AddScalar(b.Eps).Rsqrt().Mul(b.Weight).View(bshape...)
-			return x.Mul(inv).Add(b.Bias.View(bshape...))
-		}
+	n, batchStats := x.Numel()/c, b.Training()
+	if batchStats && n == 1 {
+		panic(shapeError("batch norm", "expected more than 1 value per channel when training, got input %v", x.Shape()))
+	}
+	if batchStats && n == 0 {
+		// an empty batch, as torch: counted, the running statistics unchanged (an empty mean
+		// is NaN), an empty output from the running statistics, zero gradients
+		cgotorch.NoGrad(func() { b.NumBatchesTracked.AddScalarInPlace(1) })
+		batchStats = false
+	}
+	if batchStats {
 		mean := x.MeanDim(dims, false)
 		xc = x.Sub(mean.View(bshape...))
 		v = xc.Square().MeanDim(dims, false)
