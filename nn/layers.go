@@ -313,15 +313,15 @@ func (l *LeakyReLU) Forward(x *Tensor) *Tensor {
 }
 
 var (
-	_ Module       = (*Linear)(nil)
-	_ Module       = (*Dropout)(nil)
-	_ Module       = (*LayerNorm)(nil)
-	_ Module       = (*BatchNorm1d)(nil)
+	_ Layer        = (*Linear)(nil)
+	_ Layer        = (*Dropout)(nil)
+	_ Layer        = (*LayerNorm)(nil)
+	_ Layer        = (*BatchNorm1d)(nil)
 	_ BufferModule = (*BatchNorm1d)(nil)
-	_ Module       = (*ReLU)(nil)
-	_ Module       = (*Sigmoid)(nil)
-	_ Module       = (*Tanh)(nil)
-	_ Module       = (*LeakyReLU)(nil)
+	_ Layer        = (*ReLU)(nil)
+	_ Layer        = (*Sigmoid)(nil)
+	_ Layer        = (*Tanh)(nil)
+	_ Layer        = (*LeakyReLU)(nil)
 )
 
 // shapeError is the panic value of a layer's Forward given an input of the wrong shape: a

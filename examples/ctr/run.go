@@ -66,11 +66,10 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	defer func() { err = errors.Join(err, m.Close()) }()
 	o := nn.DefaultAdamOptions()
 	o.LR = cfg.DenseLR
-	opt, err := nn.NewAdam(m.Parameters(), o)
+	opt, err := nn.NewAdam(m, o)
 	if err != nil {
 		return res, err
 	}
-	opt.AddSteppers(m.Steppers()...)
 
 	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
 		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.Launch, 100*cfg.Gen.FreshShare, cfg.Gen.Fresh)
