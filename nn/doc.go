@@ -35,6 +35,11 @@
 // no optimizer steps panics after MaxLookupsWithoutStep training lookups instead of letting its
 // pending gradients grow without bound.
 //
+// A zero field of an options type (SGDOptions, AdamOptions, AdagradOptions, a ParamGroup's
+// LR and WeightDecay, LeakyReLU's Slope) means the documented default, PyTorch's, as in
+// embedding.Config: AdamOptions{LR: 1e-3} has betas (0.9, 0.999) and eps 1e-8. Where 0 is a
+// meaningful value, Zero() asks for it: AdamOptions{Eps: nn.Zero()}.
+//
 // A Scheduler sets the learning rates of an optimizer's groups and tables by a Schedule (StepLR, ExponentialLR, CosineAnnealingLR, LinearLR: torch.optim.lr_scheduler's);
 // ClipGradNorm is torch.nn.utils.clip_grad_norm_ on the dense gradients.
 //

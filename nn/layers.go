@@ -297,8 +297,8 @@ type Tanh struct{ Stateless }
 // Forward returns tanh(x).
 func (*Tanh) Forward(x *Tensor) *Tensor { return x.Tanh() }
 
-// LeakyReLU is x for x > 0 and Slope*x elsewhere (PyTorch's negative_slope). Torch's default
-// slope, 0.01, is NewLeakyReLU(0.01): the zero value's Slope is 0, which makes it a ReLU.
+// LeakyReLU is x for x > 0 and Slope*x elsewhere (PyTorch's negative_slope). A zero Slope means
+// torch's default, 0.01, so &LeakyReLU{} is torch's LeakyReLU(); Slope Zero() makes it a ReLU.
 type LeakyReLU struct {
 	Stateless
 	Slope float64
@@ -309,7 +309,7 @@ func NewLeakyReLU(slope float64) *LeakyReLU { return &LeakyReLU{Slope: slope} }
 
 // Forward returns x where x > 0 and Slope*x elsewhere.
 func (l *LeakyReLU) Forward(x *Tensor) *Tensor {
-	return cgotorch.Where(x.GtScalar(0), x, x.MulScalar(l.Slope))
+	return cgotorch.Where(x.GtScalar(0), x, x.MulScalar(orDefault(l.Slope, 0.01)))
 }
 
 var (

@@ -9,7 +9,9 @@ import (
 )
 
 // ParamGroup is a set of parameters sharing a learning rate and a weight decay, as in PyTorch's
-// param_groups. Change LR between steps (a schedule) directly or with Optimizer.SetLR.
+// param_groups. Change LR between steps (a schedule) directly or with Optimizer.SetLR. In
+// AddParamGroup, a zero LR or WeightDecay means the optimizer's (those it was made with), as a
+// torch param group without them takes the optimizer's defaults; Zero() asks for 0.
 type ParamGroup struct {
 	Params      []NamedParameter
 	LR          float64
@@ -42,6 +44,7 @@ func (l ParamList) Parameters() []NamedParameter { return l }
 // cgotorch.WithScope as long as the optimizer was created outside it.
 type Optimizer struct {
 	name     string
+	lr, wd   float64 // the rates it was made with: the defaults of AddParamGroup
 	rule     rule
 	groups   []*ParamGroup
 	state    map[*Tensor]*slot
@@ -75,7 +78,7 @@ func newOptimizer(name string, r rule, m Trainable, lr, wd float64) (*Optimizer,
 	if m == nil {
 		return nil, invalid("%s: nil model", name)
 	}
-	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}}
+	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}, lr: lr, wd: wd}
 	if err := o.AddParamGroup(ParamGroup{Params: m.Parameters(), LR: lr, WeightDecay: wd}); err != nil {
 		return nil, err
 	}
@@ -93,11 +96,12 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", cgotorch.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
 
-// AddParamGroup adds a group of parameters (with its own LR and WeightDecay) and allocates their
-// state. A parameter may belong to one group only; a tensor listed more than once in g (a module
+// AddParamGroup adds a group of parameters (with its own LR and WeightDecay, zero meaning the
+// optimizer's) and allocates their state. A parameter may belong to one group only; a tensor listed more than once in g (a module
 // shared under two names) is kept once, under its first name, and stepped once per step, as in
 // torch's parameters().
 func (o *Optimizer) AddParamGroup(g ParamGroup) error {
+	g.LR, g.WeightDecay = orDefault(g.LR, o.lr), orDefault(g.WeightDecay, o.wd)
 	if !(g.LR >= 0) || !(g.WeightDecay >= 0) {
 		return invalid("%s: learning rate %v and weight decay %v must be >= 0", o.name, g.LR, g.WeightDecay)
 	}
@@ -204,7 +208,8 @@ func (o *Optimizer) ZeroGrad() {
 	}
 }
 
-// SGDOptions are the hyperparameters of torch.optim.SGD.
+// SGDOptions are the hyperparameters of torch.optim.SGD. A zero field means the default: LR
+// 0.01 (embedding.SGD's: torch has none), 0 for the others; Zero() asks for an LR of 0.
 type SGDOptions struct {
 	LR          float64
 	Momentum    float64
@@ -226,6 +231,7 @@ type sgdRule struct{ SGDOptions }
 // It returns an error wrapping cgotorch.ErrInvalidArgument for negative values, or Nesterov
 // without momentum or with dampening.
 func NewSGD(m Trainable, o SGDOptions) (*Optimizer, error) {
+	o = o.resolved()
 	if !(o.Momentum >= 0) || !(o.Dampening >= 0) {
 		return nil, invalid("SGD: momentum %v and dampening %v must be >= 0", o.Momentum, o.Dampening)
 	}
@@ -254,7 +260,10 @@ func (r sgdRule) options(lr, wd float64) cgotorch.OptimizerOptions {
 		Momentum: r.Momentum, Dampening: r.Dampening, Nesterov: r.Nesterov}
 }
 
-// AdamOptions are the hyperparameters of torch.optim.Adam and AdamW.
+// AdamOptions are the hyperparameters of torch.optim.Adam and AdamW. A zero field means
+// PyTorch's default: LR 1e-3, Beta1 0.9, Beta2 0.999, Eps 1e-8, no weight decay (for AdamW too,
+// as embedding.AdamW: DefaultAdamWOptions has torch's 1e-2). Zero() asks for 0 (an Eps of 0, a
+// Beta1 of 0: RMSprop-like).
 type AdamOptions struct {
 	LR          float64
 	Beta1       float64
@@ -267,7 +276,7 @@ type AdamOptions struct {
 // DefaultAdamOptions are PyTorch's defaults for Adam: LR 1e-3, betas (0.9, 0.999), Eps 1e-8,
 // no weight decay.
 func DefaultAdamOptions() AdamOptions {
-	return AdamOptions{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	return AdamOptions{LR: defaultAdamLR, Beta1: defaultAdamBeta1, Beta2: defaultAdamBeta2, Eps: defaultAdamEps}
 }
 
 // DefaultAdamWOptions are PyTorch's defaults for AdamW: Adam's, with WeightDecay 1e-2.
@@ -301,6 +310,7 @@ func NewAdamW(m Trainable, o AdamOptions) (*Optimizer, error) {
 }
 
 func newAdam(name string, m Trainable, o AdamOptions, decoupled bool) (*Optimizer, error) {
+	o = o.resolved()
 	if !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1) || !(o.Eps >= 0) {
 		return nil, invalid("%s: betas (%v, %v) must be in [0, 1) and eps %v >= 0", name, o.Beta1, o.Beta2, o.Eps)
 	}
@@ -330,7 +340,8 @@ func (r adamRule) options(lr, wd float64) cgotorch.OptimizerOptions {
 		Beta1: r.Beta1, Beta2: r.Beta2, Eps: r.Eps, AMSGrad: r.AMSGrad}
 }
 
-// AdagradOptions are the hyperparameters of torch.optim.Adagrad.
+// AdagradOptions are the hyperparameters of torch.optim.Adagrad. A zero field means PyTorch's
+// default: LR 1e-2, Eps 1e-10, 0 for the others; Zero() asks for 0.
 type AdagradOptions struct {
 	LR                      float64
 	LRDecay                 float64
@@ -340,7 +351,9 @@ type AdagradOptions struct {
 }
 
 // DefaultAdagradOptions are PyTorch's defaults for Adagrad: LR 1e-2, Eps 1e-10, the rest 0.
-func DefaultAdagradOptions() AdagradOptions { return AdagradOptions{LR: 1e-2, Eps: 1e-10} }
+func DefaultAdagradOptions() AdagradOptions {
+	return AdagradOptions{LR: defaultAdagradLR, Eps: defaultAdagradEps}
+}
 
 type adagradRule struct{ AdagradOptions }
 
@@ -352,6 +365,7 @@ type adagradRule struct{ AdagradOptions }
 //
 // It returns an error wrapping cgotorch.ErrInvalidArgument for negative values.
 func NewAdagrad(m Trainable, o AdagradOptions) (*Optimizer, error) {
+	o = o.resolved()
 	if !(o.LRDecay >= 0) || !(o.InitialAccumulatorValue >= 0) || !(o.Eps >= 0) {
 		return nil, invalid("Adagrad: lr decay %v, initial accumulator value %v and eps %v must be >= 0",
 			o.LRDecay, o.InitialAccumulatorValue, o.Eps)
