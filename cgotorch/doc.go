@@ -25,7 +25,8 @@
 //
 //   - Close() frees it at once (idempotent, safe from several goroutines);
 //   - WithScope(func(s *Scope){...}) frees every tensor the goroutine created inside, except
-//     those passed to s.Keep — the natural unit is one training step;
+//     those passed to s.Keep — the natural unit is one training step (TryWithScope runs one
+//     and returns its error, or the *Error its tensor math panicked with);
 //   - otherwise a cleanup (runtime.AddCleanup) frees it after the Tensor becomes unreachable.
 //
 // To make the last one safe for loops that never free anything, the C allocator counts live

@@ -44,3 +44,16 @@ func (s *Scope) Keep(ts ...*Tensor) {
 		runtime.KeepAlive(t)
 	}
 }
+
+// TryWithScope runs f in WithScope and returns f's error, or the *Error of a tensor operation
+// that panicked inside f (as Try does): the shape of one training or evaluation step, whose
+// temporaries are freed when it returns and whose shape errors come back as errors.
+func TryWithScope(f func() error) (err error) {
+	WithScope(func(*Scope) {
+		var ferr error
+		if err = Try(func() { ferr = f() }); err == nil {
+			err = ferr
+		}
+	})
+	return err
+}

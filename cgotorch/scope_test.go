@@ -164,3 +164,25 @@ func TestOuterKeepInsideInnerScope(t *testing.T) {
 	}
 	waitForCounters(t, handles, bytes)
 }
+
+func TestTryWithScope(t *testing.T) {
+	want := errors.New("f failed")
+	if err := TryWithScope(func() error { return want }); err != want {
+		t.Errorf("got %v, want f's error", err)
+	}
+	err := TryWithScope(func() error {
+		Zeros([]int64{2, 3}).MM(Zeros([]int64{2, 3})) // shapes do not fit
+		return nil
+	})
+	var te *Error
+	if !errors.As(err, &te) {
+		t.Errorf("got %v, want the *Error of the panic", err)
+	}
+	var kept *Tensor
+	if err := TryWithScope(func() error { kept = Ones([]int64{1}); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept.Item(); !errors.Is(err, ErrClosed) {
+		t.Errorf("a tensor created in TryWithScope is usable afterwards: %v", err)
+	}
+}

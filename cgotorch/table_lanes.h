@@ -6,7 +6,7 @@
 // a known multiple of the vector width (the row width is known at run time), and it compiles
 // std::sqrt as a call that may set errno; cgo does not allow -fno-math-errno in #cgo flags. Four
 // lanes took 20-25% off SGD updates and up to half off Adagrad and SparseAdam ones, whose scalar
-// sqrt and division had bound them (figures in docs/design.md).
+// sqrt and division had bound them (figures in docs/performance.md).
 //
 // Results do not change: every element goes through the same IEEE single-precision operations in
 // the same order either way (SSE's add, mul, div and sqrt round exactly as the scalar ones do, and

@@ -83,11 +83,10 @@ func BenchmarkCTRStep(b *testing.B) {
 	benchThreads(b)
 	cgotorch.ManualSeed(0)
 	m := newCTRModel(b)
-	opt, err := nn.NewAdam(m.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
-	opt.AddSteppers(nn.Steppers(m)...)
 	loss := nn.BCEWithLogits(nn.ReduceMean)
 	rng := rand.New(rand.NewSource(1))
 	const nBatches = 16

@@ -30,11 +30,10 @@ func TestModelCheckpoint(t *testing.T) {
 	if got := nn.Tables(c); len(got) != 2 || got[0] != users || got[1] != items {
 		t.Fatalf("Tables: %v", got)
 	}
-	opt, err := nn.NewAdam(c.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(c, nn.DefaultAdamOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.AddSteppers(nn.Steppers(c)...)
 	step := func() {
 		opt.ZeroGrad()
 		ids := cgotorch.MustFromSlice([]int64{1, 2, 3, 4, 5, 6})

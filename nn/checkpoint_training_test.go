@@ -82,7 +82,7 @@ func TestTrainingCheckpointErrorsChangeNothing(t *testing.T) {
 	if err := nn.SaveTrainingCheckpoint(training, c.model, c.opt, embedding.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sgd, err := nn.NewSGD(c.model.Parameters(), nn.SGDOptions{LR: 0.1, Momentum: 0.9})
+	sgd, err := nn.NewSGD(c.model, nn.SGDOptions{LR: 0.1, Momentum: 0.9})
 	if err != nil {
 		t.Fatal(err)
 	}

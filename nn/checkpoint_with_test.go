@@ -32,11 +32,10 @@ func newCkptModel(t *testing.T, name string) *ckptModel {
 	t.Cleanup(func() { tab.Close() })
 	cgotorch.ManualSeed(5)
 	model := nn.NewSequential(nn.NewEmbedding(tab, nn.EmbeddingOptions{}), nn.NewLinear(4, 2, true))
-	opt, err := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.AddSteppers(nn.Steppers(model)...)
 	return &ckptModel{tab, model, opt}
 }
 

@@ -35,7 +35,7 @@ func closeTo(t *testing.T, what string, a, b []float64, tol float64) {
 // part by 1e-4 within three steps.)
 func trainSteps(t *testing.T, m *nn.Sequential, x *cgotorch.Tensor) {
 	t.Helper()
-	opt, err := nn.NewSGD(m.Parameters(), nn.SGDOptions{LR: 0.1, Momentum: 0.9})
+	opt, err := nn.NewSGD(m, nn.SGDOptions{LR: 0.1, Momentum: 0.9})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,15 @@
 //
 // # Modules
 //
-// A Module is a function of one tensor with named parameters and a train/eval mode (see the
-// interface). There is no reflection: a module lists its own parameters, and composite modules
-// list their children's with a name prefix. Sequential names its children "0", "1", ... as
-// PyTorch does, so state names match a torch state_dict ("0.weight", "2.bias"). A model of your
-// own embeds Container, Adds its children by name and writes Forward. Leaf modules embed Base
-// (mode only) or Stateless (no parameters).
+// A Module is a layer or a model: named parameters, a train/eval mode and, for the hash
+// embedding modules, the Steppers of their tables (see the interface). Its Forward is its own
+// method, with the inputs it needs: a Layer is a Module of one tensor in and one out, and
+// EmbeddingBag.Forward takes ids and offsets. There is no reflection: a module lists its own
+// parameters, and composite modules list their children's with a name prefix. Sequential chains
+// Layers and names them "0", "1", ... as PyTorch does, so state names match a torch state_dict
+// ("0.weight", "2.bias"). A model of your own embeds Container, Adds its children by name
+// (embedding modules and bags included) and writes its Forward. Leaf modules embed Base (mode
+// only) or Stateless (no parameters).
 //
 // The layers are Linear, Dropout, LayerNorm, BatchNorm1d and the activations ReLU, Sigmoid, Tanh
 // and LeakyReLU; the losses BCEWithLogits, MSE and CrossEntropy wrap cgotorch's.
@@ -19,20 +22,25 @@
 //
 // # Optimizers
 //
-// NewSGD, NewAdam, NewAdamW and NewAdagrad return an *Optimizer holding parameter groups (each
-// with its learning rate and weight decay) and computing PyTorch's update rule with in-place
-// tensor operations under cgotorch.NoGrad. Besides the dense groups, an Optimizer steps a list
-// of Steppers: the extension point for state with its own sparse update, the hash embedding
-// tables. A module holding such state implements SparseModule; Container collects the Steppers
-// of its children, so
+// NewSGD, NewAdam, NewAdamW and NewAdagrad make an *Optimizer from the whole model (any
+// Trainable): its parameters form the first parameter group (each group with its learning rate
+// and weight decay), updated by PyTorch's rule with in-place tensor operations under
+// cgotorch.NoGrad, and the Steppers of its embedding modules (SparseModule, collected through
+// Container) are stepped by their tables' own sparse rules. So
 //
-//	opt, _ := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
-//	opt.AddSteppers(nn.Steppers(model)...)
+//	opt, _ := nn.NewAdam(model, nn.DefaultAdamOptions())
 //
-// makes one opt.ZeroGrad() and one opt.Step() cover the whole model.
+// makes one opt.ZeroGrad(), one opt.Step() and one opt.SetLR cover the whole model, tables
+// included. ParamList(ps) is a Trainable of bare parameters (no tables): an Embedding whose table
+// no optimizer steps panics after MaxLookupsWithoutStep training lookups instead of letting its
+// pending gradients grow without bound.
 //
-// A Scheduler sets the learning rates of an optimizer's groups and of embedding tables by a
-// Schedule (StepLR, ExponentialLR, CosineAnnealingLR, LinearLR: torch.optim.lr_scheduler's);
+// A zero field of an options type (SGDOptions, AdamOptions, AdagradOptions, a ParamGroup's
+// LR and WeightDecay, LeakyReLU's Slope) means the documented default, PyTorch's, as in
+// embedding.Config: AdamOptions{LR: 1e-3} has betas (0.9, 0.999) and eps 1e-8. Where 0 is a
+// meaningful value, Zero() asks for it: AdamOptions{Eps: nn.Zero()}.
+//
+// A Scheduler sets the learning rates of an optimizer's groups and tables by a Schedule (StepLR, ExponentialLR, CosineAnnealingLR, LinearLR: torch.optim.lr_scheduler's);
 // ClipGradNorm is torch.nn.utils.clip_grad_norm_ on the dense gradients.
 //
 // # State files and checkpoints

@@ -36,9 +36,16 @@ func (o EmbeddingOptions) forward(train bool) embedding.ForwardOptions {
 // In evaluation mode (Train(false)) lookups are read-only: unseen ids get the table's
 // ReadDefault row, nothing is inserted, and the output has no gradient.
 //
-// The rows are not dense parameters: Parameters is empty, and an Optimizer steps the table
-// through Steppers (opt.AddSteppers(nn.Steppers(model)...)). Several modules may share a table:
-// the first Step applies everything pending and the others find nothing left to do.
+// The rows are not dense parameters: Parameters is empty, and an optimizer made from a model
+// holding the Embedding (nn.NewAdam(model, ...)) steps the table through Steppers, and sets its
+// rate with Optimizer.SetLR and Scheduler. Several modules may share a table: the first Step
+// applies everything pending and the others find nothing left to do.
+//
+// Pending gradients are bounded: a training lookup that joins the autograd graph when the table
+// has taken no step during the last MaxLookupsWithoutStep such lookups panics (ErrInvalidArgument)
+// instead of letting them pile up: its table is in no optimizer (one made from
+// ParamList(model.Parameters()), say). ZeroGrad drops them but does not reset the count. A table
+// to keep frozen goes in evaluation mode (Train(false)).
 //
 // Forward is model math and follows the tensor policy: bad ids, a closed table or bad options
 // panic with a *cgotorch.Error (cgotorch.Try turns the panic into an error). The
@@ -47,6 +54,7 @@ type Embedding struct {
 	Base
 	Table *embedding.Table
 	EmbeddingOptions
+	guard lookupGuard
 }
 
 // NewEmbedding returns an Embedding over t, in training mode.
@@ -60,6 +68,7 @@ func (e *Embedding) Forward(ids *Tensor) *Tensor {
 	if err != nil {
 		panic(tensorError("embedding forward", err))
 	}
+	e.guard.check("embedding forward", e.Table, e.Fused, out)
 	return out
 }
 
@@ -73,11 +82,17 @@ func (e *Embedding) ZeroGrad() { zeroTable("embedding zero grad", e.Table) }
 // are pending).
 func (e *Embedding) Step() error { return e.Table.Step() }
 
+// LR is the table's learning rate.
+func (e *Embedding) LR() float64 { return e.Table.LR() }
+
+// SetLR sets the table's learning rate (embedding.Table.SetLR).
+func (e *Embedding) SetLR(lr float64) error { return e.Table.SetLR(lr) }
+
 // Steppers returns the Embedding itself.
 func (e *Embedding) Steppers() []Stepper { return []Stepper{e} }
 
 var (
-	_ Module       = (*Embedding)(nil)
+	_ Layer        = (*Embedding)(nil)
 	_ SparseModule = (*Embedding)(nil)
 	_ Stepper      = (*Embedding)(nil)
 )

@@ -4,17 +4,18 @@ import "github.com/gorec/gorec/embedding"
 
 // EmbeddingBag is torch.nn.EmbeddingBag over a dynamic hash embedding table: the rows of each
 // bag of ids pooled by Mode (embedding.Sum, Mean or Max) into one row, without materialising
-// the per-id rows' output. Training, evaluation, Fused, padding, MaxNorm, stepping and the
-// error policy are as for Embedding.
+// the per-id rows' output. Training, evaluation, Fused, padding, MaxNorm, stepping, the bound on
+// pending gradients and the error policy are as for Embedding.
 //
-// Its Forward takes the bags' offsets besides the ids, so it is not a Module (whose Forward
-// takes one tensor): call it from a model's Forward, and add its Steppers to the optimizer
-// (a model that embeds Container can return them from its own Steppers method).
+// It is a Module whose Forward takes the bags' offsets besides the ids: Add it to a model's
+// Container like any child and call its Forward from the model's Forward; an optimizer made
+// from the model steps its table.
 type EmbeddingBag struct {
 	Base
 	Table *embedding.Table
 	Mode  embedding.BagMode
 	EmbeddingOptions
+	guard lookupGuard
 }
 
 // NewEmbeddingBag returns an EmbeddingBag over t, in training mode.
@@ -36,6 +37,7 @@ func (b *EmbeddingBag) ForwardWeighted(ids, offsets, weights *Tensor) *Tensor {
 	if err != nil {
 		panic(tensorError("embedding bag forward", err))
 	}
+	b.guard.check("embedding bag forward", b.Table, b.Fused, out)
 	return out
 }
 
@@ -49,10 +51,17 @@ func (b *EmbeddingBag) ZeroGrad() { zeroTable("embedding bag zero grad", b.Table
 // are pending).
 func (b *EmbeddingBag) Step() error { return b.Table.Step() }
 
+// LR is the table's learning rate.
+func (b *EmbeddingBag) LR() float64 { return b.Table.LR() }
+
+// SetLR sets the table's learning rate (embedding.Table.SetLR).
+func (b *EmbeddingBag) SetLR(lr float64) error { return b.Table.SetLR(lr) }
+
 // Steppers returns the EmbeddingBag itself.
 func (b *EmbeddingBag) Steppers() []Stepper { return []Stepper{b} }
 
 var (
+	_ Module       = (*EmbeddingBag)(nil)
 	_ SparseModule = (*EmbeddingBag)(nil)
 	_ Stepper      = (*EmbeddingBag)(nil)
 )

@@ -324,11 +324,10 @@ func TestEmbeddingEndToEndStep(t *testing.T) {
 	model := &embTower{emb: nn.NewEmbedding(tbl, nn.EmbeddingOptions{}), lin: nn.NewLinear(4, 1, true)}
 	model.Add("emb", model.emb)
 	model.Add("lin", model.lin)
-	opt, err := nn.NewSGD(model.Parameters(), nn.SGDOptions{LR: 0.1})
+	opt, err := nn.NewSGD(model, nn.SGDOptions{LR: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.AddSteppers(nn.Steppers(model)...)
 	if len(nn.Steppers(model)) != 1 {
 		t.Fatalf("steppers %v", nn.Steppers(model))
 	}

@@ -14,12 +14,12 @@ func ExampleScheduler() {
 		panic(err)
 	}
 	defer items.Close()
-	head := nn.NewLinear(4, 1, true)
-	opt, err := nn.NewAdam(head.Parameters(), nn.DefaultAdamOptions()) // lr 1e-3
+	model := nn.NewSequential(nn.NewEmbedding(items, nn.EmbeddingOptions{}), nn.NewLinear(4, 1, true))
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions()) // lr 1e-3; the table keeps its 0.01
 	if err != nil {
 		panic(err)
 	}
-	sched, err := nn.NewScheduler(opt, nn.LinearLR{StartFactor: 0.25, EndFactor: 1, TotalIters: 3}, items)
+	sched, err := nn.NewScheduler(opt, nn.LinearLR{StartFactor: 0.25, EndFactor: 1, TotalIters: 3})
 	if err != nil {
 		panic(err)
 	}

@@ -41,7 +41,7 @@ func ExampleTo() {
 		fmt.Println(err)
 		return
 	}
-	opt, err := nn.NewSGD(model.Parameters(), nn.SGDOptions{LR: 0.1})
+	opt, err := nn.NewSGD(model, nn.SGDOptions{LR: 0.1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -99,7 +99,7 @@ func ExampleNewSGD() {
 	x := cgotorch.MustFromSlice([]float32{0, 1, 2, 3}, 4, 1)
 	y := x.MulScalar(3).AddScalar(2)
 	model := nn.NewSequential(nn.NewLinear(1, 1, true))
-	opt, err := nn.NewSGD(model.Parameters(), nn.SGDOptions{LR: 0.05, Momentum: 0.9})
+	opt, err := nn.NewSGD(model, nn.SGDOptions{LR: 0.05, Momentum: 0.9})
 	if err != nil {
 		panic(err)
 	}
@@ -127,7 +127,7 @@ func ExampleNewAdam() {
 	model := nn.NewSequential(nn.NewLinear(2, 16, true), &nn.ReLU{}, nn.NewLinear(16, 2, true))
 	o := nn.DefaultAdamOptions()
 	o.LR = 0.05
-	opt, err := nn.NewAdam(model.Parameters(), o)
+	opt, err := nn.NewAdam(model, o)
 	if err != nil {
 		panic(err)
 	}

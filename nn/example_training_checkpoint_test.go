@@ -22,11 +22,10 @@ func ExampleSaveTrainingCheckpoint() {
 	defer items.Close()
 	cgotorch.ManualSeed(1)
 	model := nn.NewSequential(nn.NewEmbedding(items, nn.EmbeddingOptions{}), nn.NewDropout(0.3), nn.NewLinear(4, 1, true))
-	opt, err := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions())
 	if err != nil {
 		panic(err)
 	}
-	opt.AddSteppers(nn.Steppers(model)...)
 	ids := cgotorch.MustFromSlice([]int64{3, 1, 4, 1, 5})
 	clicks := cgotorch.MustFromSlice([]float32{1, 0, 0, 0, 1}, 5, 1)
 	step := func() float64 {

@@ -297,8 +297,8 @@ type Tanh struct{ Stateless }
 // Forward returns tanh(x).
 func (*Tanh) Forward(x *Tensor) *Tensor { return x.Tanh() }
 
-// LeakyReLU is x for x > 0 and Slope*x elsewhere (PyTorch's negative_slope). Torch's default
-// slope, 0.01, is NewLeakyReLU(0.01): the zero value's Slope is 0, which makes it a ReLU.
+// LeakyReLU is x for x > 0 and Slope*x elsewhere (PyTorch's negative_slope). A zero Slope means
+// torch's default, 0.01, so &LeakyReLU{} is torch's LeakyReLU(); Slope Zero() makes it a ReLU.
 type LeakyReLU struct {
 	Stateless
 	Slope float64
@@ -309,19 +309,19 @@ func NewLeakyReLU(slope float64) *LeakyReLU { return &LeakyReLU{Slope: slope} }
 
 // Forward returns x where x > 0 and Slope*x elsewhere.
 func (l *LeakyReLU) Forward(x *Tensor) *Tensor {
-	return cgotorch.Where(x.GtScalar(0), x, x.MulScalar(l.Slope))
+	return cgotorch.Where(x.GtScalar(0), x, x.MulScalar(orDefault(l.Slope, 0.01)))
 }
 
 var (
-	_ Module       = (*Linear)(nil)
-	_ Module       = (*Dropout)(nil)
-	_ Module       = (*LayerNorm)(nil)
-	_ Module       = (*BatchNorm1d)(nil)
+	_ Layer        = (*Linear)(nil)
+	_ Layer        = (*Dropout)(nil)
+	_ Layer        = (*LayerNorm)(nil)
+	_ Layer        = (*BatchNorm1d)(nil)
 	_ BufferModule = (*BatchNorm1d)(nil)
-	_ Module       = (*ReLU)(nil)
-	_ Module       = (*Sigmoid)(nil)
-	_ Module       = (*Tanh)(nil)
-	_ Module       = (*LeakyReLU)(nil)
+	_ Layer        = (*ReLU)(nil)
+	_ Layer        = (*Sigmoid)(nil)
+	_ Layer        = (*Tanh)(nil)
+	_ Layer        = (*LeakyReLU)(nil)
 )
 
 // shapeError is the panic value of a layer's Forward given an input of the wrong shape: a

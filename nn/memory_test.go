@@ -19,7 +19,7 @@ func TestTrainingLoopWithoutFreesStaysBounded(t *testing.T) {
 	cgotorch.ManualSeed(1)
 	model := nn.NewSequential(nn.NewLinear(64, 256, true), nn.NewBatchNorm1d(256), &nn.ReLU{},
 		nn.NewDropout(0.1), nn.NewLinear(256, 1, true))
-	opt, err := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestTrainingLoopInScope(t *testing.T) {
 	defer cgotorch.SetGCThreshold(cgotorch.SetGCThreshold(0)) // no forced collections: the scope alone frees
 	cgotorch.ManualSeed(2)
 	model := nn.NewSequential(nn.NewLinear(32, 64, true), nn.NewLayerNorm(64), &nn.Tanh{}, nn.NewLinear(64, 1, true))
-	opt, err := nn.NewSGD(model.Parameters(), nn.SGDOptions{LR: 0.01, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4})
+	opt, err := nn.NewSGD(model, nn.SGDOptions{LR: 0.01, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +114,10 @@ func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 	model := &embTower{emb: nn.NewEmbedding(tbl, nn.EmbeddingOptions{}), lin: nn.NewLinear(8, 1, true)}
 	model.Add("emb", model.emb)
 	model.Add("lin", model.lin)
-	opt, err := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.AddSteppers(nn.Steppers(model)...)
 	loss := nn.BCEWithLogits(nn.ReduceMean)
 	target := cgotorch.MustFromSlice([]float32{1, 0, 0, 1}, 4, 1)
 	ids := make([]int64, 8)

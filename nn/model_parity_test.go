@@ -136,11 +136,10 @@ func TestModelTrainingMatchesPyTorch(t *testing.T) {
 			m.Add("fc2", fc2)
 			o := nn.DefaultAdamOptions()
 			o.LR = ref.DenseLR
-			adam, err := nn.NewAdam(m.Parameters(), o)
+			adam, err := nn.NewAdam(m, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			adam.AddSteppers(nn.Steppers(m)...)
 			loss := nn.BCEWithLogits(cgotorch.ReduceMean)
 
 			for step, b := range ref.Batches {

@@ -10,12 +10,14 @@ import (
 // Tensor abbreviates cgotorch.Tensor.
 type Tensor = cgotorch.Tensor
 
-// Module is a layer or a model: a function of one tensor with trainable parameters and a
-// train/eval mode. Compose modules with Sequential, or by embedding a Container in a struct of
-// your own and writing its Forward.
+// Module is a layer or a model: trainable parameters, the hash embedding tables' Steppers (when
+// it is a SparseModule) and a train/eval mode. Its Forward is its own method, taking the inputs
+// it needs: Linear.Forward(x), EmbeddingBag.Forward(ids, offsets), a model's Forward(batch).
+// Layer is the Module of one tensor in and one out that Sequential chains. Compose modules with
+// Sequential, or by embedding a Container in a struct of your own and writing its Forward.
+// An optimizer made from a Module (NewAdam(model, ...)) trains all of it: its Parameters and
+// its tables.
 type Module interface {
-	// Forward computes the module's output; like tensor math it panics on wrong shapes.
-	Forward(x *Tensor) *Tensor
 	// Parameters lists the trainable tensors, named as PyTorch names them in a state dict
 	// ("weight", "0.bias", "mlp.2.weight"), in a stable order.
 	Parameters() []NamedParameter
@@ -23,6 +25,14 @@ type Module interface {
 	Train(on bool)
 	// ZeroGrad sets the accumulated gradients of the parameters to zero, recursively.
 	ZeroGrad()
+}
+
+// Layer is a Module that is a function of one tensor: the layers of this package, and what
+// Sequential chains.
+type Layer interface {
+	Module
+	// Forward computes the module's output; like tensor math it panics on wrong shapes.
+	Forward(x *Tensor) *Tensor
 }
 
 // NamedParameter is a tensor of a module's state with its dotted name: a trainable parameter
@@ -41,16 +51,21 @@ type BufferModule interface {
 
 // Stepper is state that an optimizer step updates besides its dense parameter groups: the
 // extension point for the hash embedding tables, whose rows are updated by their own sparse
-// rule. Optimizer.Step calls Step of every stepper added with AddSteppers after updating the
-// dense parameters, and Optimizer.ZeroGrad calls ZeroGrad. ZeroGrad must be idempotent: a module
-// that is its own Stepper also has it called by Module.ZeroGrad.
+// rule at their own learning rate. An optimizer made from a model steps the model's Steppers:
+// Optimizer.Step calls Step of each after updating the dense parameters, Optimizer.ZeroGrad
+// calls ZeroGrad, Optimizer.SetLR and Scheduler call SetLR. ZeroGrad must be idempotent: a
+// module that is its own Stepper also has it called by Module.ZeroGrad.
 type Stepper interface {
 	Step() error
 	ZeroGrad()
+	// LR is the learning rate; SetLR sets it (an error leaves it unchanged).
+	LR() float64
+	SetLR(lr float64) error
 }
 
 // SparseModule is implemented by modules whose state an optimizer updates through Steppers
-// rather than through Parameters (the hash Embedding). Steppers(m) collects them from a model.
+// rather than through Parameters (Embedding, EmbeddingBag, Container). Steppers(m) collects
+// them from a model.
 type SparseModule interface {
 	Steppers() []Stepper
 }
@@ -63,8 +78,9 @@ func Buffers(m Module) []NamedParameter {
 	return nil
 }
 
-// Steppers returns m's steppers (nil when m has none); pass them to Optimizer.AddSteppers.
-func Steppers(m Module) []Stepper {
+// Steppers returns m's steppers (nil when m has none): what an optimizer made from m steps
+// besides m's Parameters.
+func Steppers(m Trainable) []Stepper {
 	if s, ok := m.(SparseModule); ok {
 		return s.Steppers()
 	}
@@ -120,8 +136,7 @@ type NamedModule struct {
 	Module Module
 }
 
-// Container holds named child modules and implements everything of Module but Forward over
-// them: Parameters, Buffers and Steppers concatenate the children's in the order they were added
+// Container holds named child modules (of any Forward) and implements Module over them: Parameters, Buffers and Steppers concatenate the children's in the order they were added
 // (each name prefixed by the child's), Train and ZeroGrad recurse. Embed it in a model struct,
 // Add the children, and write Forward:
 //
@@ -206,14 +221,15 @@ func (c *Container) ZeroGrad() {
 	}
 }
 
-// Sequential applies its children in order; they are named "0", "1", ... as in PyTorch's
-// nn.Sequential, so their state names match ("0.weight", "2.bias").
+// Sequential applies its children, Layers, in order; they are named "0", "1", ... as in
+// PyTorch's nn.Sequential, so their state names match ("0.weight", "2.bias"). Add children with
+// Append (a child added with the Container's Add must be a Layer too).
 type Sequential struct {
 	Container
 }
 
 // NewSequential returns a Sequential of ms.
-func NewSequential(ms ...Module) *Sequential {
+func NewSequential(ms ...Layer) *Sequential {
 	s := &Sequential{}
 	for _, m := range ms {
 		s.Append(m)
@@ -222,7 +238,7 @@ func NewSequential(ms ...Module) *Sequential {
 }
 
 // Append adds m as the next child (named after its position).
-func (s *Sequential) Append(m Module) *Sequential {
+func (s *Sequential) Append(m Layer) *Sequential {
 	s.Add(fmt.Sprint(len(s.children)), m)
 	return s
 }
@@ -231,18 +247,18 @@ func (s *Sequential) Append(m Module) *Sequential {
 func (s *Sequential) Len() int { return len(s.children) }
 
 // At returns the i-th child.
-func (s *Sequential) At(i int) Module { return s.children[i].Module }
+func (s *Sequential) At(i int) Layer { return s.children[i].Module.(Layer) }
 
 // Forward feeds x through the children in order.
 func (s *Sequential) Forward(x *Tensor) *Tensor {
 	for _, ch := range s.children {
-		x = ch.Module.Forward(x)
+		x = ch.Module.(Layer).Forward(x)
 	}
 	return x
 }
 
 var (
-	_ Module       = (*Sequential)(nil)
+	_ Layer        = (*Sequential)(nil)
 	_ BufferModule = (*Sequential)(nil)
 	_ SparseModule = (*Sequential)(nil)
 )

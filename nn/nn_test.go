@@ -25,7 +25,7 @@ func intsOf(v []any) []int64 {
 }
 
 // layerFor builds the module of a layer case (its state comes from the case's "param." tensors).
-func layerFor(t *testing.T, c *refCase) nn.Module {
+func layerFor(t *testing.T, c *refCase) nn.Layer {
 	name := c.Name
 	switch {
 	case strings.HasPrefix(name, "linear"):
@@ -207,10 +207,10 @@ func TestBatchNormErrors(t *testing.T) {
 // size[2, 4]"), BatchNorm1d(4) in eval mode on 1 channel (torch: "running_mean should contain 1
 // elements not 4"). The shapes torch accepts still work.
 func TestNormLayersCheckInputShape(t *testing.T) {
-	eval := func(m nn.Module) nn.Module { m.Train(false); return m }
+	eval := func(m nn.Layer) nn.Layer { m.Train(false); return m }
 	bad := []struct {
 		name string
-		m    nn.Module
+		m    nn.Layer
 		x    []int64
 	}{
 		{"LayerNorm(1) on [2 4]", nn.NewLayerNorm(1), []int64{2, 4}},
@@ -237,7 +237,7 @@ func TestNormLayersCheckInputShape(t *testing.T) {
 	}
 	good := []struct {
 		name string
-		m    nn.Module
+		m    nn.Layer
 		x    []int64
 	}{
 		{"LayerNorm(4) on [4]", nn.NewLayerNorm(4), []int64{4}},
@@ -303,12 +303,15 @@ type fakeSparse struct {
 	nn.Stateless
 	steps, zeroed int
 	err           error
+	lr            float64
 }
 
 func (f *fakeSparse) Forward(x *cgotorch.Tensor) *cgotorch.Tensor { return x }
 func (f *fakeSparse) Steppers() []nn.Stepper                      { return []nn.Stepper{f} }
 func (f *fakeSparse) Step() error                                 { f.steps++; return f.err }
 func (f *fakeSparse) ZeroGrad()                                   { f.zeroed++ }
+func (f *fakeSparse) LR() float64                                 { return f.lr }
+func (f *fakeSparse) SetLR(lr float64) error                      { f.lr = lr; return f.err }
 
 func TestSequentialNamesAndOrder(t *testing.T) {
 	s := nn.NewSequential(nn.NewLinear(4, 8, true), &nn.ReLU{}, nn.NewLayerNorm(8), nn.NewLinear(8, 1, true))
@@ -393,11 +396,10 @@ func TestStepperExtensionPoint(t *testing.T) {
 	if st := nn.Steppers(tw); len(st) != 1 || st[0] != nn.Stepper(s) {
 		t.Fatalf("Steppers = %v", st)
 	}
-	opt, err := nn.NewSGD(tw.Parameters(), nn.SGDOptions{LR: 0.1})
+	opt, err := nn.NewSGD(tw, nn.SGDOptions{LR: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.AddSteppers(nn.Steppers(tw)...)
 	opt.ZeroGrad()
 	tw.Forward(cgotorch.Randn([]int64{6, 4})).Sum().Backward()
 	if err := opt.Step(); err != nil {
@@ -406,9 +408,15 @@ func TestStepperExtensionPoint(t *testing.T) {
 	if s.steps != 1 || s.zeroed != 1 {
 		t.Errorf("stepper stepped %d times, zeroed %d times; want 1, 1", s.steps, s.zeroed)
 	}
+	if err := opt.SetLR(0.5); err != nil || s.lr != 0.5 {
+		t.Errorf("SetLR(0.5) gave the stepper %v (%v)", s.lr, err)
+	}
 	s.err = errors.New("table full")
 	if err := opt.Step(); err == nil || !strings.Contains(err.Error(), "table full") {
 		t.Errorf("stepper error not returned: %v", err)
+	}
+	if err := opt.SetLR(0.25); err == nil || !strings.Contains(err.Error(), "table full") {
+		t.Errorf("stepper SetLR error not returned: %v", err)
 	}
 }
 

@@ -3,27 +3,48 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/gorec/gorec/cgotorch"
 )
 
 // ParamGroup is a set of parameters sharing a learning rate and a weight decay, as in PyTorch's
-// param_groups. Change LR between steps (a schedule) directly or with Optimizer.SetLR.
+// param_groups. Change LR between steps (a schedule) directly or with Optimizer.SetLR. In
+// AddParamGroup, a zero LR or WeightDecay means the optimizer's (those it was made with), as a
+// torch param group without them takes the optimizer's defaults; Zero() asks for 0.
 type ParamGroup struct {
 	Params      []NamedParameter
 	LR          float64
 	WeightDecay float64
 }
 
+// Trainable is what an optimizer trains: its Parameters (the first parameter group) and, when
+// it is a SparseModule, its Steppers (the hash embedding tables). Every Module is Trainable:
+// pass the whole model. ParamList makes one of a bare list of parameters.
+type Trainable interface {
+	Parameters() []NamedParameter
+}
+
+// ParamList is a Trainable of dense parameters only, for an optimizer over a part of a model or
+// over tensors of one's own. It has no tables: an optimizer made from
+// ParamList(model.Parameters()) leaves the model's tables untrained, and their Forward panics
+// once they pile up MaxLookupsWithoutStep lookups (see Embedding).
+type ParamList []NamedParameter
+
+// Parameters returns the list.
+func (l ParamList) Parameters() []NamedParameter { return l }
+
 // Optimizer updates parameter groups in place by one rule (SGD, Adam, AdamW, Adagrad), computed
 // exactly as torch.optim of PyTorch 1.13 computes it (the single-tensor, non-foreach path), and
-// then steps the extra Steppers (the hash embedding tables). It is not safe for concurrent use.
+// then steps the Steppers of the model it was made from (the hash embedding tables, each with
+// its own sparse rule). It is not safe for concurrent use.
 //
 // The per-parameter state (momentum buffers, moment estimates, accumulators) is allocated when
 // the parameters are added, not at the first step, so a training loop may run every step in
 // cgotorch.WithScope as long as the optimizer was created outside it.
 type Optimizer struct {
 	name     string
+	lr, wd   float64 // the rates it was made with: the defaults of AddParamGroup
 	rule     rule
 	groups   []*ParamGroup
 	state    map[*Tensor]*slot
@@ -53,10 +74,20 @@ func zerosLike(p *Tensor, value float64) *Tensor {
 	return cgotorch.Full(p.Shape(), value, cgotorch.WithDType(p.DType()), cgotorch.WithDevice(p.Device()))
 }
 
-func newOptimizer(name string, r rule, params []NamedParameter, lr, wd float64) (*Optimizer, error) {
-	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}}
-	if err := o.AddParamGroup(ParamGroup{Params: params, LR: lr, WeightDecay: wd}); err != nil {
+func newOptimizer(name string, r rule, m Trainable, lr, wd float64) (*Optimizer, error) {
+	if m == nil {
+		return nil, invalid("%s: nil model", name)
+	}
+	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}, lr: lr, wd: wd}
+	if err := o.AddParamGroup(ParamGroup{Params: m.Parameters(), LR: lr, WeightDecay: wd}); err != nil {
 		return nil, err
+	}
+	seen := map[Stepper]bool{}
+	for _, s := range Steppers(m) {
+		if !seen[s] { // a module listed twice (shared under two names) steps once
+			seen[s] = true
+			o.steppers = append(o.steppers, s)
+		}
 	}
 	return o, nil
 }
@@ -65,11 +96,12 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", cgotorch.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
 
-// AddParamGroup adds a group of parameters (with its own LR and WeightDecay) and allocates their
-// state. A parameter may belong to one group only; a tensor listed more than once in g (a module
+// AddParamGroup adds a group of parameters (with its own LR and WeightDecay, zero meaning the
+// optimizer's) and allocates their state. A parameter may belong to one group only; a tensor listed more than once in g (a module
 // shared under two names) is kept once, under its first name, and stepped once per step, as in
 // torch's parameters().
 func (o *Optimizer) AddParamGroup(g ParamGroup) error {
+	g.LR, g.WeightDecay = orDefault(g.LR, o.lr), orDefault(g.WeightDecay, o.wd)
 	if !(g.LR >= 0) || !(g.WeightDecay >= 0) {
 		return invalid("%s: learning rate %v and weight decay %v must be >= 0", o.name, g.LR, g.WeightDecay)
 	}
@@ -102,13 +134,25 @@ func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 // next step.
 func (o *Optimizer) Groups() []*ParamGroup { return o.groups }
 
-// SetLR sets the learning rate of every parameter group (not of the Steppers, which have their
-// own: a schedule sets the tables' with embedding.Table.SetLR, e.g. over Tables(model)).
-func (o *Optimizer) SetLR(lr float64) {
+// SetLR sets the learning rate of every parameter group and of every Stepper (the tables). A
+// negative or NaN rate is an error wrapping cgotorch.ErrInvalidArgument, and changes nothing;
+// the Steppers' own errors are joined.
+func (o *Optimizer) SetLR(lr float64) error {
+	if !(lr >= 0) || math.IsInf(lr, 0) {
+		return invalid("%s: learning rate %v must be finite and >= 0", o.name, lr)
+	}
 	for _, g := range o.groups {
 		g.LR = lr
 	}
+	var errs []error
+	for _, s := range o.steppers {
+		errs = append(errs, s.SetLR(lr))
+	}
+	return errors.Join(errs...)
 }
+
+// Steppers returns the Steppers the optimizer steps (the tables of the model it was made from).
+func (o *Optimizer) Steppers() []Stepper { return append([]Stepper(nil), o.steppers...) }
 
 // LR returns the learning rate of the first group.
 func (o *Optimizer) LR() float64 {
@@ -117,10 +161,6 @@ func (o *Optimizer) LR() float64 {
 	}
 	return o.groups[0].LR
 }
-
-// AddSteppers adds state updated by Step and cleared by ZeroGrad besides the parameter groups,
-// typically Steppers(model).
-func (o *Optimizer) AddSteppers(s ...Stepper) { o.steppers = append(o.steppers, s...) }
 
 // Step updates every parameter that has a gradient (parameters without one are skipped, as in
 // PyTorch), with gradient recording off, then calls Step of each Stepper. A failing tensor
@@ -168,7 +208,8 @@ func (o *Optimizer) ZeroGrad() {
 	}
 }
 
-// SGDOptions are the hyperparameters of torch.optim.SGD.
+// SGDOptions are the hyperparameters of torch.optim.SGD. A zero field means the default: LR
+// 0.01 (embedding.SGD's: torch has none), 0 for the others; Zero() asks for an LR of 0.
 type SGDOptions struct {
 	LR          float64
 	Momentum    float64
@@ -180,7 +221,7 @@ type SGDOptions struct {
 type sgdRule struct{ SGDOptions }
 
 // NewSGD returns stochastic gradient descent with optional momentum, dampening, Nesterov
-// momentum and (L2) weight decay over params:
+// momentum and (L2) weight decay over m (a whole model: its parameters and its tables):
 //
 //	d = grad + weight_decay * p
 //	buf = d (first step) or momentum * buf + (1 - dampening) * d
@@ -189,14 +230,15 @@ type sgdRule struct{ SGDOptions }
 //
 // It returns an error wrapping cgotorch.ErrInvalidArgument for negative values, or Nesterov
 // without momentum or with dampening.
-func NewSGD(params []NamedParameter, o SGDOptions) (*Optimizer, error) {
+func NewSGD(m Trainable, o SGDOptions) (*Optimizer, error) {
+	o = o.resolved()
 	if !(o.Momentum >= 0) || !(o.Dampening >= 0) {
 		return nil, invalid("SGD: momentum %v and dampening %v must be >= 0", o.Momentum, o.Dampening)
 	}
 	if o.Nesterov && (o.Momentum <= 0 || o.Dampening != 0) {
 		return nil, invalid("SGD: Nesterov momentum requires a momentum and zero dampening")
 	}
-	return newOptimizer("SGD", sgdRule{o}, params, o.LR, o.WeightDecay)
+	return newOptimizer("SGD", sgdRule{o}, m, o.LR, o.WeightDecay)
 }
 
 func (r sgdRule) newSlot(p *Tensor) *slot {
@@ -218,7 +260,10 @@ func (r sgdRule) options(lr, wd float64) cgotorch.OptimizerOptions {
 		Momentum: r.Momentum, Dampening: r.Dampening, Nesterov: r.Nesterov}
 }
 
-// AdamOptions are the hyperparameters of torch.optim.Adam and AdamW.
+// AdamOptions are the hyperparameters of torch.optim.Adam and AdamW. A zero field means
+// PyTorch's default: LR 1e-3, Beta1 0.9, Beta2 0.999, Eps 1e-8, no weight decay (for AdamW too,
+// as embedding.AdamW: DefaultAdamWOptions has torch's 1e-2). Zero() asks for 0 (an Eps of 0, a
+// Beta1 of 0: RMSprop-like).
 type AdamOptions struct {
 	LR          float64
 	Beta1       float64
@@ -231,7 +276,7 @@ type AdamOptions struct {
 // DefaultAdamOptions are PyTorch's defaults for Adam: LR 1e-3, betas (0.9, 0.999), Eps 1e-8,
 // no weight decay.
 func DefaultAdamOptions() AdamOptions {
-	return AdamOptions{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	return AdamOptions{LR: defaultAdamLR, Beta1: defaultAdamBeta1, Beta2: defaultAdamBeta2, Eps: defaultAdamEps}
 }
 
 // DefaultAdamWOptions are PyTorch's defaults for AdamW: Adam's, with WeightDecay 1e-2.
@@ -254,21 +299,22 @@ type adamRule struct {
 //
 // with v replaced by its running maximum under AMSGrad. It returns an error wrapping
 // cgotorch.ErrInvalidArgument for betas outside [0, 1) or negative values.
-func NewAdam(params []NamedParameter, o AdamOptions) (*Optimizer, error) {
-	return newAdam("Adam", params, o, false)
+func NewAdam(m Trainable, o AdamOptions) (*Optimizer, error) {
+	return newAdam("Adam", m, o, false)
 }
 
 // NewAdamW returns AdamW: Adam with decoupled weight decay, p *= 1 - lr * weight_decay before
 // the Adam update (which then sees the plain gradient).
-func NewAdamW(params []NamedParameter, o AdamOptions) (*Optimizer, error) {
-	return newAdam("AdamW", params, o, true)
+func NewAdamW(m Trainable, o AdamOptions) (*Optimizer, error) {
+	return newAdam("AdamW", m, o, true)
 }
 
-func newAdam(name string, params []NamedParameter, o AdamOptions, decoupled bool) (*Optimizer, error) {
+func newAdam(name string, m Trainable, o AdamOptions, decoupled bool) (*Optimizer, error) {
+	o = o.resolved()
 	if !(o.Beta1 >= 0 && o.Beta1 < 1) || !(o.Beta2 >= 0 && o.Beta2 < 1) || !(o.Eps >= 0) {
 		return nil, invalid("%s: betas (%v, %v) must be in [0, 1) and eps %v >= 0", name, o.Beta1, o.Beta2, o.Eps)
 	}
-	return newOptimizer(name, adamRule{o, decoupled}, params, o.LR, o.WeightDecay)
+	return newOptimizer(name, adamRule{o, decoupled}, m, o.LR, o.WeightDecay)
 }
 
 func (r adamRule) newSlot(p *Tensor) *slot {
@@ -294,7 +340,8 @@ func (r adamRule) options(lr, wd float64) cgotorch.OptimizerOptions {
 		Beta1: r.Beta1, Beta2: r.Beta2, Eps: r.Eps, AMSGrad: r.AMSGrad}
 }
 
-// AdagradOptions are the hyperparameters of torch.optim.Adagrad.
+// AdagradOptions are the hyperparameters of torch.optim.Adagrad. A zero field means PyTorch's
+// default: LR 1e-2, Eps 1e-10, 0 for the others; Zero() asks for 0.
 type AdagradOptions struct {
 	LR                      float64
 	LRDecay                 float64
@@ -304,7 +351,9 @@ type AdagradOptions struct {
 }
 
 // DefaultAdagradOptions are PyTorch's defaults for Adagrad: LR 1e-2, Eps 1e-10, the rest 0.
-func DefaultAdagradOptions() AdagradOptions { return AdagradOptions{LR: 1e-2, Eps: 1e-10} }
+func DefaultAdagradOptions() AdagradOptions {
+	return AdagradOptions{LR: defaultAdagradLR, Eps: defaultAdagradEps}
+}
 
 type adagradRule struct{ AdagradOptions }
 
@@ -315,12 +364,13 @@ type adagradRule struct{ AdagradOptions }
 //	p -= lr / (1 + (t - 1) * lr_decay) * g / (sqrt(sum) + eps)
 //
 // It returns an error wrapping cgotorch.ErrInvalidArgument for negative values.
-func NewAdagrad(params []NamedParameter, o AdagradOptions) (*Optimizer, error) {
+func NewAdagrad(m Trainable, o AdagradOptions) (*Optimizer, error) {
+	o = o.resolved()
 	if !(o.LRDecay >= 0) || !(o.InitialAccumulatorValue >= 0) || !(o.Eps >= 0) {
 		return nil, invalid("Adagrad: lr decay %v, initial accumulator value %v and eps %v must be >= 0",
 			o.LRDecay, o.InitialAccumulatorValue, o.Eps)
 	}
-	return newOptimizer("Adagrad", adagradRule{o}, params, o.LR, o.WeightDecay)
+	return newOptimizer("Adagrad", adagradRule{o}, m, o.LR, o.WeightDecay)
 }
 
 func (r adagradRule) newSlot(p *Tensor) *slot {

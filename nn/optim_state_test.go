@@ -17,22 +17,22 @@ var optimizerKinds = []struct {
 	make func(g0, g1 []nn.NamedParameter) (*nn.Optimizer, error)
 }{
 	{"SGD", func(g0, g1 []nn.NamedParameter) (*nn.Optimizer, error) {
-		return withGroup(nn.NewSGD(g0, nn.SGDOptions{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-3}))(g1)
+		return withGroup(nn.NewSGD(nn.ParamList(g0), nn.SGDOptions{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-3}))(g1)
 	}},
 	{"Adam", func(g0, g1 []nn.NamedParameter) (*nn.Optimizer, error) {
 		o := nn.DefaultAdamOptions()
 		o.LR, o.AMSGrad = 0.01, true
-		return withGroup(nn.NewAdam(g0, o))(g1)
+		return withGroup(nn.NewAdam(nn.ParamList(g0), o))(g1)
 	}},
 	{"AdamW", func(g0, g1 []nn.NamedParameter) (*nn.Optimizer, error) {
 		o := nn.DefaultAdamWOptions()
 		o.LR, o.Beta1 = 0.02, 0.8
-		return withGroup(nn.NewAdamW(g0, o))(g1)
+		return withGroup(nn.NewAdamW(nn.ParamList(g0), o))(g1)
 	}},
 	{"Adagrad", func(g0, g1 []nn.NamedParameter) (*nn.Optimizer, error) {
 		o := nn.DefaultAdagradOptions()
 		o.LRDecay, o.InitialAccumulatorValue = 0.1, 0.5
-		return withGroup(nn.NewAdagrad(g0, o))(g1)
+		return withGroup(nn.NewAdagrad(nn.ParamList(g0), o))(g1)
 	}},
 }
 
@@ -161,7 +161,7 @@ func TestOptimizerStateMismatchChangesNothing(t *testing.T) {
 		o := nn.DefaultAdamOptions()
 		o.LR, o.AMSGrad, o.Beta2 = 0.01, true, 0.99
 		m := newMLP()
-		return withGroup(nn.NewAdam(m.Parameters()[:2], o))(m.Parameters()[2:])
+		return withGroup(nn.NewAdam(nn.ParamList(m.Parameters()[:2]), o))(m.Parameters()[2:])
 	}
 	cases := []struct {
 		name string
@@ -174,7 +174,7 @@ func TestOptimizerStateMismatchChangesNothing(t *testing.T) {
 			m := nn.NewSequential(nn.NewLinear(4, 8, true), &nn.ReLU{}, nn.NewLinear(8, 2, true))
 			o := nn.DefaultAdamOptions()
 			o.LR, o.AMSGrad = 0.01, true
-			return stateOf(t)(withGroup(nn.NewAdam(m.Parameters()[:2], o))(m.Parameters()[2:]))
+			return stateOf(t)(withGroup(nn.NewAdam(nn.ParamList(m.Parameters()[:2]), o))(m.Parameters()[2:]))
 		}, cgotorch.ErrInvalidArgument},
 		{"model state, not an optimizer's", func(t *testing.T) []byte {
 			var buf bytes.Buffer
@@ -224,7 +224,7 @@ func stateOf(t *testing.T) func(*nn.Optimizer, error) []byte {
 
 func TestOptimizerStateNeedsUniqueNames(t *testing.T) {
 	a, b := nn.NewLinear(2, 2, false), nn.NewLinear(2, 2, false)
-	opt, err := nn.NewSGD(append(a.Parameters(), b.Parameters()...), nn.SGDOptions{LR: 0.1})
+	opt, err := nn.NewSGD(nn.ParamList(append(a.Parameters(), b.Parameters()...)), nn.SGDOptions{LR: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,19 +48,19 @@ func optimizerFor(t testing.TB, c *refCase, model nn.Module) *nn.Optimizer {
 	var err error
 	switch c.Config["optimizer"] {
 	case "sgd":
-		opt, err = nn.NewSGD(params, nn.SGDOptions{LR: lr, Momentum: cfgFloat(c, "momentum", 0),
+		opt, err = nn.NewSGD(nn.ParamList(params), nn.SGDOptions{LR: lr, Momentum: cfgFloat(c, "momentum", 0),
 			Dampening: cfgFloat(c, "dampening", 0), WeightDecay: wd, Nesterov: cfgBool(c, "nesterov")})
 	case "adam", "adamw":
 		betas := c.Config["betas"].([]any)
 		o := nn.AdamOptions{LR: lr, Beta1: betas[0].(float64), Beta2: betas[1].(float64),
 			Eps: cfgFloat(c, "eps", 0), WeightDecay: wd, AMSGrad: cfgBool(c, "amsgrad")}
 		if c.Config["optimizer"] == "adam" {
-			opt, err = nn.NewAdam(params, o)
+			opt, err = nn.NewAdam(nn.ParamList(params), o)
 		} else {
-			opt, err = nn.NewAdamW(params, o)
+			opt, err = nn.NewAdamW(nn.ParamList(params), o)
 		}
 	case "adagrad":
-		opt, err = nn.NewAdagrad(params, nn.AdagradOptions{LR: lr, LRDecay: cfgFloat(c, "lr_decay", 0),
+		opt, err = nn.NewAdagrad(nn.ParamList(params), nn.AdagradOptions{LR: lr, LRDecay: cfgFloat(c, "lr_decay", 0),
 			WeightDecay: wd, InitialAccumulatorValue: cfgFloat(c, "initial_accumulator_value", 0), Eps: cfgFloat(c, "eps", 0)})
 	default:
 		t.Fatalf("optimizer %v", c.Config["optimizer"])
@@ -92,7 +92,7 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 
 // optimizerCase is the optimizer case name, the MLP with the state from's tensors prefix+...,
 // and the case's optimizer over it.
-func optimizerCase(t *testing.T, mlp *refCase, name string, from *refCase, prefix string) (*refCase, nn.Module, *nn.Optimizer) {
+func optimizerCase(t *testing.T, mlp *refCase, name string, from *refCase, prefix string) (*refCase, nn.Layer, *nn.Optimizer) {
 	t.Helper()
 	c := refCaseNamed(t, "opt_"+name)
 	if from == nil {
@@ -105,7 +105,7 @@ func optimizerCase(t *testing.T, mlp *refCase, name string, from *refCase, prefi
 
 // trainLikeTorch takes the steps [from, to) of the optimizer case c (its batches in mlp, its
 // learning rate changes) and checks the loss and the parameters after each against torch's.
-func trainLikeTorch(t *testing.T, mlp, c *refCase, model nn.Module, opt *nn.Optimizer, from, to int) {
+func trainLikeTorch(t *testing.T, mlp, c *refCase, model nn.Layer, opt *nn.Optimizer, from, to int) {
 	t.Helper()
 	setLR, _ := c.Config["set_lr"].(map[string]any)
 	loss := nn.BCEWithLogits(nn.ReduceMean)
@@ -134,36 +134,40 @@ func trainLikeTorch(t *testing.T, mlp, c *refCase, model nn.Module, opt *nn.Opti
 func TestOptimizerOptionErrors(t *testing.T) {
 	ps := newMLP().Parameters()
 	for name, f := range map[string]func() (*nn.Optimizer, error){
-		"negative lr":       func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: -1}) },
-		"negative momentum": func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: -0.1}) },
-		"nesterov without":  func() (*nn.Optimizer, error) { return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Nesterov: true}) },
+		"negative lr": func() (*nn.Optimizer, error) { return nn.NewSGD(nn.ParamList(ps), nn.SGDOptions{LR: -1}) },
+		"negative momentum": func() (*nn.Optimizer, error) {
+			return nn.NewSGD(nn.ParamList(ps), nn.SGDOptions{LR: 1, Momentum: -0.1})
+		},
+		"nesterov without": func() (*nn.Optimizer, error) {
+			return nn.NewSGD(nn.ParamList(ps), nn.SGDOptions{LR: 1, Nesterov: true})
+		},
 		"nesterov dampening": func() (*nn.Optimizer, error) {
-			return nn.NewSGD(ps, nn.SGDOptions{LR: 1, Momentum: 0.9, Dampening: 0.1, Nesterov: true})
+			return nn.NewSGD(nn.ParamList(ps), nn.SGDOptions{LR: 1, Momentum: 0.9, Dampening: 0.1, Nesterov: true})
 		},
 		"beta1 = 1": func() (*nn.Optimizer, error) {
 			o := nn.DefaultAdamOptions()
 			o.Beta1 = 1
-			return nn.NewAdam(ps, o)
+			return nn.NewAdam(nn.ParamList(ps), o)
 		},
 		"negative eps": func() (*nn.Optimizer, error) {
 			o := nn.DefaultAdamWOptions()
 			o.Eps = -1
-			return nn.NewAdamW(ps, o)
+			return nn.NewAdamW(nn.ParamList(ps), o)
 		},
 		"negative weight decay": func() (*nn.Optimizer, error) {
 			o := nn.DefaultAdagradOptions()
 			o.WeightDecay = -1
-			return nn.NewAdagrad(ps, o)
+			return nn.NewAdagrad(nn.ParamList(ps), o)
 		},
 		"integer parameter": func() (*nn.Optimizer, error) {
-			return nn.NewSGD([]nn.NamedParameter{{Name: "i", Tensor: cgotorch.Zeros([]int64{2}, cgotorch.WithDType(cgotorch.Int64))}}, nn.SGDOptions{LR: 1})
+			return nn.NewSGD(nn.ParamList{{Name: "i", Tensor: cgotorch.Zeros([]int64{2}, cgotorch.WithDType(cgotorch.Int64))}}, nn.SGDOptions{LR: 1})
 		},
 	} {
 		if _, err := f(); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	opt, err := nn.NewSGD(ps[:2], nn.SGDOptions{LR: 1})
+	opt, err := nn.NewSGD(nn.ParamList(ps[:2]), nn.SGDOptions{LR: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +191,14 @@ func TestOptimizerCollapsesRepeatedParameters(t *testing.T) {
 		twin.Weight.CopyFrom(shared.Weight)
 		twin.Bias.CopyFrom(shared.Bias)
 	})
-	opt, err := nn.NewAdam(model.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(opt.Groups()[0].Params); n != 2 {
 		t.Fatalf("the group holds %d parameters; want 2 (weight and bias once each)", n)
 	}
-	topt, _ := nn.NewAdam(twin.Parameters(), nn.DefaultAdamOptions())
+	topt, _ := nn.NewAdam(twin, nn.DefaultAdamOptions())
 	x := cgotorch.MustFromSlice([]float32{1, -2, 3, 0.5, 0, -1}, 2, 3)
 	for _, step := range []struct {
 		m   *nn.Linear
@@ -220,7 +224,7 @@ func TestOptimizerCollapsesRepeatedParameters(t *testing.T) {
 func TestOptimizerSkipsParametersWithoutGrad(t *testing.T) {
 	l := nn.NewLinear(3, 2, true)
 	before := values(t, l.Weight)
-	opt, err := nn.NewAdam(l.Parameters(), nn.DefaultAdamOptions())
+	opt, err := nn.NewAdam(l, nn.DefaultAdamOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +241,7 @@ func TestOptimizerSkipsParametersWithoutGrad(t *testing.T) {
 
 func TestOptimizerStepOnClosedParameterIsAnError(t *testing.T) {
 	l := nn.NewLinear(3, 2, true)
-	opt, _ := nn.NewSGD(l.Parameters(), nn.SGDOptions{LR: 0.1})
+	opt, _ := nn.NewSGD(l, nn.SGDOptions{LR: 0.1})
 	l.Weight.Close()
 	if err := opt.Step(); !errors.Is(err, cgotorch.ErrClosed) {
 		t.Errorf("Step with a closed parameter: %v", err)
@@ -245,7 +249,7 @@ func TestOptimizerStepOnClosedParameterIsAnError(t *testing.T) {
 }
 
 func TestSetLR(t *testing.T) {
-	opt, _ := nn.NewSGD(newMLP().Parameters(), nn.SGDOptions{LR: 0.1})
+	opt, _ := nn.NewSGD(newMLP(), nn.SGDOptions{LR: 0.1})
 	opt.SetLR(0.5)
 	if opt.LR() != 0.5 || opt.Groups()[0].LR != 0.5 {
 		t.Errorf("LR %v", opt.LR())

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-
-	"github.com/gorec/gorec/embedding"
 )
 
 // A Schedule is a learning-rate schedule in closed form: the rate after step scheduler steps of
@@ -82,38 +80,39 @@ func checkSchedule(s Schedule) error {
 	return nil
 }
 
-// Scheduler applies a Schedule to an optimizer's parameter groups and to embedding tables (whose
-// rates are their own: embedding.Table.SetLR), as torch.optim.lr_scheduler applies one to its
-// optimizer's param_groups: making it sets the rates of step 0, and each Step (once per epoch
-// or per training step, after Optimizer.Step) those of the next step. Rates follow the closed
-// form from the bases (the rates when it was made), so they do not drift with rounding; they
-// are torch's within 1e-12 relative (its schedulers multiply step by step). It is not safe for
-// concurrent use. A table with SGD momentum pays a pass over its rows for every rate change
-// (embedding.Table.SetLR): on a large one, step its schedule per epoch, not per batch.
+// Scheduler applies a Schedule to an optimizer's parameter groups and to its Steppers (the
+// tables of its model, whose rates are their own: embedding.Table.SetLR), as
+// torch.optim.lr_scheduler applies one to its optimizer's param_groups: making it sets the rates
+// of step 0, and each Step (once per epoch or per training step, after Optimizer.Step) those of
+// the next step. Rates follow the closed form from the bases (the rates when it was made), so
+// they do not drift with rounding; they are torch's within 1e-12 relative (its schedulers
+// multiply step by step). It is not safe for concurrent use. A table with SGD momentum pays a
+// pass over its rows for every rate change (embedding.Table.SetLR): on a large one, step its
+// schedule per epoch, not per batch.
 type Scheduler struct {
-	opt    *Optimizer
-	tables []*embedding.Table
-	s      Schedule
-	groups int       // opt's groups when the scheduler was made (groups added later are not its)
-	bases  []float64 // the groups', then the tables'
-	step   int64
+	opt      *Optimizer
+	steppers []Stepper
+	s        Schedule
+	groups   int       // opt's groups when the scheduler was made (groups added later are not its)
+	bases    []float64 // the groups', then the steppers'
+	step     int64
 }
 
-// NewScheduler makes a Scheduler over opt's groups (nil: none) and the tables, from their
-// present rates, and sets the rates of step 0.
-func NewScheduler(opt *Optimizer, s Schedule, tables ...*embedding.Table) (*Scheduler, error) {
+// NewScheduler makes a Scheduler over opt's groups and Steppers, from their present rates, and
+// sets the rates of step 0.
+func NewScheduler(opt *Optimizer, s Schedule) (*Scheduler, error) {
 	if err := checkSchedule(s); err != nil {
 		return nil, err
 	}
-	sc := &Scheduler{opt: opt, tables: tables, s: s}
-	if opt != nil {
-		sc.groups = len(opt.groups)
-		for _, g := range opt.groups {
-			sc.bases = append(sc.bases, g.LR)
-		}
+	if opt == nil {
+		return nil, invalid("scheduler: nil optimizer")
 	}
-	for _, t := range tables {
-		sc.bases = append(sc.bases, t.LR())
+	sc := &Scheduler{opt: opt, steppers: opt.Steppers(), s: s, groups: len(opt.groups)}
+	for _, g := range opt.groups {
+		sc.bases = append(sc.bases, g.LR)
+	}
+	for _, st := range sc.steppers {
+		sc.bases = append(sc.bases, st.LR())
 	}
 	return sc, sc.apply()
 }
@@ -127,7 +126,7 @@ func (sc *Scheduler) Step() error {
 // LastStep is the number of Steps taken (torch's last_epoch).
 func (sc *Scheduler) LastStep() int64 { return sc.step }
 
-// LRs are the rates the schedule gives now: the groups', then the tables'.
+// LRs are the rates the schedule gives now: the groups', then the Steppers'.
 func (sc *Scheduler) LRs() []float64 {
 	out := make([]float64, len(sc.bases))
 	for i, b := range sc.bases {
@@ -142,8 +141,8 @@ func (sc *Scheduler) apply() error {
 		sc.opt.groups[i].LR = lrs[i]
 	}
 	var errs []error
-	for i, t := range sc.tables {
-		errs = append(errs, t.SetLR(lrs[sc.groups+i]))
+	for i, st := range sc.steppers {
+		errs = append(errs, st.SetLR(lrs[sc.groups+i]))
 	}
 	return errors.Join(errs...)
 }
@@ -161,7 +160,7 @@ func (sc *Scheduler) SaveState(w io.Writer) error {
 	return json.NewEncoder(w).Encode(schedulerState{sc.step, sc.bases})
 }
 
-// LoadState reads a state of SaveState: the step and bases, for as many groups and tables as
+// LoadState reads a state of SaveState: the step and bases, for as many groups and Steppers as
 // this scheduler has (else an error wrapping cgotorch.ErrInvalidArgument, and nothing changes).
 // It sets no rate (torch's load_state_dict neither): the next Step does.
 func (sc *Scheduler) LoadState(r io.Reader) error {
@@ -170,7 +169,7 @@ func (sc *Scheduler) LoadState(r io.Reader) error {
 		return fmt.Errorf("%w: scheduler state: %w", ErrFormat, err)
 	}
 	if len(st.Bases) != len(sc.bases) || st.Step < 0 {
-		return invalid("scheduler state: step %d and %d rates, for %d groups and tables", st.Step, len(st.Bases), len(sc.bases))
+		return invalid("scheduler state: step %d and %d rates, for %d groups and steppers", st.Step, len(st.Bases), len(sc.bases))
 	}
 	sc.step, sc.bases = st.Step, st.Bases
 	return nil

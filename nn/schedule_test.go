@@ -37,20 +37,20 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 	for _, name := range []string{"sched_step", "sched_exponential", "sched_cosine", "sched_linear"} {
 		t.Run(name, func(t *testing.T) {
 			c := refCaseNamed(t, name)
+			tab, err := embedding.New("sched-"+name, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{LR: 0.05}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tab.Close()
 			a, b := nn.NewLinear(1, 1, false), nn.NewLinear(1, 1, false)
-			opt, err := nn.NewSGD(a.Parameters(), nn.SGDOptions{LR: 0.1})
+			opt, err := nn.NewSGD(nn.NewSequential(a, nn.NewEmbedding(tab, nn.EmbeddingOptions{})), nn.SGDOptions{LR: 0.1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := opt.AddParamGroup(nn.ParamGroup{Params: b.Parameters(), LR: 0.03}); err != nil {
 				t.Fatal(err)
 			}
-			tab, err := embedding.New("sched-"+name, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{LR: 0.05}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tab.Close()
-			sc, err := nn.NewScheduler(opt, scheduleOf(t, c), tab)
+			sc, err := nn.NewScheduler(opt, scheduleOf(t, c))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +78,7 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 // schedule goes on from the saved step and bases.
 func TestSchedulerResumes(t *testing.T) {
 	c := newDropoutModel(t, "sched-resume")
-	sc, err := nn.NewScheduler(c.opt, nn.StepLR{StepSize: 2, Gamma: 0.5}, c.table)
+	sc, err := nn.NewScheduler(c.opt, nn.StepLR{StepSize: 2, Gamma: 0.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestSchedulerResumes(t *testing.T) {
 	}
 	want, wantState := run(sc), c.state(t)
 
-	fresh, err := nn.NewScheduler(c.opt, nn.StepLR{StepSize: 2, Gamma: 0.5}, c.table) // bases are now wrong
+	fresh, err := nn.NewScheduler(c.opt, nn.StepLR{StepSize: 2, Gamma: 0.5}) // bases are now wrong
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestSchedulerResumes(t *testing.T) {
 func TestSchedulerBadSchedules(t *testing.T) {
 	for _, s := range []nn.Schedule{nil, nn.StepLR{}, nn.CosineAnnealingLR{}, nn.LinearLR{StartFactor: 0, EndFactor: 1, TotalIters: 3},
 		nn.LinearLR{StartFactor: 0.5, EndFactor: 2, TotalIters: 3}, nn.ExponentialLR{Gamma: math.NaN()}} {
-		if _, err := nn.NewScheduler(nil, s); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		if _, err := nn.NewScheduler(&nn.Optimizer{}, s); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%#v: %v", s, err)
 		}
 	}

@@ -11,4 +11,6 @@
 //   - serve_test.go: the trained tables pushed to a serving store with ExportEach, and
 //     ReadInto answering from many goroutines while training goes on, both checked against
 //     the tables.
+//   - examples_copy_test.go: each example's folder, copied into a module of its own, builds on
+//     gorec's public API alone.
 package tests

@@ -61,14 +61,14 @@ func newRecModel(t *testing.T, prefix string) *recModel {
 	m.mlp = nn.NewSequential(nn.NewLinear(3*dim, 16, true), &nn.ReLU{}, nn.NewDropout(0.2), nn.NewLinear(16, 1, true))
 	m.Add("users", m.users)
 	m.Add("items", m.items)
+	m.Add("tags", m.tags)
 	m.Add("mlp", m.mlp)
-	opt, err := nn.NewAdamW(m.Parameters(), nn.DefaultAdamWOptions())
+	opt, err := nn.NewAdamW(m, nn.DefaultAdamWOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.AddSteppers(m.Steppers()...)
 	m.opt = opt
-	if m.sched, err = nn.NewScheduler(opt, nn.CosineAnnealingLR{TMax: 16, EtaMin: 1e-4}, m.tables...); err != nil {
+	if m.sched, err = nn.NewScheduler(opt, nn.CosineAnnealingLR{TMax: 16, EtaMin: 1e-4}); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -77,12 +77,6 @@ func newRecModel(t *testing.T, prefix string) *recModel {
 // Forward is the dense part: the MLP over the three rows of each sample, concatenated (the
 // lookups take a batch, not one tensor: see step).
 func (m *recModel) Forward(x *nn.Tensor) *nn.Tensor { return m.mlp.Forward(x) }
-
-// Tables makes the tags' table part of the model's checkpoints (the bag is no child).
-func (m *recModel) Tables() []*embedding.Table { return m.tables }
-
-// Steppers adds the bag's to the children's.
-func (m *recModel) Steppers() []nn.Stepper { return append(m.Container.Steppers(), m.tags) }
 
 // batch is step s's samples: users from 1,000 and items from 300 ids (Zipf-like: low ids
 // often, each step also brings new ones), 1 to 3 tags of 50, and clicks drawn from a hidden

@@ -119,12 +119,14 @@ func NewDeepFM(prefix string, dim int, hidden []int, opt embedding.Optimizer, se
 		return nil, errors.Join(err, m.Close())
 	}
 	m.tags = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
+	m.Add("tags", m.tags)
 	if t, err = table("linear", 1); err != nil {
 		return nil, errors.Join(err, m.Close())
 	}
 	m.linear = nn.NewEmbedding(t, nn.EmbeddingOptions{})
 	m.linearBag = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
 	m.Add("linear", m.linear)
+	m.Add("linear_bag", m.linearBag)
 
 	m.mlp = nn.NewSequential()
 	in := numTables * dim
@@ -156,19 +158,6 @@ func (m *DeepFM) Logits(b *Batch) *nn.Tensor {
 	fm := sum.Square().Sub(e.Square().SumDim([]int64{1}, false)).SumDim([]int64{1}, true).MulScalar(0.5)
 	deep := m.mlp.Forward(e.Flatten(1, 2))
 	return cgotorch.Cat(first, 1).SumDim([]int64{1}, true).Add(fm).Add(deep)
-}
-
-// Steppers returns the tables' steppers, the bags included (EmbeddingBag is not a Module, so
-// the Container does not hold them).
-func (m *DeepFM) Steppers() []nn.Stepper {
-	return append(m.Container.Steppers(), m.tags, m.linearBag)
-}
-
-// Train sets the mode of every child, the bags included.
-func (m *DeepFM) Train(on bool) {
-	m.Container.Train(on)
-	m.tags.Train(on)
-	m.linearBag.Train(on)
 }
 
 // TableStats returns the stats of each field table and of the first-order table, named.

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
-	"github.com/gorec/gorec/examples/internal/progress"
-	"github.com/gorec/gorec/examples/internal/scope"
+
 	"github.com/gorec/gorec/nn"
 )
 
@@ -66,11 +66,10 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	defer func() { err = errors.Join(err, m.Close()) }()
 	o := nn.DefaultAdamOptions()
 	o.LR = cfg.DenseLR
-	opt, err := nn.NewAdam(m.Parameters(), o)
+	opt, err := nn.NewAdam(m, o)
 	if err != nil {
 		return res, err
 	}
-	opt.AddSteppers(m.Steppers()...)
 
 	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
 		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.Launch, 100*cfg.Gen.FreshShare, cfg.Gen.Fresh)
@@ -98,7 +97,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 
 // train runs one pass over the first cfg.Train samples and returns the number of clicks.
 func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writer, res *Result) (clicks int, err error) {
-	bar := progress.New(out, "train", cfg.Train, false)
+	start := time.Now()
 	samples := make([]Sample, 0, cfg.BatchSize)
 	var lossSum float64
 	var lossN, nextReport int
@@ -113,7 +112,7 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writ
 			samples = append(samples, s)
 		}
 		var loss float64
-		err := scope.Run(func() (err error) {
+		err := cgotorch.TryWithScope(func() (err error) {
 			b, err := NewBatch(samples, cfg.Device)
 			if err != nil {
 				return err
@@ -130,29 +129,33 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writ
 			return 0, fmt.Errorf("step at sample %d: %w", done, err)
 		}
 		done += len(samples)
-		bar.Add(len(samples))
 		lossSum += loss * float64(len(samples))
 		lossN += len(samples)
 		if done >= nextReport || done == cfg.Train {
 			nextReport += cfg.ReportEvery
-			if err := report(m, bar, lossSum/float64(lossN), out, res); err != nil {
+			line := fmt.Sprintf("train %d/%d samples, %.0f samples/s", done, cfg.Train, rate(done, start))
+			if err := report(m, line, lossSum/float64(lossN), out, res); err != nil {
 				return 0, err
 			}
 			lossSum, lossN = 0, 0
 		}
 	}
-	res.SamplesPerSec = bar.Rate()
+	res.SamplesPerSec = rate(cfg.Train, start)
 	return clicks, nil
 }
 
-// report prints a progress line: throughput, recent training loss, table sizes and memory.
-func report(m *DeepFM, bar *progress.Bar, loss float64, out io.Writer, res *Result) error {
+// rate is the samples per second of n samples since start.
+func rate(n int, start time.Time) float64 { return float64(n) / time.Since(start).Seconds() }
+
+// report prints a progress line: line (samples done and throughput), recent training loss,
+// table sizes and memory.
+func report(m *DeepFM, line string, loss float64, out io.Writer, res *Result) error {
 	names, stats, err := m.TableStats()
 	if err != nil {
 		return err
 	}
 	res.TableLen, res.TableBytes = map[string]int{}, 0
-	fmt.Fprintf(out, "%s  log-loss %.4f\n  ids:", bar.Line(), loss)
+	fmt.Fprintf(out, "%s  log-loss %.4f\n  ids:", line, loss)
 	for i, st := range stats {
 		res.TableLen[names[i]] = st.Len
 		res.TableBytes += st.Bytes
@@ -182,7 +185,7 @@ func evaluate(m *DeepFM, gen *Generator, n int, d cgotorch.Device, clickRate flo
 			base = append(base, clickRate)
 		}
 		var probs []float32
-		err := scope.Run(func() error {
+		err := cgotorch.TryWithScope(func() error {
 			b, err := NewBatch(samples, d)
 			if err != nil {
 				return err

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 
 	"github.com/gorec/gorec/cgotorch"
-	"github.com/gorec/gorec/examples/internal/progress"
-	"github.com/gorec/gorec/examples/internal/scope"
 )
 
 // fit trains m for epochs over train, printing a progress bar per epoch, and calls after with
@@ -24,7 +22,7 @@ func fit(m *Model, train []Rating, cfg Config, label string, out io.Writer, afte
 	values := make([]float32, 0, cfg.BatchSize)
 	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		bar := progress.New(out, fmt.Sprintf("%s epoch %2d/%d", label, epoch, cfg.Epochs), len(order), cfg.Live)
+		bar := newBar(out, fmt.Sprintf("%s epoch %2d/%d", label, epoch, cfg.Epochs), len(order), cfg.Live)
 		var sse float64
 		for start := 0; start < len(order); start += cfg.BatchSize {
 			pairs, values = pairs[:0], values[:0]
@@ -51,7 +49,7 @@ func fit(m *Model, train []Rating, cfg Config, label string, out io.Writer, afte
 // step runs one training step on a batch, freeing its tensors at the end, and returns the
 // batch's mean squared error.
 func step(m *Model, pairs []int64, values []float32) (mse float64, err error) {
-	err = scope.Run(func() error {
+	err = cgotorch.TryWithScope(func() error {
 		x := cgotorch.MustFromSlice(pairs, int64(len(values)), 2)
 		y := cgotorch.MustFromSlice(values, int64(len(values)))
 		m.ZeroGrad()
@@ -81,7 +79,7 @@ func squaredErrors(m *Model, data []Rating) ([]float64, error) {
 			pairs = append(pairs, r.User, r.Item)
 		}
 		var pred []float32
-		err := scope.Run(func() (err error) {
+		err := cgotorch.TryWithScope(func() (err error) {
 			cgotorch.NoGrad(func() {
 				pred, err = cgotorch.ToSlice[float32](m.Forward(cgotorch.MustFromSlice(pairs, int64(len(batch)), 2)))
 			})

@@ -26,27 +26,25 @@ func run(out io.Writer) error {
 		return err
 	}
 	defer items.Close()
-	emb := nn.NewEmbedding(items, nn.EmbeddingOptions{})
-	head := nn.NewLinear(8, 1, true)
-	opt, err := nn.NewAdam(head.Parameters(), nn.DefaultAdamOptions())
+	model := nn.NewSequential(nn.NewEmbedding(items, nn.EmbeddingOptions{}), nn.NewLinear(8, 1, true))
+	opt, err := nn.NewAdam(model, nn.DefaultAdamOptions()) // one Step updates the head and the table
 	if err != nil {
 		return err
 	}
-	opt.AddSteppers(nn.Steppers(emb)...) // one Step updates the head and the table
 
 	ids := cgotorch.MustFromSlice([]int64{1180210, 42, 7, 42}) // raw ids; 42 twice
 	clicks := cgotorch.MustFromSlice([]float32{1, 0, 1, 0}, 4, 1)
 	loss := nn.BCEWithLogits(nn.ReduceMean)
 	for step := 0; step < 20; step++ {
 		opt.ZeroGrad()
-		rows := emb.Forward(ids) // [4 8]: new ids are inserted
-		l := loss(head.Forward(rows), clicks)
+		logits := model.Forward(ids) // ids [4] -> rows [4 8] (new ids are inserted) -> [4 1]
+		l := loss(logits, clicks)
 		l.Backward()
 		if err := opt.Step(); err != nil {
 			return err
 		}
 		if v, _ := l.Item(); step%10 == 0 {
-			fmt.Fprintf(out, "step %d: rows %v, %d ids in the table, loss %.4f\n", step, rows.Shape(), items.Len(), v)
+			fmt.Fprintf(out, "step %d: logits %v, %d ids in the table, loss %.4f\n", step, logits.Shape(), items.Len(), v)
 		}
 	}
 	return nil

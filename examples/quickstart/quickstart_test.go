@@ -21,7 +21,7 @@ func TestQuickstart(t *testing.T) {
 	var loss [2]float64
 	for i, l := range lines {
 		var step int
-		if _, err := fmt.Sscanf(l, "step %d: rows [4 8], 3 ids in the table, loss %f", &step, &loss[i]); err != nil {
+		if _, err := fmt.Sscanf(l, "step %d: logits [4 1], 3 ids in the table, loss %f", &step, &loss[i]); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
 	}

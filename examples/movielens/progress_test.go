@@ -1,4 +1,4 @@
-package progress
+package main
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 
 func TestBar(t *testing.T) {
 	var out bytes.Buffer
-	b := New(&out, "epoch 1", 1000, false)
+	b := newBar(&out, "epoch 1", 1000, false)
 	b.Add(250)
 	if out.Len() != 0 {
 		t.Fatalf("a bar that is not live wrote %q before Done", out.String())
@@ -27,7 +27,7 @@ func TestBar(t *testing.T) {
 
 func TestLiveBarRedrawsInPlace(t *testing.T) {
 	var out bytes.Buffer
-	b := New(&out, "x", 10, true)
+	b := newBar(&out, "x", 10, true)
 	b.Done("")
 	if !strings.HasPrefix(out.String(), "\rx [") {
 		t.Errorf("live bar wrote %q", out.String())

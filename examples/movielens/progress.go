@@ -1,7 +1,7 @@
-// Package progress draws the per-epoch progress bar of the examples: rows done, rows per
-// second and the estimated time left, redrawn in place on a terminal, one line at the end of
-// the epoch otherwise.
-package progress
+package main
+
+// The per-epoch progress bar: rows done, rows per second and the estimated time left, redrawn
+// in place on a terminal, one line at the end of the epoch otherwise.
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Bar tracks one pass over Total rows. Create it with New, call Add after each batch and Done
+// Bar tracks one pass over Total rows. Create it with newBar, call Add after each batch and Done
 // at the end.
 type Bar struct {
 	out         io.Writer
@@ -23,9 +23,9 @@ type Bar struct {
 // redraw is the shortest interval between two redraws of a live bar.
 const redraw = 100 * time.Millisecond
 
-// New starts a bar over total rows. live redraws it in place with carriage returns (for a
+// newBar starts a bar over total rows. live redraws it in place with carriage returns (for a
 // terminal); otherwise only Done writes, once.
-func New(out io.Writer, label string, total int, live bool) *Bar {
+func newBar(out io.Writer, label string, total int, live bool) *Bar {
 	now := time.Now()
 	return &Bar{out: out, label: label, total: total, live: live, start: now, last: now}
 }
@@ -48,7 +48,7 @@ func (b *Bar) Rate() float64 {
 	return float64(b.done) / s
 }
 
-// Elapsed is the time since New.
+// Elapsed is the time since newBar.
 func (b *Bar) Elapsed() time.Duration { return time.Since(b.start) }
 
 // Done writes the final state of the bar followed by suffix and a newline.
