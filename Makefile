@@ -62,6 +62,9 @@ gotest:
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g -O1
+# The C++ standard of the C-level builds, the one cgo uses (cgotorch/cxxstd.go): libtorch 2.14 and
+# newer need C++20.
+CXXSTD ?= -std=c++20
 # As cgo builds the C++ (cgotorch/flags.go): ATen's parallel_for is a header template that runs
 # in parallel only where the including code is compiled with OpenMP.
 OMP := -fopenmp
@@ -75,7 +78,7 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 
 $(BUILD)/san/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/san
-	$(CXX) -std=c++17 $(SAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
+	$(CXX) $(CXXSTD) $(SAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/san/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
 $(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/ctest/check.h cgotorch/cgotorch.h | $(BUILD)/san
