@@ -111,12 +111,15 @@ example: deps
 # PyPI's Linux wheel is the CUDA build: its libtorch_cpu.so also needs libcudart and libcupti
 # (for the profiler; no GPU is needed to load them), which come in two small NVIDIA wheels. Their
 # libraries are copied next to libtorch's so that the rpath finds them. The version is the one
-# `make cuda-test-bins` builds against (they share the download); for torch 2.5.1, say
+# `make cuda-test-bins` builds against (they share the download). The CUDA wheels' versions are
+# those of the wheel's METADATA (torch 2.15.0: cuda-toolkit 13.2.2, whose cudart and cupti extras
+# are 13.2.86). For torch 2.11.0, say TORCH2_VERSION=2.11.0
+# TORCH2_CUDA_LIBS="nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85"; for torch 2.5.1,
 # TORCH2_VERSION=2.5.1 TORCH2_PY=3.11
 # TORCH2_CUDA_LIBS="nvidia-cuda-runtime-cu12==12.4.127 nvidia-cuda-cupti-cu12==12.4.127".
-TORCH2_VERSION ?= 2.11.0
+TORCH2_VERSION ?= 2.15.0
 TORCH2_PY ?= 3.12
-TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85
+TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime==13.2.86 nvidia-cuda-cupti==13.2.86
 TORCH2_DIR := $(BUILD)/torch-$(TORCH2_VERSION)
 test-libtorch2:
 	@if [ ! -f $(TORCH2_DIR)/.cpu-libs ]; then \
