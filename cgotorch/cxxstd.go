@@ -4,7 +4,7 @@ package cgotorch
 
 // The C++ standard of cgotorch's sources: C++20, which libtorch 2.14 and newer require (ATen
 // stops with "C++20 or later compatible compiler is required") and which Debian's libtorch 1.13
-// compiles with too (GCC 10 or newer). cgo puts a package's #cgo flags after CGO_CXXFLAGS, so a
+// compiles with too (tested with GCC 12.2). cgo puts a package's #cgo flags after CGO_CXXFLAGS, so a
 // -std given there would lose to this one: to build with another standard, leave this file out
 // with the build tag gorec_cxxstd and give the standard in CGO_CXXFLAGS, e.g.
 //
