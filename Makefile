@@ -62,6 +62,9 @@ gotest:
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -g -O1
+# The C++ standard of the C-level builds, the one cgo uses (cgotorch/cxxstd.go): libtorch 2.14 and
+# newer need C++20.
+CXXSTD ?= -std=c++20
 # As cgo builds the C++ (cgotorch/flags.go): ATen's parallel_for is a header template that runs
 # in parallel only where the including code is compiled with OpenMP.
 OMP := -fopenmp
@@ -75,7 +78,7 @@ export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS := print_stacktrace=1:halt_on_error=1
 
 $(BUILD)/san/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/san
-	$(CXX) -std=c++17 $(SAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
+	$(CXX) $(CXXSTD) $(SAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/san/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/san
 	$(CC) -std=c11 $(SAN) -Wall -c $< -o $@
 $(BUILD)/san/abi_test.o: cgotorch/ctest/abi_test.c cgotorch/ctest/check.h cgotorch/cgotorch.h | $(BUILD)/san
@@ -108,12 +111,15 @@ example: deps
 # PyPI's Linux wheel is the CUDA build: its libtorch_cpu.so also needs libcudart and libcupti
 # (for the profiler; no GPU is needed to load them), which come in two small NVIDIA wheels. Their
 # libraries are copied next to libtorch's so that the rpath finds them. The version is the one
-# `make cuda-test-bins` builds against (they share the download); for torch 2.5.1, say
+# `make cuda-test-bins` builds against (they share the download). The CUDA wheels' versions are
+# those of the wheel's METADATA (torch 2.15.0: cuda-toolkit 13.2.2, whose cudart and cupti extras
+# are 13.2.86). For torch 2.11.0, say TORCH2_VERSION=2.11.0
+# TORCH2_CUDA_LIBS="nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85"; for torch 2.5.1,
 # TORCH2_VERSION=2.5.1 TORCH2_PY=3.11
 # TORCH2_CUDA_LIBS="nvidia-cuda-runtime-cu12==12.4.127 nvidia-cuda-cupti-cu12==12.4.127".
-TORCH2_VERSION ?= 2.11.0
+TORCH2_VERSION ?= 2.15.0
 TORCH2_PY ?= 3.12
-TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85
+TORCH2_CUDA_LIBS ?= nvidia-cuda-runtime==13.2.86 nvidia-cuda-cupti==13.2.86
 TORCH2_DIR := $(BUILD)/torch-$(TORCH2_VERSION)
 test-libtorch2:
 	@if [ ! -f $(TORCH2_DIR)/.cpu-libs ]; then \

@@ -1,6 +1,7 @@
 package cgotorch
 
-// All cgo flags of gorec live in this file.
+// All cgo flags of gorec live in this file, but for the C++ standard (C++20): cxxstd.go says
+// how to choose another.
 //
 // By default libtorch is found where Debian and Ubuntu's libtorch-dev put it (/usr/include,
 // /usr/lib/<arch>). To build against another libtorch (a release zip, or the torch/ folder of
@@ -17,7 +18,7 @@ package cgotorch
 
 /*
 #cgo CFLAGS: -O3 -std=gnu11 -Wall
-#cgo CXXFLAGS: -std=c++17 -O2 -fopenmp -I/usr/include/torch/csrc/api/include -Wno-unused-parameter
+#cgo CXXFLAGS: -O2 -fopenmp -I/usr/include/torch/csrc/api/include -Wno-unused-parameter
 #cgo LDFLAGS: -fopenmp -ltorch_cpu -lc10 -lstdc++ -lm
 */
 import "C"

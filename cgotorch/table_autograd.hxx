@@ -32,6 +32,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <limits>
@@ -193,7 +194,12 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
     rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm, counts);
   }
   if (o.train && c10::GradMode::is_enabled()) {
+    // libtorch 2.13 made autograd nodes intrusive_ptr-counted (and dropped deleteNode).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+    auto node = c10::make_intrusive<RowsBackward>(t, uids, o.fused);
+#else
     std::shared_ptr<RowsBackward> node(new RowsBackward(t, uids, o.fused), torch::autograd::deleteNode);
+#endif
     torch::autograd::set_history(rows, node);
   }
   return rows;

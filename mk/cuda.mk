@@ -10,7 +10,7 @@
 # them to be missing. cgotorch is built with -fopenmp (flags.go): this machine's libgomp.so.1
 # goes into build/cuda/ too, for a machine without GCC's runtime.
 .PHONY: cuda-test-bins
-TORCH_CUDA_VERSION ?= 2.11.0
+TORCH_CUDA_VERSION ?= 2.15.0
 TORCH_CUDA_PY ?= 3.12
 TORCH_CUDA_DIR := $(BUILD)/torch-$(TORCH_CUDA_VERSION)
 TORCH_CUDA_LT := $(abspath $(TORCH_CUDA_DIR))/torch

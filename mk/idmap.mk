@@ -3,7 +3,7 @@
 #   make idmap-test    C tests under ASan + UBSan, three builds: default; small segments
 #                      (1024 slots: many splits and directory doublings) with SSE4.1 line
 #                      scans; portable scalar scans with tiny prefetch distance and chunks
-#   make idmap-bench   C++17 benchmark against absl::flat_hash_map and std::unordered_map
+#   make idmap-bench   C++ benchmark against absl::flat_hash_map and std::unordered_map
 CC ?= gcc
 CXX ?= g++
 # make's built-in default for CC is cc; use gcc then, without changing CC for other rules
@@ -50,7 +50,7 @@ $(IDMAP_BUILD)/%.bench.o: $(IDMAP_DIR)/%.c $(IDMAP_SRC)
 
 IDMAP_BENCH_OBJS := $(IDMAP_BUILD)/idmap.bench.o $(IDMAP_BUILD)/idmap_v3.bench.o
 $(IDMAP_BUILD)/idmap_bench: $(IDMAP_BENCH_OBJS) $(IDMAP_DIR)/ctest/idmap_bench.cc $(IDMAP_DIR)/idmap.h
-	$(IDMAP_CXX) -std=c++17 $(IDMAP_BENCH_HOST_OPT) -DNDEBUG -Wall -o $@ $(IDMAP_DIR)/ctest/idmap_bench.cc \
+	$(IDMAP_CXX) $(CXXSTD) $(IDMAP_BENCH_HOST_OPT) -DNDEBUG -Wall -o $@ $(IDMAP_DIR)/ctest/idmap_bench.cc \
 		$(IDMAP_BENCH_OBJS) $(IDMAP_ABSL_LIBS)
 
 idmap-bench: $(IDMAP_BUILD)/idmap_bench

@@ -34,7 +34,7 @@ TABLE_BENCH_ARGS ?=
 $(BUILD)/opt:
 	mkdir -p $@
 $(BUILD)/opt/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/opt
-	$(CXX) -std=c++17 -O2 $(OMP) $(TORCH_INC) -Wall -Wno-unused-parameter -c $< -o $@
+	$(CXX) $(CXXSTD) -O2 $(OMP) $(TORCH_INC) -Wall -Wno-unused-parameter -c $< -o $@
 $(BUILD)/opt/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/opt
 	$(CC) -O3 -std=gnu11 -Wall -c $< -o $@
 $(BUILD)/opt/table_bench.o: cgotorch/ctest/table_bench.c cgotorch/cgotorch.h | $(BUILD)/opt

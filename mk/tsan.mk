@@ -20,7 +20,7 @@ TSAN_RUN := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=cg
 $(BUILD)/tsan:
 	mkdir -p $@
 $(BUILD)/tsan/%.o: cgotorch/%.cc $(CT_HEADERS) | $(BUILD)/tsan
-	$(CXX) -std=c++17 $(TSAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
+	$(CXX) $(CXXSTD) $(TSAN) $(OMP) $(TORCH_INC) -Wall -c $< -o $@
 $(BUILD)/tsan/%.o: cgotorch/%.c $(CT_HEADERS) | $(BUILD)/tsan
 	$(CC) -std=c11 $(TSAN) -Wall -c $< -o $@
 $(BUILD)/tsan/%_stress.o: cgotorch/ctest/%_stress.c cgotorch/ctest/check.h cgotorch/cgotorch.h | $(BUILD)/tsan
