@@ -6,6 +6,7 @@
 #define GOREC_PY_HANDLES_H
 
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 #include <stdexcept>
 #include <string>
@@ -60,6 +61,13 @@ class TableRef {
  private:
   ct_table h_ = nullptr;
 };
+
+// The schema of an op that changes or reads a table (every table op): TorchScript must neither
+// drop, merge nor reorder its calls, which it may do to an op whose schema shows no effects (a
+// scripted emb_write, returning nothing, was dropped).
+inline c10::FunctionSchema stateful(const char *schema) {
+  return torch::schema(schema, c10::AliasAnalysisKind::CONSERVATIVE);
+}
 
 }  // namespace gorec
 

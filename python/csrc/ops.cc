@@ -234,35 +234,35 @@ void emb_zero_grad(std::string table) { check(ct_table_zero_grad(TableRef(table)
 
 TORCH_LIBRARY(gorec, m) {
   // Tables (no tensor inputs: one kernel for every backend).
-  m.def("init_embedding_table(str name, int num_embeddings, int embedding_dim) -> bool",
+  m.def(gorec::stateful("init_embedding_table(str name, int num_embeddings, int embedding_dim) -> bool"),
         &gorec::init_embedding_table);
-  m.def("create_table(str name, int dim, int initializer, float[] init_params, int optimizer, "
+  m.def(gorec::stateful("create_table(str name, int dim, int initializer, float[] init_params, int optimizer, "
         "float[] opt_params, int seed=0, int capacity=0, int block_rows=0, int layout=0, "
-        "bool track_access=False, Device? device=None) -> ()",
+        "bool track_access=False, Device? device=None) -> ()"),
         &gorec::create_table);
-  m.def("close_table(str name) -> ()", &gorec::close_table);
-  m.def("table_names() -> str[]", &gorec::table_names);
-  m.def("table_stats(str table) -> int[]", &gorec::table_stats);
-  m.def("table_config(str table) -> (int[], float[], float[])", &gorec::table_config);
-  m.def("emb_len(str table) -> int", &gorec::table_len);
-  m.def("set_admission(str table, int k) -> ()", &gorec::set_admission);
-  m.def("set_lr(str table, float lr) -> ()", &gorec::set_lr);
-  m.def("emb_step(str table) -> bool", &gorec::emb_step);
-  m.def("emb_zero_grad(str table) -> ()", &gorec::emb_zero_grad);
-  m.def("emb_wait_result(int prefetch_id, int embedding_dim, str? table=None) -> Tensor", &gorec::emb_wait_result);
-  m.def("emb_discard(int prefetch_id, str? table=None) -> ()", &gorec::emb_discard);
+  m.def(gorec::stateful("close_table(str name) -> ()"), &gorec::close_table);
+  m.def(gorec::stateful("table_names() -> str[]"), &gorec::table_names);
+  m.def(gorec::stateful("table_stats(str table) -> int[]"), &gorec::table_stats);
+  m.def(gorec::stateful("table_config(str table) -> (int[], float[], float[])"), &gorec::table_config);
+  m.def(gorec::stateful("emb_len(str table) -> int"), &gorec::table_len);
+  m.def(gorec::stateful("set_admission(str table, int k) -> ()"), &gorec::set_admission);
+  m.def(gorec::stateful("set_lr(str table, float lr) -> ()"), &gorec::set_lr);
+  m.def(gorec::stateful("emb_step(str table) -> bool"), &gorec::emb_step);
+  m.def(gorec::stateful("emb_zero_grad(str table) -> ()"), &gorec::emb_zero_grad);
+  m.def(gorec::stateful("emb_wait_result(int prefetch_id, int embedding_dim, str? table=None) -> Tensor"), &gorec::emb_wait_result);
+  m.def(gorec::stateful("emb_discard(int prefetch_id, str? table=None) -> ()"), &gorec::emb_discard);
   // Ops on keys: CPU and CUDA kernels below.
-  m.def("emb_read(Tensor keys, int embedding_dim, str? table=None, int read_default=0) -> Tensor");
-  m.def("emb_write(Tensor keys, Tensor values, str? table=None) -> ()");
-  m.def("emb_prefetch(Tensor keys, str? table=None, int read_default=0) -> int");
-  m.def("emb_update(Tensor keys, Tensor grads, str? table=None) -> ()");
-  m.def("emb_update_with_table(str table, Tensor keys, Tensor grads) -> ()");
-  m.def("emb_delete(str table, Tensor keys) -> int");
-  m.def("emb_lookup(str table, Tensor ids, bool train=True, bool fused=False, int? padding_idx=None, "
-        "float max_norm=0., int read_default=0) -> Tensor");
-  m.def("emb_lookup_bag(str table, Tensor ids, Tensor? offsets=None, Tensor? per_sample_weights=None, "
+  m.def(gorec::stateful("emb_read(Tensor keys, int embedding_dim, str? table=None, int read_default=0) -> Tensor"));
+  m.def(gorec::stateful("emb_write(Tensor keys, Tensor values, str? table=None) -> ()"));
+  m.def(gorec::stateful("emb_prefetch(Tensor keys, str? table=None, int read_default=0) -> int"));
+  m.def(gorec::stateful("emb_update(Tensor keys, Tensor grads, str? table=None) -> ()"));
+  m.def(gorec::stateful("emb_update_with_table(str table, Tensor keys, Tensor grads) -> ()"));
+  m.def(gorec::stateful("emb_delete(str table, Tensor keys) -> int"));
+  m.def(gorec::stateful("emb_lookup(str table, Tensor ids, bool train=True, bool fused=False, int? padding_idx=None, "
+        "float max_norm=0., int read_default=0) -> Tensor"));
+  m.def(gorec::stateful("emb_lookup_bag(str table, Tensor ids, Tensor? offsets=None, Tensor? per_sample_weights=None, "
         "int mode=0, bool train=True, bool fused=False, int? padding_idx=None, float max_norm=0., "
-        "int read_default=0) -> Tensor");
+        "int read_default=0) -> Tensor"));
 }
 
 // The keyed kernels for one backend. A CUDA kernel is the CPU one: the C ABI copies keys on a

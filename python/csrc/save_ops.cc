@@ -167,10 +167,10 @@ int64_t crc32c(const at::Tensor &data, int64_t crc) {
 }  // namespace gorec
 
 TORCH_LIBRARY_FRAGMENT(gorec, m) {
-  m.def("emb_save(str table) -> (int, Tensor, Tensor, Tensor[], Tensor, Tensor, Tensor, Tensor, Tensor)",
+  m.def(gorec::stateful("emb_save(str table) -> (int, Tensor, Tensor, Tensor[], Tensor, Tensor, Tensor, Tensor, Tensor)"),
         &gorec::emb_save);
-  m.def("emb_load(str table, int step, Tensor ids, Tensor rows, Tensor[] states, Tensor last_step, "
-        "Tensor frequency, Tensor stamp, Tensor admission_ids, Tensor admission_counts) -> ()",
+  m.def(gorec::stateful("emb_load(str table, int step, Tensor ids, Tensor rows, Tensor[] states, Tensor last_step, "
+        "Tensor frequency, Tensor stamp, Tensor admission_ids, Tensor admission_counts) -> ()"),
         &gorec::emb_load);
   m.def("crc32c(Tensor data, int crc=0) -> int", &gorec::crc32c);
 }

@@ -53,6 +53,7 @@ class EmbeddingBag(Embedding):
             raise ValueError("unknown mode %r" % (mode,))
         self.mode = _MODES[mode]
 
-    def forward(self, ids, offsets=None, per_sample_weights=None):
+    def forward(self, ids, offsets: Optional[torch.Tensor] = None,
+                per_sample_weights: Optional[torch.Tensor] = None):
         return _ops.emb_lookup_bag(self.table_name, ids, offsets, per_sample_weights, self.mode, self.training,
                                    self.fused, self.padding_idx, self.max_norm, self.read_default)
