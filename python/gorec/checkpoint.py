@@ -178,13 +178,16 @@ def _table_entry(t, path):
     header = _st_header(specs, meta)
     _write_synced(path, [header] + [contents[n].numpy().astype(contents[n].numpy().dtype.newbyteorder("<")).tobytes()
                                     for n in names])
-    return {"name": t.name, "size": os.path.getsize(path), "rows": int(contents["ids"].shape[0]),
-            "admission_counts": int(contents["admission.ids"].shape[0]), "step": step, "dim": c["dim"],
-            "block_rows": c["block_rows"], "layout": c["layout"], "initializer": c["initializer"],
-            "init_params": c["init_params"], "optimizer": c["optimizer"], "opt_params": c["opt_params"],
-            "seed": c["seed"], "read_default": c["read_default"], "track_access": c["track_access"],
-            "admit_after": c["admit_after"], "states": t.state_names(),
-            "crc32c": {n: _crc(contents[n]) for n in names}}
+    e = {"name": t.name, "size": os.path.getsize(path), "rows": int(contents["ids"].shape[0]),
+         "admission_counts": int(contents["admission.ids"].shape[0]), "step": step, "dim": c["dim"],
+         "block_rows": c["block_rows"], "layout": c["layout"], "initializer": c["initializer"],
+         "init_params": c["init_params"], "optimizer": c["optimizer"], "opt_params": c["opt_params"],
+         "seed": c["seed"], "read_default": c["read_default"], "track_access": c["track_access"],
+         "admit_after": c["admit_after"], "states": t.state_names(),
+         "crc32c": {n: _crc(contents[n]) for n in names}}
+    if not e["track_access"]:
+        del e["track_access"]  # omitted when false, as Go writes it
+    return e
 
 
 def save(dir, *tables):
