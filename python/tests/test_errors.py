@@ -97,3 +97,13 @@ def test_create_errors(name):
             gorec.Table(name, 2)
     finally:
         t.close()
+
+
+def test_empty_keys(table):
+    # the friendlier choice of embedding-ops.md: no keys give [0, dim] rows (RecStore refuses them)
+    e = torch.empty(0, dtype=torch.int64)
+    step = table.stats()["step"]
+    assert table.read(e).shape == (0, 3) and table.lookup(e).shape == (0, 3)
+    assert table.prefetch(e).wait().shape == (0, 3)
+    table.update(e, torch.empty(0, 3))  # still a step, as in Go
+    assert table.stats()["step"] == step + 1
