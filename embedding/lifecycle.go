@@ -175,6 +175,25 @@ type Delta struct {
 	// older than the field. ApplyDelta refuses a delta of another optimizer: the states of SGD
 	// with momentum and of Adagrad, or of SparseAdam, AdamW and FTRL, have the same shapes.
 	Optimizer string
+
+	// The delta's place in its table's chain of deltas. A table has a lineage (a random
+	// non-zero id) and counts its marks in it; a delta follows mark Base (0: the delta is the
+	// whole table) and brings a copy to mark Seq (Base + 1 if the delta set a mark, else
+	// Base). The first mark of a table that tracks no changes (new, or loaded) starts a new
+	// lineage. Lineage 0: a delta without a chain (a file of version 1, an older gorec).
+	Lineage   uint64
+	Base, Seq int64
+
+	// The table-wide state the next operations read: the optimizer's parameters as
+	// checkpoints store them (OptParams[0] is the learning rate, SetLR's), the admission
+	// threshold, and the admission counts changed since Base (Counts[i] of CountIDs[i], ids
+	// ascending; 0: the id is no longer counted), or, with CountsReplace, every count of the
+	// table (before the first mark, say).
+	OptParams     [8]float64
+	AdmitAfter    int64
+	CountsReplace bool
+	CountIDs      []int64
+	Counts        []int64
 }
 
 // Delta returns the changes since the last mark (before the first mark: the whole table);
@@ -201,7 +220,9 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 	if err != nil {
 		return nil, wrap(op, t.name, err)
 	}
-	out := &Delta{Step: d.Step, Optimizer: optNames[cc.Optimizer]}
+	out := &Delta{Step: d.Step, Optimizer: optNames[cc.Optimizer], Lineage: d.Chain.Lineage, Base: d.Chain.Base, Seq: d.Chain.Seq,
+		OptParams: d.State.OptParams, AdmitAfter: d.State.AdmitAfter, CountsReplace: d.State.CountsReplace,
+		CountIDs: d.State.CountIDs, Counts: d.State.Counts}
 	if out.IDs, err = cgotorch.ToSlice[int64](d.IDs); err == nil {
 		if out.Rows, err = cgotorch.ToSlice[float32](d.Rows); err == nil {
 			if out.Meta, err = cgotorch.ToSlice[int64](d.Meta); err == nil {
@@ -223,11 +244,22 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 	return out, nil
 }
 
-// ApplyDelta applies d to t (a copy of the delta's table at the previous mark, with the same
+// ApplyDelta applies d to t (a copy of the delta's table at mark d.Base, with the same
 // configuration), all or nothing: the deletions, then the rows with their states and metadata,
-// then the step. Deltas apply in the order they were taken: one older than t (its Step below
-// t's step counter) is refused with ErrBadInput, as is malformed input; a delta of another
-// optimizer (Delta.Optimizer, when set) with ErrIncompatible; t is then unchanged.
+// the step, the optimizer's parameters (the learning rate of SetLR too), the admission
+// threshold and counts, and t's place in the chain (d.Lineage, d.Seq). So base + deltas, then
+// the same operations on both, stay bit for bit the table.
+//
+// Deltas apply in the order they were taken, each once: one that does not follow t's mark in
+// its lineage (skipped, repeated, reordered, or of another table) is refused with
+// ErrIncompatible; a whole-table delta (Base 0) applies only to a table at mark 0 (new, or
+// loaded from a checkpoint taken before its table's first mark). A copy takes its place in the
+// chain from the deltas it applies and from the checkpoint it was loaded from. Unmarked deltas
+// (Delta(false)) do not move the mark: any number of them, then the next marked one, apply.
+// A delta without a chain (Lineage 0: version 1 files) is applied with no chain check, only
+// refused if older than t (its Step below t's step counter, ErrBadInput), and leaves the
+// parameters, admission state and chain of t as they are. Malformed input is ErrBadInput; a
+// delta of another optimizer (Delta.Optimizer, when set) ErrIncompatible; t is then unchanged.
 func (t *Table) ApplyDelta(d *Delta) error {
 	const op = "apply delta"
 	if d == nil {
@@ -252,5 +284,11 @@ func (t *Table) ApplyDelta(d *Delta) error {
 		last[i], freq[i], stamp[i] = d.Meta[3*i], d.Meta[3*i+1], d.Meta[3*i+2]
 	}
 	r := cgotorch.TableRows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp}
-	return wrap(op, t.name, t.t.ApplyDelta(d.Step, d.Deleted, r))
+	chain := cgotorch.DeltaChain{Lineage: d.Lineage, Base: d.Base, Seq: d.Seq}
+	st := cgotorch.DeltaState{OptParams: d.OptParams, AdmitAfter: d.AdmitAfter, CountsReplace: d.CountsReplace, CountIDs: d.CountIDs, Counts: d.Counts}
+	err := t.t.ApplyDelta(d.Step, d.Deleted, r, chain, st)
+	if err == nil && d.Lineage != 0 {
+		t.refreshOptimizer() // (the learning rate may have changed)
+	}
+	return wrap(op, t.name, err)
 }

@@ -277,7 +277,7 @@ static void apply_delta(ct_table t, const int64_t *ids, int64_t n, const float *
   ct_table_stats s;
   if (!call_ok(ct_table_stats_get(&s, t), "stats")) return;
   ct_error e = ct_table_apply_delta(t, s.step, n - 1, ids + 1, 1, ids, vals, s.num_states > 0 ? zeros : NULL,
-                                    s.num_states > 1 ? zeros : NULL, NULL, NULL, NULL);
+                                    s.num_states > 1 ? zeros : NULL, NULL, NULL, NULL, NULL);
   if (e != NULL && strstr(e, "behind the table's step") != NULL) {
     ct_error_free(e);
     return;
@@ -404,7 +404,7 @@ static void operate(ct_table t, uint32_t *r) {
   } else if (op < 77) {
     ran(9);
     ct_tensor dm = NULL, dd = NULL, st[2] = {NULL, NULL};
-    if (call_ok(ct_table_delta(&x, &rows, st, 2, &dm, &dd, NULL, t, (int32_t)(op & 1)), "delta")) {
+    if (call_ok(ct_table_delta(&x, &rows, st, 2, &dm, &dd, NULL, NULL, NULL, NULL, t, (int32_t)(op & 1)), "delta")) {
       take_removed("delta", x, rows, 1);
       ct_tensor_free(st[0]);
       ct_tensor_free(st[1]);

@@ -1154,13 +1154,13 @@ static void test_apply_delta_one(int32_t flags) {
   CHECK(ok(ct_table_new(&b, "apply-delta", &cfg)));
   update_ids(b, both, 2, 3, 1.0f);
   CHECK(ok(ct_table_stats_get(&s1, b)) && present(b, gone) && present(b, kept) && !present(b, id));
-  CHECK(fails_with(ct_table_apply_delta(b, s1.step - 1, 1, &gone, 1, &id, st, st, st, NULL, NULL, NULL), "behind"));
-  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, NULL, 1, &id, st, st, st, NULL, NULL, NULL), "deleted ids"));
-  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, &gone, 1, &id, st, NULL, st, NULL, NULL, NULL), "state0 is NULL"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step - 1, 1, &gone, 1, &id, st, st, st, NULL, NULL, NULL, NULL), "behind"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, NULL, 1, &id, st, st, st, NULL, NULL, NULL, NULL), "deleted ids"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, &gone, 1, &id, st, NULL, st, NULL, NULL, NULL, NULL), "state0 is NULL"));
   CHECK(ok(ct_table_stats_get(&s2, b)) && s2.size == s1.size && s2.step == s1.step);
   CHECK(present(b, gone) && !present(b, id));
   /* kept is both deleted and written: the write wins */
-  CHECK(ok(ct_table_apply_delta(b, s1.step + 2, 2, both, 1, &kept, st, st, st, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_apply_delta(b, s1.step + 2, 2, both, 1, &kept, st, st, st, NULL, NULL, NULL, NULL)));
   CHECK(ok(ct_table_stats_get(&s2, b)) && s2.size == s1.size - 1 && s2.step == s1.step + 2);
   CHECK(!present(b, gone) && present(b, kept));
   CHECK(ok(ct_table_close(b)));
@@ -1265,7 +1265,7 @@ static void test_save_import_one(int32_t flags) {
   {
     ct_tensor di, dr, ds[2] = {NULL, NULL}, dm, dd;
     int64_t step = 0, m = 0, d = 0, two[2] = {8, 9};
-    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, a, 1)));
+    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, NULL, NULL, NULL, a, 1)));
     ct_tensor_free(di);
     ct_tensor_free(dr);
     ct_tensor_free(ds[0]);
@@ -1276,8 +1276,8 @@ static void test_save_import_one(int32_t flags) {
     ki = ids_tensor(two, 1);
     CHECK(ok(ct_table_delete(NULL, a, ki)));
     ct_tensor_free(ki);
-    CHECK(fails_with(ct_table_delta(&di, &dr, ds, 0, &dm, &dd, &step, a, 1), "room"));
-    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, a, 0)));
+    CHECK(fails_with(ct_table_delta(&di, &dr, ds, 0, &dm, &dd, &step, NULL, NULL, NULL, a, 1), "room"));
+    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, NULL, NULL, NULL, a, 0)));
     CHECK(ok(ct_tensor_numel(&m, di)) && m == 1 && ok(ct_tensor_numel(&d, dd)) && d == 1);
     ct_tensor_free(di);
     ct_tensor_free(dr);
@@ -1627,7 +1627,7 @@ static void test_id_order(void) {
   CHECK(ok(ct_table_metadata(&x, &y, &z, t)) && take_ids(x, got, N) && memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(y);
   ct_tensor_free(z);
-  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, t, 1)) && take_ids(x, got, N) &&
+  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, NULL, NULL, NULL, t, 1)) && take_ids(x, got, N) &&
         memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(rows);
   ct_tensor_free(st[0]);
@@ -1637,7 +1637,7 @@ static void test_id_order(void) {
         memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(rows);
   /* the delta's deletions: ascending too */
-  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, t, 0)) && take_ids(del, got, N) &&
+  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, NULL, NULL, NULL, t, 0)) && take_ids(del, got, N) &&
         memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(x);
   ct_tensor_free(rows);
