@@ -660,8 +660,9 @@ ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float 
  *   in the lineage (0 at creation). A marked delta follows sequence base and brings a copy to
  *   seq = base + 1; an unmarked one has seq = base. The first mark of a table that tracks no
  *   changes (new, loaded, or swapped with such a table) starts a new lineage: its delta is the
- *   whole table (base 0). A copy takes a delta of base 0 only at sequence 0, any other only
- *   from the same lineage at sequence base; it then takes the delta's lineage and seq. So a
+ *   whole table (base 0). A copy takes a delta of base 0 only at sequence 0 (and then the ids
+ *   the delta lacks go: it replaces the copy's contents), any other only from the same
+ *   lineage at sequence base; it then takes the delta's lineage and seq. So a
  *   skipped, repeated or reordered marked delta is refused, as is one of another table.
  *   Table-wide state: the optimizer's parameters (the learning rate of ct_table_set_lr at
  *   [0]), the admission threshold, and the admission counts changed since the base (before

@@ -338,6 +338,13 @@ void Table::apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (info != nullptr && info->base == 0) {
+    // A whole table (what a table tracking no changes gives: no deletions): it replaces the
+    // copy's contents, so the ids it lacks go.
+    each_row_by_index(map_, [&](int64_t, int64_t id) {
+      if (written.count(id) == 0) del.push_back(id);
+    });
+  }
   if (info != nullptr) check_delta_info(*info, n, ids, del);
   if (step < step_) {
     throw arg_error("the delta is of step " + std::to_string(step) + ", behind the table's step " +

@@ -265,7 +265,8 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 // Deltas apply in the order they were taken, each once: one that does not follow t's mark in
 // its lineage (skipped, repeated, reordered, or of another table) is refused with
 // ErrIncompatible; a whole-table delta (Base 0) applies only to a table at mark 0 (new, or
-// loaded from a checkpoint taken before its table's first mark). A copy takes its place in the
+// loaded from a checkpoint taken before its table's first mark), whose contents it replaces
+// (ids it lacks go: it has no deletions). A copy takes its place in the
 // chain from the deltas it applies and from the checkpoint it was loaded from. Unmarked deltas
 // (Delta(false)) do not move the mark: any number of them, then the next marked one, apply.
 // A delta without a chain (Lineage 0: version 1 files) is applied with no chain check, only
