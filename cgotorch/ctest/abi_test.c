@@ -424,6 +424,8 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_apply_delta(h, 0, 0, NULL, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL, NULL),
                      "closed: "));
     CHECK(fails_with(ct_table_set_step(h, 1), "closed: "));
+    CHECK(fails_with(ct_table_set_delta_chain(h, 1, 0), "closed: "));
+    CHECK(fails_with(ct_table_check(h), "closed: "));
     CHECK(fails_with(ct_table_swap(h, live), "closed: "));
     CHECK(fails_with(ct_table_swap(live, h), "closed: "));
     CHECK(fails_with(ct_table_set_admission(h, 2), "closed: "));

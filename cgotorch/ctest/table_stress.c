@@ -435,6 +435,7 @@ static void operate(ct_table t, uint32_t *r) {
     ran(14);
     ct_table_stats s;
     if (call_ok(ct_table_stats_get(&s, t), "stats") && (s.size < 0 || s.capacity < s.size)) fail("stats", "sizes");
+    call_ok(ct_table_check(t), "check"); /* the invariants, while the others work */
   } else {
     ran(15);
     call_ok(ct_table_clear(t), "clear");
@@ -542,6 +543,7 @@ static void stress(const struct setup *u) {
     run_phase(round, 0); /* all at once, the table open throughout */
     CHECK(atomic_load(&closed_seen) == 0);
     check_agree(t);
+    CHECK(ok(ct_table_check(t)));
   }
   run_phase(ROUNDS + 1, 1); /* again, one worker closing the table halfway */
   const long closed = atomic_exchange(&closed_seen, 0);
