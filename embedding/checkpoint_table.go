@@ -102,7 +102,9 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 		return stream(func(c *cgotorch.TableChunk) error {
 			if w == nil {
 				e.Rows, e.Counts, e.Step = c.TotalRows, c.TotalCounts, c.Step
-				e.DeltaLineage, e.DeltaSeq = c.Chain.Lineage, c.Chain.Seq
+				if c.Chain.Seq > 0 { // (at mark 0 the lineage does not matter: see ApplyDelta)
+					e.DeltaLineage, e.DeltaSeq = c.Chain.Lineage, c.Chain.Seq
+				}
 				meta := map[string]string{"format": tableFormat, "version": tableVersion, "step": strconv.FormatInt(c.Step, 10)}
 				l, hdr, err := safetensors.Place(tableRegions(c.TotalRows, c.TotalCounts, cc.Dim, states, widths), meta)
 				if err != nil {
