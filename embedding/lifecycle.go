@@ -161,8 +161,10 @@ func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) 
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,
 // across batches) before it gets a row: until then lookups give zero rows, Forward's gradient
-// for it is dropped and Update ignores it. k <= 1 admits every id at once (the default) and
-// forgets the counts. The counts are part of checkpoints.
+// for it is dropped (also when the id is admitted between the backward pass and the Step: the
+// gradient was taken against a zero row, not the id's) and Update ignores it. k <= 1 admits
+// every id at once (the default) and forgets the counts. The counts are part of checkpoints
+// and of deltas.
 func (t *Table) SetAdmission(k int) error {
 	return wrap("set admission", t.name, t.t.SetAdmission(int64(k)))
 }
