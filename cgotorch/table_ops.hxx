@@ -324,7 +324,8 @@ ct_table_stats Table::stats() {
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
   for (const auto &c : chunks_) bytes += static_cast<int64_t>(c.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
-  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32);
+  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32 +
+                                                seen_changed_.size() * 24);
   s.bytes = bytes;
   s.dim = dim_;
   s.step = step_;
