@@ -389,6 +389,9 @@ class Table : public std::enable_shared_from_this<Table> {
   void set_delta_chain(uint64_t lineage, int64_t seq);
   // The table's invariants (ct_table_check); throws arg_error naming the first one broken.
   void check();
+#ifdef CT_TEST_HOOKS
+  void test_break(int what);  // (table_check.hxx)
+#endif
   void swap_contents(Table &o);
   void set_admission(int64_t k);
   // The optimizer's learning rate from the next step on (table_lr.hxx).

@@ -128,5 +128,37 @@ void Table::check_values(const std::vector<int64_t> &rows) const {
   }
 }
 
+#ifdef CT_TEST_HOOKS
+// Test builds only (make table-sanitize): breaks one invariant behind the API's back, so that a
+// test sees check() find it. 0: an admission count for an id with a row; 1: the step counter
+// set back below the rows' last steps and stamps; 2: a NaN in the first live row.
+void Table::test_break(int what) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  int64_t row = -1, id = 0;
+  each_row_by_index(map_, [&](int64_t r, int64_t i) {
+    if (row < 0) {
+      row = r;
+      id = i;
+    }
+  });
+  if (row < 0) throw arg_error("test_break needs a row");
+  if (what == 0) {
+    seen_[id] = 1;
+    admit_after_ = std::max<int64_t>(admit_after_, 2);
+  } else if (what == 1) {
+    step_ = 0;
+  } else {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    write_raw({row}, 0, std::vector<float>(static_cast<size_t>(dim_), nan).data());
+  }
+}
+#endif
+
 }  // namespace table
 }  // namespace ct
+
+#ifdef CT_TEST_HOOKS
+extern "C" ct_error ct_test_table_break(ct_table h, int32_t what) {
+  return guard([&] { tbl(h).test_break(what); });
+}
+#endif

@@ -1242,7 +1242,28 @@ static void test_delta_chain_one(int32_t flags) {
   ct_table_free(c);
 }
 
+/* ct_table_check finds a broken invariant (broken by a test hook behind the API's back). */
+extern ct_error ct_test_table_break(ct_table t, int32_t what);
+static void test_check_finds(void) {
+  static const char *const want[3] = {"both a row and an admission count", "beyond the step counter", "row value nan"};
+  for (int32_t what = 0; what < 3; what++) {
+    ct_table t = NULL;
+    ct_table_config cfg = config(2, CT_OPT_SGD);
+    cfg.opt_params[0] = 0.1;
+    cfg.opt_params[1] = 0.5;
+    cfg.flags = CT_TABLE_TRACK_ACCESS;
+    int64_t ids[2] = {4, 5};
+    CHECK(ok(ct_table_new(&t, "check-finds", &cfg)));
+    update_ids(t, ids, 2, 2, 1.0f);
+    CHECK(ok(ct_table_check(t)) && ok(ct_test_table_break(t, what)));
+    CHECK(fails_with(ct_table_check(t), want[what]));
+    CHECK(ok(ct_table_close(t)));
+    ct_table_free(t);
+  }
+}
+
 static void test_apply_delta(void) {
+  test_check_finds();
   test_apply_delta_one(0);
   test_apply_delta_one(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS);
   test_delta_chain_one(0);
