@@ -200,6 +200,14 @@ struct RowsBackward : torch::autograd::Node {
   bool fused;
 };
 
+// Admission kept some of uids out at a training lookup (admitted: the positions of the others):
+// the rows' backward node, if any, hands on only the admitted ids' gradients.
+void keep_admitted(const at::Tensor &rows, const at::Tensor &uids, const std::vector<int64_t> &admitted) {
+  if (static_cast<int64_t>(admitted.size()) == uids.size(0)) return;
+  auto *node = dynamic_cast<RowsBackward *>(rows.grad_fn().get());
+  if (node != nullptr) node->keep = long_tensor(admitted);
+}
+
 // The rows of the distinct ids uids as [U, dim] on device (counts: their occurrences in the
 // batch); with a training lookup and grad mode on, their gradient goes to the table.
 at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, const int64_t *counts,
@@ -212,9 +220,9 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
   }
   if (o.train && c10::GradMode::is_enabled()) {
     std::shared_ptr<RowsBackward> node(new RowsBackward(t, uids, o.fused), torch::autograd::deleteNode);
-    if (static_cast<int64_t>(admitted.size()) != uids.size(0)) node->keep = long_tensor(admitted);
     torch::autograd::set_history(rows, node);
   }
+  keep_admitted(rows, uids, admitted);
   return rows;
 }
 
