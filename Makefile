@@ -57,7 +57,7 @@ test: deps vet sanitize gotest
 
 gotest:
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'KeepsRSSFlat|StagedReturnsMemory' -v ./nn/ ./embedding/ \
+	$(GO) test -count=1 -run 'KeepsRSSFlat|StagedReturnsMemory|CompactReturnsMemory' -v ./nn/ ./embedding/ \
 	  | grep -E '^(---|ok|FAIL|PASS)|RSS|resident'  # RSS bounds, race detector off
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------

@@ -626,6 +626,8 @@ typedef struct {
   const float *states[2];  /* [count, width of state i] */
   const int64_t *last_step, *frequency, *stamp; /* [count] each */
   const int64_t *counts;   /* CT_CHUNK_COUNTS: how often ids[i] was seen */
+  uint64_t delta_lineage;  /* the table's delta chain and its position (ct_table_delta_info) */
+  int64_t delta_seq;
 } ct_table_chunk;
 
 /* Receives the chunks of a save; a non-zero return aborts the save. */
@@ -652,21 +654,61 @@ ct_error ct_table_export_chunks(ct_table t, int64_t chunk_rows, ct_table_sink si
 ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float *rows,
                          const float *state0, const float *state1, const int64_t *last_step,
                          const int64_t *frequency, const int64_t *stamp);
+/* What a delta carries besides its rows: where it lies in its table's chain of deltas, and the
+ * table-wide state the next operations read.
+ *   Chain: every table has a lineage (a random non-zero id) and a sequence, the number of marks
+ *   in the lineage (0 at creation). A marked delta follows sequence base and brings a copy to
+ *   seq = base + 1; an unmarked one has seq = base. The first mark of a table that tracks no
+ *   changes (new, loaded, or swapped with such a table) starts a new lineage: its delta is the
+ *   whole table (base 0). A copy takes a delta of base 0 only at sequence 0 (and then the ids
+ *   the delta lacks go: it replaces the copy's contents), any other only from the same
+ *   lineage at sequence base; it then takes the delta's lineage and seq. So a
+ *   skipped, repeated or reordered marked delta is refused, as is one of another table.
+ *   Table-wide state: the optimizer's parameters (the learning rate of ct_table_set_lr at
+ *   [0]), the admission threshold, and the admission counts changed since the base (before
+ *   the first mark: every count): count_ids with counts, a count of 0 for an id no longer
+ *   counted. */
+typedef struct {
+  uint64_t lineage;      /* 0 (ct_table_apply_delta only): no chain, nothing below checked or set */
+  int64_t base, seq;
+  double opt_params[8];
+  int64_t admit_after;
+  int32_t counts_replace;  /* 1: the counts replace every count of the copy (a whole table's) */
+  int64_t ncounts;         /* ct_table_apply_delta: the admission counts (ct_table_delta gives */
+  const int64_t *count_ids; /* them as tensors) */
+  const int64_t *counts;
+} ct_table_delta_info;
+
 /* Applies a delta of the table this one copies (its ct_table_delta, or one read back from a
  * file), all or nothing: removes the ndeleted ids (those the delta also writes are overwritten
  * instead), inserts or overwrites the n rows as ct_table_import does (checked the same way, last
- * steps and stamps against `step`), and sets the step counter to step. A delta of a step below
- * the table's counter is refused: deltas apply in the order they were taken. */
+ * steps and stamps against `step`), sets the step counter to step, and with info (may be NULL,
+ * or have lineage 0: a delta of an older gorec, applied unchecked) the optimizer's parameters,
+ * the admission threshold and counts, and the chain position. A delta of a step below the
+ * table's counter is refused ("invalid argument: "), as is a delta out of the table's chain
+ * ("incompatible: ", see ct_table_delta_info); the table is then unchanged. */
 ct_error ct_table_apply_delta(ct_table t, int64_t step, int64_t ndeleted, const int64_t *deleted,
                               int64_t n, const int64_t *ids, const float *rows, const float *state0,
                               const float *state1, const int64_t *last_step, const int64_t *frequency,
-                              const int64_t *stamp);
+                              const int64_t *stamp, const ct_table_delta_info *info);
+/* Sets the position in a delta chain (lineage != 0, seq >= 0) that a checkpoint recorded
+ * (ct_table_chunk's delta_lineage and delta_seq), so that a table loaded from it takes the
+ * deltas that follow; a load sets it before importing rows. */
+ct_error ct_table_set_delta_chain(ct_table t, uint64_t lineage, int64_t seq);
 /* Sets the step counter (>= 0; a checkpoint load sets it before importing rows, whose last
- * steps and stamps must not exceed it). */
+ * steps and stamps must not exceed it). A step below a row's last step or momentum stamp is
+ * refused: those must not lie beyond the counter. */
 ct_error ct_table_set_step(ct_table t, int64_t step);
+/* Checks the table's invariants: the id map's own, ids <-> row indices <-> storage blocks <->
+ * free list, per-row metadata (last steps and stamps at most the step counter), admission
+ * counts (only for ids without rows, >= 1), delta tracking, configuration, and optimizer
+ * states (finite; accumulators and second moments >= 0; rows finite). Takes the lock shared
+ * and reads every row: a pass over the table. Fails with "invalid argument: " naming the
+ * first broken invariant. */
+ct_error ct_table_check(ct_table t);
 /* Exchanges the contents of two tables (ids, rows, states, metadata, step, configuration,
  * admission state, delta tracking) under both locks; they must agree in dim, block_rows, layout,
- * device, kernels and optimizer kind. */
+ * device, kernels, flags (CT_TABLE_TRACK_ACCESS) and optimizer kind. */
 ct_error ct_table_swap(ct_table a, ct_table b);
 
 /* Admission: with k > 1 an absent id gets a row at its k-th training lookup (occurrences
@@ -731,10 +773,13 @@ ct_error ct_table_compact(ct_table t);
  * ascending, rows, states (cap >= num_states), meta int64 [M, 3] (last step, frequency,
  * stamp), deleted int64 [D] ascending, step; all on the CPU. With mark != 0 a new mark is set in the same
  * critical section (nothing falls between two deltas). Applying the deletions and then
- * importing the rows (and setting the step) turns a copy at the previous mark into this table. */
+ * importing the rows (and setting the step) turns a copy at the previous mark into this table.
+ * info (may be NULL) gets the chain and table-wide state (its count pointers NULL), count_ids
+ * and counts (NULL or both set) the admission counts as int64 [C] tensors, ids ascending. */
 ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
-                        ct_tensor *meta, ct_tensor *deleted, int64_t *step, ct_table t,
-                        int32_t mark);
+                        ct_tensor *meta, ct_tensor *deleted, int64_t *step,
+                        ct_table_delta_info *info, ct_tensor *count_ids, ct_tensor *counts,
+                        ct_table t, int32_t mark);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,8 @@ var (
 	ErrNameTaken = errors.New("cgotorch: table name taken")
 	// ErrNotFound: no open table has that name.
 	ErrNotFound = errors.New("cgotorch: no such table")
+	// ErrIncompatible: a delta that does not follow the table's position in its delta chain.
+	ErrIncompatible = errors.New("cgotorch: incompatible delta")
 	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
 	// discarded.
 	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
@@ -130,7 +132,8 @@ func (s *TableSnapshot) Close() {
 // Table is a handle to a named dynamic hash embedding table living on the C side (see
 // cgotorch.h, "Embedding tables"). Every method returns an error instead of panicking (the
 // table-state policy of the package doc); errors wrap ErrInvalidArgument (bad input: nothing
-// changed), ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch or ErrTorch.
+// changed), ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrIncompatible or
+// ErrTorch.
 //
 // Close closes the table itself, for every handle (including those from OpenTable), after the
 // operations in flight; it is idempotent and safe to call concurrently with other methods, which
@@ -170,6 +173,8 @@ func tableError(op string, e C.ct_error) error {
 		kind = ErrNotFound
 	case strings.HasPrefix(msg, "unknown prefetch: "):
 		kind = ErrUnknownPrefetch
+	case strings.HasPrefix(msg, "incompatible: "):
+		kind = ErrIncompatible
 	}
 	return &Error{Op: op, Msg: msg, Kind: kind}
 }

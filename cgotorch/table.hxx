@@ -54,6 +54,7 @@
 //   table_prefetch.hxx    prefetches and their worker pool
 //   table_capi.hxx        the registry and the ct_table_* entry points of the operations above
 //   table_lifecycle.hxx   checkpoints, metadata, eviction, admission, compaction, deltas
+//   table_check.hxx       the table's invariants checked on demand (ct_table_check)
 //   table_lr.hxx          learning-rate changes (ct_table_set_lr)
 //   table_autograd.hxx    the tables inside libtorch's autograd graph
 //   table_batch.hxx       per batch: distinct ids (a stamped per-thread hash set), finiteness
@@ -61,6 +62,9 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim (table_lifecycle.hxx)
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -74,6 +78,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -273,6 +278,19 @@ std::string check_name(const char *name) {
   return s;
 }
 
+// A new delta lineage: random, never 0 (std::random_device mixed with a process-wide counter
+// and the clock, so that two tables of one process never share one even if the device repeats).
+uint64_t fresh_lineage() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device rd;
+  uint64_t x = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL) ^
+               static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  x ^= x >> 31;  // (splitmix64's finaliser)
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  return x != 0 ? x : 1;
+}
+
 void check_mode(int32_t mode) {
   if (mode != CT_READ_ZEROS && mode != CT_READ_INITIAL) {
     throw arg_error("unknown read default " + std::to_string(mode));
@@ -323,9 +341,10 @@ class Table : public std::enable_shared_from_this<Table> {
 
   const std::string &name() const { return name_; }
 
-  at::Tensor lookup(const Keys &k);
+  // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out.
+  at::Tensor lookup(const Keys &k, std::vector<int64_t> *rows_out = nullptr);
   // lookup and read into out [N, dim] on the storage device (read: found[N] may be NULL)
-  void lookup_into(const Keys &k, at::Tensor &out);
+  void lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out = nullptr);
   void read_into(const Keys &k, int32_t mode, at::Tensor &out, uint8_t *found);
   at::Tensor indices(const Keys &k, bool insert);
   std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
@@ -348,7 +367,7 @@ class Table : public std::enable_shared_from_this<Table> {
   int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
-  at::Tensor lookup_renorm(const Keys &k, double max_norm);
+  at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr);
   void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
   bool step_pending();
   void zero_grad();
@@ -365,8 +384,14 @@ class Table : public std::enable_shared_from_this<Table> {
   // A delta from the table this one copies (see ct_table_apply_delta), all or nothing.
   void apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
                    const float *rows, const float *s0, const float *s1, const int64_t *last,
-                   const int64_t *freq, const int64_t *stamp);
+                   const int64_t *freq, const int64_t *stamp, const ct_table_delta_info *info);
   void set_step(int64_t step);
+  void set_delta_chain(uint64_t lineage, int64_t seq);
+  // The table's invariants (ct_table_check); throws arg_error naming the first one broken.
+  void check();
+#ifdef CT_TEST_HOOKS
+  void test_break(int what);  // (table_check.hxx)
+#endif
   void swap_contents(Table &o);
   void set_admission(int64_t k);
   // The optimizer's learning rate from the next step on (table_lr.hxx).
@@ -382,6 +407,8 @@ class Table : public std::enable_shared_from_this<Table> {
   struct Delta {
     Snapshot snap;
     at::Tensor meta, deleted;
+    ct_table_delta_info info{};  // (its count pointers unset)
+    at::Tensor count_ids, counts;
   };
   Delta delta(bool mark);
 
@@ -468,7 +495,7 @@ class Table : public std::enable_shared_from_this<Table> {
       throw;
     }
     for (int64_t i = 0; i < n && !seen_.empty(); i++) {
-      if (is_new[i]) seen_.erase(ids[i]);
+      if (is_new[i] && seen_.erase(ids[i]) != 0) count_changed(ids[i]);
     }
   }
   void rollback(const int64_t *ids, const uint8_t *is_new, int64_t n);
@@ -564,6 +591,34 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> deleted_;   // ids deleted since the last mark (logged from the first on)
   int64_t admit_after_ = 0;
   std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
+  // Delta chain (ct_table_delta_info): the lineage and the marks in it; and, while changes are
+  // tracked (meta_.tracked()), the ids whose admission count changed since the last mark.
+  uint64_t lineage_ = 0;
+  int64_t seq_ = 0;
+  std::unordered_set<int64_t> seen_changed_;
+  // Admission counts: every change goes through these (mu_ held exclusively), so that deltas
+  // see it.
+  // Out of memory for the set: the next delta carries every count instead (all_counts_).
+  void count_changed(int64_t id) noexcept {
+    if (!meta_.tracked() || all_counts_) return;
+    try {
+      seen_changed_.insert(id);
+    } catch (...) {
+      all_counts_ = true;
+    }
+  }
+  void forget_counts() noexcept {
+    if (meta_.tracked() && !seen_.empty()) all_counts_ = true;
+    seen_.clear();
+  }
+  bool all_counts_ = false;
+  // apply_delta's part for info: checks (the chain, the parameters, the counts against the
+  // delta's rows and deletions) before anything changes, then sets.
+  void check_delta_info(const ct_table_delta_info &info, int64_t n, const int64_t *ids,
+                        const std::vector<int64_t> &del) const;
+  void set_delta_info(const ct_table_delta_info &info);
+  // check()'s pass over the rows' values.
+  void check_values(const std::vector<int64_t> &rows) const;
   // New rows: last step now, frequency 0, changed in this epoch.
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
   // Training accesses of rows, counts[i] times each (nullptr: once; shared lock: relaxed atomic

@@ -25,6 +25,10 @@ struct name_taken_error : std::runtime_error {
 struct not_found_error : std::runtime_error {
   explicit not_found_error(const std::string &m) : std::runtime_error("not found: " + m) {}
 };
+// A delta out of the table's chain (ct_table_apply_delta).
+struct incompatible_error : std::runtime_error {
+  explicit incompatible_error(const std::string &m) : std::runtime_error("incompatible: " + m) {}
+};
 
 // Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
 // uids. An open-addressing table of at least 4 slots per id, kept per thread between
@@ -74,8 +78,11 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm);
 // PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
 // nothing is inserted, and max_norm renormalises the returned copy only. counts: the
 // occurrences of each id in the batch (a training lookup counts them all), or nullptr.
+// admitted (training lookups; may be nullptr): the positions in uids of the ids that have a row
+// after the lookup (with admission on, those not admitted yet have none: zero rows).
 at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm, const int64_t *counts);
+                      int32_t default_mode, double max_norm, const int64_t *counts,
+                      std::vector<int64_t> *admitted = nullptr);
 // The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
 // until table_step (accumulate), or applied as one optimizer step (fused: at the end of the
 // backward pass, see FusedSum).

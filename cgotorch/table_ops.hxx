@@ -6,13 +6,13 @@
 namespace ct {
 namespace table {
 
-at::Tensor Table::lookup(const Keys &k) {
+at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out) {
   auto out = new_rows(k.n);
-  lookup_into(k, out);
+  lookup_into(k, out, rows_out);
   return to_caller(out, k);
 }
 
-void Table::lookup_into(const Keys &k, at::Tensor &out) {
+void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
   uint64_t remaps;
@@ -22,6 +22,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out) {
     if (find_rows(k.ptr(), n, rows.data()) == static_cast<size_t>(n)) {
       gather(rows.data(), n, 0, out);
       touch(rows.data(), n, step_, k.counts);
+      if (rows_out != nullptr) rows_out->swap(rows);
       return;
     }
     remaps = remaps_;
@@ -29,6 +30,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   lookup_inserting(k, rows, remaps == remaps_, out, [] {});
+  if (rows_out != nullptr) rows_out->swap(rows);
 }
 
 template <class F>
@@ -309,7 +311,7 @@ void Table::clear() {
   }
   ct_idmap_clear(map_);
   remaps_++;
-  seen_.clear();
+  forget_counts();
 }
 
 ct_table_stats Table::stats() {
@@ -322,7 +324,8 @@ ct_table_stats Table::stats() {
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
   for (const auto &c : chunks_) bytes += static_cast<int64_t>(c.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
-  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32);
+  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32 +
+                                                seen_changed_.size() * 24);
   s.bytes = bytes;
   s.dim = dim_;
   s.step = step_;

@@ -35,6 +35,7 @@ Table::Table(std::string name, const ct_table_config &cfg)
     throw arg_error("unknown layout " + std::to_string(cfg.layout));
   }
   if ((cfg.flags & ~(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS)) != 0) throw arg_error("unknown flags");
+  lineage_ = fresh_lineage();
   init_.kind = cfg.initializer;
   std::copy(cfg.init_params, cfg.init_params + 4, init_.p);
   init_.seed = cfg.seed;

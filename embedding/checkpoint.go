@@ -71,6 +71,12 @@ type tableEntry struct {
 	AdmitAfter  int64             `json:"admit_after"`
 	States      []string          `json:"states"`
 	Checksums   map[string]uint32 `json:"crc32c"`
+
+	// The table's place in its delta chain (Delta.Lineage, Delta.Seq), once it has a mark;
+	// absent before (and in manifests of an older gorec): the loaded table then starts at mark
+	// 0 of a lineage of its own, which takes whole-table deltas only.
+	DeltaLineage uint64 `json:"delta_lineage,omitempty"`
+	DeltaSeq     int64  `json:"delta_seq,omitempty"`
 }
 
 type fileEntry struct {

@@ -73,7 +73,9 @@
 // row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent (LFU) or MemoryBudget,
 // EvictIf by a predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only
 // at its k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since
-// a mark, for serving or incremental checkpoints (ApplyDelta: all or nothing, deltas in order).
+// a mark, with the optimizer's parameters and the admission state, for serving or incremental
+// checkpoints (ApplyDelta: all or nothing, each delta once and in order: ErrIncompatible
+// otherwise). Check verifies a table's invariants; every load runs it.
 //
 // # Errors
 //

@@ -421,9 +421,11 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_save(h, 4, never_sink, (uintptr_t)&calls), "closed: "));
     CHECK(fails_with(ct_table_export_chunks(h, 4, never_sink, (uintptr_t)&calls), "closed: "));
     CHECK(fails_with(ct_table_import(h, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL), "closed: "));
-    CHECK(fails_with(ct_table_apply_delta(h, 0, 0, NULL, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL),
+    CHECK(fails_with(ct_table_apply_delta(h, 0, 0, NULL, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL, NULL),
                      "closed: "));
     CHECK(fails_with(ct_table_set_step(h, 1), "closed: "));
+    CHECK(fails_with(ct_table_set_delta_chain(h, 1, 0), "closed: "));
+    CHECK(fails_with(ct_table_check(h), "closed: "));
     CHECK(fails_with(ct_table_swap(h, live), "closed: "));
     CHECK(fails_with(ct_table_swap(live, h), "closed: "));
     CHECK(fails_with(ct_table_set_admission(h, 2), "closed: "));
@@ -435,7 +437,7 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_remove(&a, &b, h, keys), "closed: "));
     CHECK(fails_with(ct_table_remove_unchanged(&a, &b, h, keys, keys, keys), "closed: "));
     CHECK(fails_with(ct_table_compact(h), "closed: "));
-    CHECK(fails_with(ct_table_delta(&a, &b, st, 2, &c, &d, &i64, h, 1), "closed: "));
+    CHECK(fails_with(ct_table_delta(&a, &b, st, 2, &c, &d, &i64, NULL, NULL, NULL, h, 1), "closed: "));
     if (which == 0) CHECK(fails_with(ct_table_name(&str, h), "closed: "));
     CHECK(a == S && b == S && c == S && d == S && e == S && st[0] == S && st[1] == S);
     CHECK(i64 == -7 && j64 == -7 && i32 == -7 && str == (char *)&mark);
@@ -588,8 +590,8 @@ static void test_errors_leave_outputs(void) {
   CHECK(fails_with(ct_table_indices(&a, t, x, 1), "int64"));
   CHECK(fails_with(ct_table_export(&a, &b, st, 0, &i64, t), "room"));
   CHECK(fails_with(ct_table_export(&a, &b, NULL, 1, &i64, t), "NULL"));
-  CHECK(fails_with(ct_table_delta(&a, &b, st, 0, &c, &d, &i64, t, 1), "room"));
-  CHECK(fails_with(ct_table_delta(&a, &b, NULL, 1, &c, &d, &i64, t, 1), "NULL"));
+  CHECK(fails_with(ct_table_delta(&a, &b, st, 0, &c, &d, &i64, NULL, NULL, NULL, t, 1), "room"));
+  CHECK(fails_with(ct_table_delta(&a, &b, NULL, 1, &c, &d, &i64, NULL, NULL, NULL, t, 1), "NULL"));
   CHECK(fails_with(ct_table_evict(&a, &b, &i64, t, 99, 1), "invalid argument: "));
   CHECK(fails_with(ct_table_metadata(&a, &b, &c, t), "invalid argument: "));
   CHECK(fails_with(ct_table_remove_unchanged(&a, &b, t, keys, keys, keys), "invalid argument: "));
@@ -653,7 +655,7 @@ static void test_empty_with_null_pointers(void) {
   CHECK(ok(ct_table_lookup_into(NULL, 0, t, NULL, 0)));
   CHECK(ok(ct_table_read_into(NULL, 0, NULL, t, NULL, 0, CT_READ_INITIAL)));
   CHECK(ok(ct_table_import(t, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
-  CHECK(ok(ct_table_apply_delta(t, 0, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_apply_delta(t, 0, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
   CHECK(ok(ct_table_import_counts(t, 0, NULL, NULL)));
   CHECK(ok(ct_table_lookup(&r, t, k)));
   CHECK(ok(ct_table_read(&f, NULL, t, k, CT_READ_ZEROS)));
@@ -665,7 +667,7 @@ static void test_empty_with_null_pointers(void) {
   ct_tensor_free(rows);
   ct_tensor_free(st);
   ids = rows = st = NULL;
-  CHECK(ok(ct_table_delta(&ids, &rows, &st, 1, &meta, &del, NULL, t, 1)));
+  CHECK(ok(ct_table_delta(&ids, &rows, &st, 1, &meta, &del, NULL, NULL, NULL, NULL, t, 1)));
   ct_tensor_free(ids);
   ct_tensor_free(rows);
   ct_tensor_free(st);
