@@ -741,10 +741,10 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
 
 /* A process group: this process's place (rank) among world_size processes that run the same
  * collectives in the same order. Collectives on one group are serialised (a mutex); every rank
- * must issue them in the same order. The first collective that fails (a peer died, a rank did
- * not take part within the timeout, an invalid argument: the ranks are out of step) breaks the
- * group: every later collective fails at once with the "broken: " prefix. Free it and start
- * over (every rank). ct_dist_group_free must not run while another call uses the group. */
+ * must issue them in the same order. The first collective that fails in Gloo (a peer died, a
+ * rank did not take part within the timeout: the ranks are out of step) breaks the group: every later collective fails at once with the "broken: " prefix. Free it and start
+ * over (every rank). Calls that do not match across ranks fail on every rank without breaking
+ * it (see the collectives). ct_dist_group_free must not run while another call uses the group. */
 typedef struct ct_dist_group_s *ct_dist_group;
 
 /* How a group starts. Strings may be NULL (same as ""); none is kept after the call. */
@@ -789,10 +789,13 @@ void ct_dist_group_free(ct_dist_group g);
 ct_error ct_dist_store_binds_address(int32_t *out);
 
 /* The collectives. Inputs are CPU tensors (any layout) and are never modified; results are new
- * CPU contiguous tensors, written only on success. Errors: "invalid argument: " (the input, found
- * before anything is sent; the group is broken all the same: the ranks are now out of step),
- * "timeout: " (a rank did not take part within the timeout), "peer: " (a peer failed or left),
- * "broken: " (an earlier collective failed), "closed: " (a NULL group or tensor). */
+ * CPU contiguous tensors, written only on success. Before any data moves the ranks exchange what
+ * each was asked to do (the collective, dtype, shape, reduction, root, splits) and all of them
+ * fail alike when the calls do not match: "mismatch: " on every rank, or "invalid argument: " on
+ * a rank whose own arguments were wrong (a NULL or closed tensor: "closed: ") and "mismatch: "
+ * on the others. The group stays usable after these: nothing was sent. The errors that break it
+ * (see ct_dist_group): "timeout: " (a rank did not take part within the timeout), "peer: " (a
+ * peer failed or left); later calls then fail with "broken: ". */
 
 /* The element-wise reduction of t over every rank; t has the same shape and dtype everywhere. */
 ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t op);
@@ -802,13 +805,13 @@ ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t
 /* Every rank's t (the same shape [N, ...] and dtype everywhere; a 0-d t is taken as [1])
  * concatenated along dimension 0 in rank order: [world_size * N, ...]. */
 ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t);
-/* All-to-all with uneven splits along dimension 0: rank r sends rows
- * [sum(send_splits[:j]), +send_splits[j]) of in to rank j and receives recv_splits[j] rows from
- * each rank j, concatenated in rank order: [sum(recv_splits), ...]. n must be world_size,
- * sum(send_splits) in's first dimension, every split >= 0; recv_splits[j] must equal what rank j
- * sends here, and in has the same dtype and trailing shape everywhere. */
-ct_error ct_dist_all_to_all(ct_tensor *out, ct_dist_group g, ct_tensor in,
-                            const int64_t *send_splits, const int64_t *recv_splits, int32_t n);
+/* All-to-all with uneven splits along dimension 0: this rank sends rows
+ * [sum(send_splits[:j]), +send_splits[j]) of in to rank j, and out holds the rows received from
+ * each rank j in rank order, recv_splits[j] of them (recv_splits: n entries, written on
+ * success). n must be world_size, sum(send_splits) in's first dimension, every split >= 0; every
+ * rank's in has the same dtype and sizes after the first. */
+ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group g, ct_tensor in,
+                            const int64_t *send_splits, int32_t n);
 /* Returns when every rank has called it. */
 ct_error ct_dist_barrier(ct_dist_group g);
 

@@ -89,12 +89,10 @@ func DistStoreBindsAddress() bool {
 	return v != 0
 }
 
-// collective runs one tensor collective: f gets the group's handle and t's.
+// collective runs one tensor collective: f gets the group's handle and t's. A nil or closed t
+// goes to C as NULL: the rank still takes part in the agreement, where it refuses the call.
 func (g *DistGroup) collective(op string, t *Tensor, f func(C.ct_dist_group, C.ct_tensor, *C.ct_tensor) C.ct_error) (*Tensor, error) {
-	h, err := t.cOrErr(op)
-	if err != nil {
-		return nil, err
-	}
+	h, _ := t.cOrErr(op)
 	var out C.ct_tensor
 	e := f(g.p, h, &out)
 	runtime.KeepAlive(t)
@@ -125,22 +123,22 @@ func (g *DistGroup) AllGather(t *Tensor) (*Tensor, error) {
 	})
 }
 
-// AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j and returns the rows received,
-// recv[j] from rank j, concatenated in rank order.
-func (g *DistGroup) AllToAll(t *Tensor, send, recv []int64) (*Tensor, error) {
-	if len(send) != len(recv) {
-		return nil, &Error{Op: "all-to-all", Msg: "send and receive splits differ in length", Kind: ErrInvalidArgument}
-	}
-	var sp, rp *C.int64_t
+// AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j and returns the rows received
+// from every rank, concatenated in rank order, and how many came from each.
+func (g *DistGroup) AllToAll(t *Tensor, send []int64) (*Tensor, []int64, error) {
+	var sp *C.int64_t
 	if len(send) > 0 {
-		sp, rp = (*C.int64_t)(unsafe.Pointer(&send[0])), (*C.int64_t)(unsafe.Pointer(&recv[0]))
+		sp = (*C.int64_t)(unsafe.Pointer(&send[0]))
 	}
+	recv := make([]int64, max(len(send), 1))
 	out, err := g.collective("all-to-all", t, func(p C.ct_dist_group, h C.ct_tensor, out *C.ct_tensor) C.ct_error {
-		return C.ct_dist_all_to_all(out, p, h, sp, rp, C.int32_t(len(send)))
+		return C.ct_dist_all_to_all(out, (*C.int64_t)(unsafe.Pointer(&recv[0])), p, h, sp, C.int32_t(len(send)))
 	})
 	runtime.KeepAlive(send)
-	runtime.KeepAlive(recv)
-	return out, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, recv[:len(send)], nil
 }
 
 // Barrier returns when every rank has called it.

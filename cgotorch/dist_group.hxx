@@ -17,8 +17,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <limits>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>

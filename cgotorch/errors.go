@@ -26,6 +26,9 @@ var (
 	ErrPeer = errors.New("cgotorch: process group peer failed")
 	// ErrRefused: a process group refused a rank of another job or world size.
 	ErrRefused = errors.New("cgotorch: process group refused a rank")
+	// ErrMismatch: the ranks of a process group called a collective with arguments that do not
+	// match (or another rank refused its own); nothing was sent.
+	ErrMismatch = errors.New("cgotorch: process group ranks disagree")
 	// ErrBroken: a process group is out of step after an earlier failure.
 	ErrBroken = errors.New("cgotorch: process group is broken")
 )
@@ -62,6 +65,8 @@ func toError(op string, e C.ct_error) error {
 		kind = ErrPeer
 	case strings.HasPrefix(msg, "refused: "):
 		kind = ErrRefused
+	case strings.HasPrefix(msg, "mismatch: "):
+		kind = ErrMismatch
 	case strings.HasPrefix(msg, "broken: "):
 		kind = ErrBroken
 	}

@@ -22,8 +22,13 @@ var (
 	ErrBroken = errors.New("dist: process group broken")
 	// ErrClosed: the group was closed, or a tensor argument was.
 	ErrClosed = errors.New("dist: closed")
-	// ErrInvalidArgument: an argument was refused before anything was sent.
+	// ErrInvalidArgument: this rank's arguments were refused before anything was sent (the
+	// other ranks get ErrMismatch); the group stays usable.
 	ErrInvalidArgument = errors.New("dist: invalid argument")
+	// ErrMismatch: the ranks called different collectives, or the same with different dtypes,
+	// shapes, reductions or roots, or another rank refused its arguments. Every rank gets it
+	// (or ErrInvalidArgument) and nothing was sent: the group stays usable.
+	ErrMismatch = errors.New("dist: ranks disagree")
 	// ErrConfig: the options or torchrun's environment are incomplete or inconsistent.
 	ErrConfig = errors.New("dist: invalid configuration")
 )
@@ -39,7 +44,11 @@ type Error struct {
 
 func (e *Error) Error() string {
 	msg := e.Kind.Error()
-	if e.Err != nil {
+	var ce *cgotorch.Error
+	switch {
+	case errors.As(e.Err, &ce):
+		msg = ce.Msg // libtorch's message, without cgotorch's operation prefix
+	case e.Err != nil:
 		msg = e.Err.Error()
 	}
 	if e.Broken && e.Kind != ErrBroken {
@@ -68,10 +77,12 @@ var kinds = []struct{ from, to error }{
 	{cgotorch.ErrBroken, ErrBroken},
 	{cgotorch.ErrClosed, ErrClosed},
 	{cgotorch.ErrInvalidArgument, ErrInvalidArgument},
+	{cgotorch.ErrMismatch, ErrMismatch},
 }
 
-// wrap turns an error of cgotorch into an *Error of op.
-func wrap(op string, err error, broken bool) *Error {
+// wrap turns an error of cgotorch into an *Error of op. Timeouts and failed peers break the
+// group: the ranks are out of step.
+func wrap(op string, err error) *Error {
 	kind := ErrPeer
 	for _, k := range kinds {
 		if errors.Is(err, k.from) {
@@ -79,5 +90,6 @@ func wrap(op string, err error, broken bool) *Error {
 			break
 		}
 	}
+	broken := kind == ErrTimeout || kind == ErrPeer || kind == ErrBroken
 	return &Error{Op: op, Kind: kind, Broken: broken, Err: err}
 }

@@ -44,7 +44,7 @@ func New(opts Options) (*Group, error) {
 		GlooInterface: o.Interface, GlooHost: o.Host, Job: o.Job,
 	})
 	if err != nil {
-		return nil, wrap("new group", err, false)
+		return nil, wrap("new group", err)
 	}
 	return &Group{g: g, opts: o}, nil
 }
@@ -91,8 +91,8 @@ func (g *Group) Close() error {
 	return nil
 }
 
-// do runs one collective under the group's lock. Any failure breaks the group: the ranks are
-// out of step (even after an invalid argument: this rank skipped a collective its peers ran).
+// do runs one collective under the group's lock. A timeout or a failed peer breaks the group
+// (the ranks are out of step); arguments refused by the ranks' agreement do not.
 func (g *Group) do(op string, f func(*cgotorch.DistGroup) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -103,8 +103,10 @@ func (g *Group) do(op string, f func(*cgotorch.DistGroup) error) error {
 		return &Error{Op: op, Kind: ErrBroken, Err: g.broken}
 	}
 	if err := f(g.g); err != nil {
-		e := wrap(op, err, true)
-		g.broken = e
+		e := wrap(op, err)
+		if e.Broken {
+			g.broken = e
+		}
 		return e
 	}
 	return nil
@@ -138,39 +140,16 @@ func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	return g.tensorOp("all-gather", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllGather(t) })
 }
 
-// AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j, and returns the rows received:
-// recv[j] from rank j, concatenated in rank order. len(send) and len(recv) are WorldSize,
-// sum(send) is t's first dimension, and recv[j] is what rank j sends here (ExchangeSplits
-// finds it). Every rank's t has the same dtype and trailing shape. t is not modified.
-func (g *Group) AllToAll(t *cgotorch.Tensor, send, recv []int64) (*cgotorch.Tensor, error) {
-	send, recv = append([]int64(nil), send...), append([]int64(nil), recv...)
-	return g.tensorOp("all-to-all", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllToAll(t, send, recv) })
-}
-
-// ExchangeSplits returns, for the send splits of an AllToAll, the receive splits: recv[j] is
-// what rank j sends to this rank (one all-to-all of WorldSize counts).
-func (g *Group) ExchangeSplits(send []int64) ([]int64, error) {
-	n := g.opts.WorldSize
-	if len(send) != n {
-		return nil, g.do("exchange splits", func(*cgotorch.DistGroup) error {
-			return &cgotorch.Error{Op: "exchange splits", Msg: "one split per rank is needed", Kind: cgotorch.ErrInvalidArgument}
-		})
-	}
-	counts, err := cgotorch.FromSlice(send)
-	if err != nil {
-		return nil, &Error{Op: "exchange splits", Kind: ErrInvalidArgument, Err: err}
-	}
-	defer counts.Close()
-	ones := make([]int64, n)
-	for i := range ones {
-		ones[i] = 1
-	}
-	got, err := g.AllToAll(counts, ones, ones)
-	if err != nil {
-		return nil, err
-	}
-	defer got.Close()
-	return cgotorch.ToSlice[int64](got)
+// AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j, and returns the rows received
+// from every rank, concatenated in rank order, with how many came from each (recv[j] from rank
+// j). len(send) is WorldSize and sum(send) t's first dimension; every rank's t has the same
+// dtype and sizes after the first. t is not modified.
+func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (out *cgotorch.Tensor, recv []int64, err error) {
+	err = g.do("all-to-all", func(d *cgotorch.DistGroup) (err error) {
+		out, recv, err = d.AllToAll(t, send)
+		return err
+	})
+	return out, recv, err
 }
 
 // Barrier returns when every rank has called it.
