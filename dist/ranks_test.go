@@ -100,7 +100,7 @@ type rankResult struct {
 
 // store names where a test's ranks meet: a new FileStore in a temporary directory, or a
 // TCPStore on a free loopback port.
-func store(t *testing.T, kind string) string {
+func store(t testing.TB, kind string) string {
 	t.Helper()
 	if kind == "file" {
 		return "file:" + filepath.Join(t.TempDir(), "store")
@@ -116,7 +116,7 @@ func store(t *testing.T, kind string) string {
 // launch runs scenario as world ranks meeting through storeSpec, with the group timeout given,
 // and waits for all of them (killing them after a minute). extra adds environment variables
 // to a rank.
-func launch(t *testing.T, scenario string, world int, storeSpec string, timeout time.Duration, extra func(rank int) []string) []rankResult {
+func launch(t testing.TB, scenario string, world int, storeSpec string, timeout time.Duration, extra func(rank int) []string) []rankResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -23,6 +23,7 @@ var scenarios = map[string]func(Options) error{
 	"other-job":   scenarioOtherJob,
 	"other-world": scenarioOtherWorld,
 	"disagree":    scenarioDisagree,
+	"bench":       scenarioBench,
 }
 
 // values returns t's elements as float64s (int64 and float32 tensors).
