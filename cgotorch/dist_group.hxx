@@ -261,8 +261,8 @@ ct_error ct_dist_group_new(ct_dist_group *out, const ct_dist_config *cfg) {
     auto device = [&] {
       try {
         return d::make_device(*cfg);
-      } catch (...) {
-        d::rethrow_classified("gloo device");
+      } catch (const std::exception &e) {  // no such interface, an address not of this host
+        throw ct::arg_error("gloo device: " + d::message_of(e));
       }
     }();
     auto g = std::make_unique<ct_dist_group_s>();

@@ -2,8 +2,11 @@ package dist
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,8 +116,9 @@ func TestSingleRankConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// A second process claiming a rank of a running group is refused; a group whose ranks do not
-// all come fails with ErrTimeout within its timeout.
+// A second process claiming a rank of a running group is refused; Gloo binds to a named
+// interface, and a missing one is an invalid argument; a group whose ranks do not all come
+// fails with ErrTimeout within its timeout.
 func TestStartFailures(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	g, err := New(Options{WorldSize: 1, Store: FileStore(path), Timeout: 5 * time.Second})
@@ -124,6 +128,16 @@ func TestStartFailures(t *testing.T) {
 	defer g.Close()
 	if _, err := New(Options{WorldSize: 1, Store: FileStore(path), Timeout: 5 * time.Second}); !errors.Is(err, ErrRefused) {
 		t.Errorf("a rank claimed twice: got %v, want %v", err, ErrRefused)
+	}
+	lo, err := New(Options{WorldSize: 1, Store: FileStore(filepath.Join(t.TempDir(), "store")), Interface: "lo"})
+	if err != nil {
+		t.Errorf("Gloo on interface lo: %v", err)
+	} else {
+		lo.Close()
+	}
+	_, err = New(Options{WorldSize: 1, Store: FileStore(filepath.Join(t.TempDir(), "store")), Interface: "nonexistent0"})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Gloo on a missing interface: got %v, want %v", err, ErrInvalidArgument)
 	}
 	start := time.Now()
 	_, err = New(Options{WorldSize: 2, Store: FileStore(filepath.Join(t.TempDir(), "store")), Timeout: time.Second})
@@ -194,4 +208,48 @@ func TestEnvOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Rank 0's TCPStore server listens on the store's address only where libtorch takes a listening
+// socket (2.x): then the port is closed on this machine's other addresses. libtorch 1.x's c10d
+// listens on every interface.
+func TestStoreBindsAddress(t *testing.T) {
+	if !StoreBindsAddress() {
+		if v := cgotorch.TorchVersion(); !strings.HasPrefix(v, "1.") {
+			t.Errorf("libtorch %s: the store server should take a bound socket", v)
+		}
+		t.Skipf("libtorch %s's TCPStore listens on every interface", cgotorch.TorchVersion())
+	}
+	other := nonLoopbackAddress(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	g, err := New(Options{WorldSize: 1, Store: TCPStore("127.0.0.1", port), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(other, fmt.Sprint(port)), time.Second); err == nil {
+		c.Close()
+		t.Errorf("the store's port %d answers on %s, not only on 127.0.0.1", port, other)
+	}
+}
+
+// nonLoopbackAddress is one of this machine's addresses other than loopback (the test skips
+// without one).
+func nonLoopbackAddress(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() && ip.IP.To4() != nil {
+			return ip.IP.String()
+		}
+	}
+	t.Skip("no address but loopback")
+	return ""
 }
