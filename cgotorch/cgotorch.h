@@ -742,9 +742,10 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
 /* A process group: this process's place (rank) among world_size processes that run the same
  * collectives in the same order. Collectives on one group are serialised (a mutex); every rank
  * must issue them in the same order. The first collective that fails in Gloo (a peer died, a
- * rank did not take part within the timeout: the ranks are out of step) breaks the group: every later collective fails at once with the "broken: " prefix. Free it and start
- * over (every rank). Calls that do not match across ranks fail on every rank without breaking
- * it (see the collectives). ct_dist_group_free must not run while another call uses the group. */
+ * rank did not take part within the timeout: the ranks are out of step) breaks the group:
+ * every later collective fails at once with the "broken: " prefix. Free it and start over
+ * (every rank). Calls that do not match across ranks fail on every rank without breaking it
+ * (see the collectives). ct_dist_group_free must not run while another call uses the group. */
 typedef struct ct_dist_group_s *ct_dist_group;
 
 /* How a group starts. Strings may be NULL (same as ""); none is kept after the call. */
@@ -765,7 +766,8 @@ typedef struct {
   const char *store_prefix; /* every key of the group goes under it; NULL or "": none */
   /* Where Gloo's sockets bind: the address of network interface gloo_interface (as
    * GLOO_SOCKET_IFNAME) when it is not empty, else gloo_host (an address or host name) when it
-   * is not empty, else the address of this machine's host name (loopback when it has none). */
+   * is not empty, else the address of this machine's host name (loopback when it has none);
+   * a missing interface or an address not of this host: "invalid argument: ". */
   const char *gloo_interface;
   const char *gloo_host;
   /* The job's identity (any string, e.g. a job id). Before any data moves every rank
