@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorec/gorec/cgotorch"
 )
 
 // Every collective's results on 2 and 3 ranks, over a FileStore and a TCPStore.
@@ -89,6 +91,12 @@ func TestTorchrunLaunch(t *testing.T) {
 	if err != nil {
 		t.Skip("no torchrun (python3-torch) on this machine")
 	}
+	// torchrun serves the ranks' store itself, speaking its own torch's TCPStore protocol: with
+	// another libtorch line (a LIBTORCH build against Debian's torchrun) the ranks cannot talk
+	// to it, as with any mixed-version job.
+	if v, mine := torchrunTorchVersion(t, torchrun), cgotorch.TorchVersion(); majorMinor(v) != majorMinor(mine) {
+		t.Skipf("torchrun runs torch %s, this binary libtorch %s", v, mine)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// --redirects 1 --tee 1: Debian's torchrun 1.13 under Python 3.11 fails on the default "0"
@@ -108,4 +116,31 @@ func TestTorchrunLaunch(t *testing.T) {
 			t.Errorf("torchrun's output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// torchrunTorchVersion is the torch version of the Python that runs torchrun (its #! line).
+func torchrunTorchVersion(t *testing.T, torchrun string) string {
+	script, err := os.ReadFile(torchrun)
+	if err != nil {
+		t.Skip(err)
+	}
+	line, _, _ := strings.Cut(string(script), "\n")
+	python := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if len(python) == 0 {
+		t.Skipf("%s has no #! line", torchrun)
+	}
+	out, err := exec.Command(python[0], append(python[1:], "-c", "import torch; print(torch.__version__)")...).Output()
+	if err != nil {
+		t.Skipf("torchrun's Python has no torch: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// majorMinor is "1.13" of "1.13.0a0+gitunknown".
+func majorMinor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
 }
