@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # libopenblas0-openmp: Debian's libtorch calls BLAS through libblas.so.3, which is the reference
 # BLAS unless an optimised one is installed (10x slower matmuls); the OpenMP build matches
 # libtorch's own OpenMP runtime.
-APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp
+APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp libgloo-dev
 # The examples': MovieLens ratings (r-cran-dslabs, read with its Rscript) and the training curve's
 # picture; installed without their recommends (R's would pull a compiler toolchain).
 APT_EXAMPLE_PACKAGES := r-cran-dslabs gnuplot-nox
@@ -131,7 +131,7 @@ test-libtorch2:
 	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-core
 
 gotest-core:
-	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./embedding/ ./nn/ 2>&1 \
+	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./embedding/ ./nn/ ./dist/ 2>&1 \
 	  | tee $(BUILD)/gotest-core.log | grep -E '^(--- FAIL|ok|FAIL|panic)'
 	@echo "libtorch: $$(grep -o 'libtorch [0-9.]*' $(BUILD)/gotest-core.log | head -1)"
 

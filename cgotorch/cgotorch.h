@@ -781,6 +781,87 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
                         ct_table_delta_info *info, ct_tensor *count_ids, ct_tensor *counts,
                         ct_table t, int32_t mark);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Process groups: torch.distributed's c10d ProcessGroupGloo (dist_group.hxx, dist_collectives.hxx) */
+
+/* A process group: this process's place (rank) among world_size processes that run the same
+ * collectives in the same order. Collectives on one group are serialised (a mutex); every rank
+ * must issue them in the same order. The first collective that fails in Gloo (a peer died, a
+ * rank did not take part within the timeout: the ranks are out of step) breaks the group:
+ * every later collective fails at once with the "broken: " prefix. Free it and start over
+ * (every rank). Calls that do not match across ranks fail on every rank without breaking it
+ * (see the collectives). ct_dist_group_free must not run while another call uses the group. */
+typedef struct ct_dist_group_s *ct_dist_group;
+
+/* How a group starts. Strings may be NULL (same as ""); none is kept after the call. */
+typedef struct {
+  int32_t rank;       /* 0 <= rank < world_size */
+  int32_t world_size; /* >= 1 */
+  int64_t timeout_ms; /* > 0: the limit of the start-up and of every collective */
+  /* The store the ranks meet through: a FileStore at store_path (one machine, tests) when it is
+   * not empty, else a TCPStore at store_host:store_port that rank 0 serves. Where libtorch
+   * supports it (ct_dist_store_binds_address) rank 0's server listens on store_host only;
+   * before that (libtorch 1.x) c10d's server listens on every interface. */
+  const char *store_path;
+  const char *store_host;
+  int32_t store_port; /* 1..65535 with a TCPStore */
+  /* 1: no rank serves, every rank connects to a TCPStore that runs already (torchrun's agent
+   * store, TORCHELASTIC_USE_AGENT_STORE); then store_prefix keeps this attempt's keys apart. */
+  int32_t store_client_only;
+  const char *store_prefix; /* every key of the group goes under it; NULL or "": none */
+  /* Where Gloo's sockets bind: the address of network interface gloo_interface (as
+   * GLOO_SOCKET_IFNAME) when it is not empty, else gloo_host (an address or host name) when it
+   * is not empty, else the address of this machine's host name (loopback when it has none);
+   * a missing interface or an address not of this host: "invalid argument: ". */
+  const char *gloo_interface;
+  const char *gloo_host;
+  /* The job's identity (any string, e.g. a job id). Before any data moves every rank
+   * announces its identity and world size through the store and checks every other rank's:
+   * a difference, or a rank taken by another process, fails the start on the ranks that see
+   * it with the "refused: " prefix. */
+  const char *job;
+} ct_dist_config;
+
+/* Reductions of ct_dist_all_reduce. CT_DIST_AVG: the sum divided by world_size, floating-point
+ * tensors only. */
+typedef enum { CT_DIST_SUM = 0, CT_DIST_AVG = 1, CT_DIST_MAX = 2 } ct_dist_op;
+
+/* Starts a group: meets the other ranks through the store, checks their identities, connects
+ * Gloo. Blocks until every rank has arrived (at most timeout_ms: then a "timeout: " error). */
+ct_error ct_dist_group_new(ct_dist_group *out, const ct_dist_config *cfg);
+/* Releases the group: Gloo's threads and connections, the store (rank 0's server with it). */
+void ct_dist_group_free(ct_dist_group g);
+/* 1 when a TCPStore server listens on store_host only (libtorch with masterListenFd), 0 when
+ * c10d listens on every interface. */
+ct_error ct_dist_store_binds_address(int32_t *out);
+
+/* The collectives. Inputs are CPU tensors (any layout) and are never modified; results are new
+ * CPU contiguous tensors, written only on success. Before any data moves the ranks exchange what
+ * each was asked to do (the collective, dtype, shape, reduction, root, splits) and all of them
+ * fail alike when the calls do not match: "mismatch: " on every rank, or "invalid argument: " on
+ * a rank whose own arguments were wrong (a NULL or closed tensor: "closed: ") and "mismatch: "
+ * on the others. The group stays usable after these: nothing was sent. The errors that break it
+ * (see ct_dist_group): "timeout: " (a rank did not take part within the timeout), "peer: " (a
+ * peer failed or left); later calls then fail with "broken: ". */
+
+/* The element-wise reduction of t over every rank; t has the same shape and dtype everywhere. */
+ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t op);
+/* root's t on every rank; t has the same shape and dtype everywhere (its values matter on root
+ * only). */
+ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t root);
+/* Every rank's t (the same shape [N, ...] and dtype everywhere; a 0-d t is taken as [1])
+ * concatenated along dimension 0 in rank order: [world_size * N, ...]. */
+ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t);
+/* All-to-all with uneven splits along dimension 0: this rank sends rows
+ * [sum(send_splits[:j]), +send_splits[j]) of in to rank j, and out holds the rows received from
+ * each rank j in rank order, recv_splits[j] of them (recv_splits: n entries, written on
+ * success). n must be world_size, sum(send_splits) in's first dimension, every split >= 0; every
+ * rank's in has the same dtype and sizes after the first. */
+ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group g, ct_tensor in,
+                            const int64_t *send_splits, int32_t n);
+/* Returns when every rank has called it. */
+ct_error ct_dist_barrier(ct_dist_group g);
+
 #ifdef __cplusplus
 }
 #endif
