@@ -251,14 +251,25 @@ at::Tensor upload(const at::Tensor &host, at::Device d) {
   return d.is_cpu() ? host : host.to(d, host.scalar_type(), /*non_blocking=*/true);
 }
 
-void check_finite(const float *p, int64_t n, const char *what) {
-  if (!all_finite(p, n)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+// Whether every element of v (float32, contiguous on the CPU, or on any device) is finite.
+bool tensor_finite(const at::Tensor &v) {
+  if (v.device().is_cpu() && v.is_contiguous()) return all_finite(v.data_ptr<float>(), v.numel());
+  return at::isfinite(v).all().item<bool>();
 }
 
 void check_finite(const at::Tensor &v, const char *what) {
-  if (v.device().is_cpu()) return check_finite(v.data_ptr<float>(), v.numel(), what);
-  if (!at::isfinite(v).all().item<bool>()) {
-    throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+  if (!tensor_finite(v)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+}
+
+// Values a write may store: finite and of magnitude below 2^64 (about 1.8e19), the floats whose
+// square is a finite float32. The optimizers square values and norms take squares of rows, so a
+// row written beyond the bound could overflow at its next step (which an update rejects, see
+// step_raw); a value written below it cannot by its square alone.
+void check_writable(const at::Tensor &v) {
+  const bool ok = v.device().is_cpu() && v.is_contiguous() ? all_within(v.data_ptr<float>(), v.numel(), kBelow2to64Bits)
+                                                           : (v.abs() < 0x1p64).all().item<bool>();
+  if (!ok) {
+    throw arg_error("values contain NaN, Inf or magnitudes of 2^64 (1.8446744e19) or more: the batch is rejected");
   }
 }
 
@@ -607,7 +618,11 @@ class Table : public std::enable_shared_from_this<Table> {
   // (freed: its scratch), after which erase_reserved cannot fail.
   void reserve_erase(int64_t n, std::vector<int64_t> &freed);
   int64_t erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed);
-  // import and apply_delta: their checks before the lock (sizes, pointers, finite values,
+  // What a table may hold (check_values: finite rows and states, the states a rule keeps >= 0
+  // non-negative): fail(why) on the first violation. Imports and saves check every chunk.
+  template <class F>
+  void check_values(int64_t n, const float *rows, const float *const st[2], F fail) const;
+  // import and apply_delta: their checks before the lock (sizes, pointers, check_values,
   // metadata >= 0, distinct ids); then, locked, the rows inserted or overwritten (nothing stays
   // inserted if that throws; r: the rows) and the metadata written (cannot fail).
   void check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],

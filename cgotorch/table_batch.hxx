@@ -101,10 +101,10 @@ Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) : inverse(sta
   uids.resize(nu);
 }
 
-bool all_finite(const float *p, int64_t n) {
-  // A float is NaN or Inf exactly when its exponent bits are all ones: with the sign cleared,
-  // its bits as an int32 exceed FLT_MAX's (0x7f7fffff). Two vectors of four per step, with no
-  // early exit; GCC and Clang vectorise this at -O2 (cgo's flags), unlike std::isfinite.
+bool all_within(const float *p, int64_t n, int32_t max_bits) {
+  // With the sign cleared, a float's bits as an int32 order floats by magnitude, NaN and Inf
+  // (exponent bits all ones) above every finite one. Two vectors of four per step, with no early
+  // exit; GCC and Clang vectorise this at -O2 (cgo's flags), unlike std::isfinite.
   typedef int32_t v4 __attribute__((vector_size(16)));
   v4 bad0 = {0, 0, 0, 0}, bad1 = bad0;
   int64_t i = 0;
@@ -112,14 +112,20 @@ bool all_finite(const float *p, int64_t n) {
     v4 a, b;
     std::memcpy(&a, p + i, sizeof a);
     std::memcpy(&b, p + i + 4, sizeof b);
-    bad0 |= (a & 0x7fffffff) > 0x7f7fffff;
-    bad1 |= (b & 0x7fffffff) > 0x7f7fffff;
+    bad0 |= (a & 0x7fffffff) > max_bits;
+    bad1 |= (b & 0x7fffffff) > max_bits;
   }
   bad0 |= bad1;
-  bool finite = (bad0[0] | bad0[1] | bad0[2] | bad0[3]) == 0;
-  for (; i < n; i++) finite &= std::isfinite(p[i]);
-  return finite;
+  bool ok = (bad0[0] | bad0[1] | bad0[2] | bad0[3]) == 0;
+  for (; i < n; i++) {
+    int32_t b;
+    std::memcpy(&b, p + i, sizeof b);
+    ok &= (b & 0x7fffffff) <= max_bits;
+  }
+  return ok;
 }
+
+bool all_finite(const float *p, int64_t n) { return all_within(p, n, kFltMaxBits); }
 
 }  // namespace table
 }  // namespace ct

@@ -37,7 +37,13 @@ struct Dedupe {
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 
-// True when none of p[0, n) is NaN or Inf (table_batch.hxx; vectorised).
+// The bits of FLT_MAX, and of the largest float below 2^64 (as an int32).
+constexpr int32_t kFltMaxBits = 0x7f7fffff;
+constexpr int32_t kBelow2to64Bits = 0x5f7fffff;
+// True when every |p[i]| (i < n) has at most max_bits as bits: is at most the float with those
+// bits (so false for NaN and Inf). table_batch.hxx; vectorised.
+bool all_within(const float *p, int64_t n, int32_t max_bits);
+// True when none of p[0, n) is NaN or Inf.
 bool all_finite(const float *p, int64_t n);
 
 // The entries of a batch that a find left at -1: their places, ids and rows (to be filled by a
@@ -113,6 +119,7 @@ struct StateSpec {
   const char *name;
   bool per_element;  // width dim (true) or 1 (false)
   float init;
+  bool nonneg;  // the rule keeps it >= 0 (it takes its square root)
 };
 
 // Per-step constants shared by every row of one step.
@@ -137,8 +144,9 @@ struct Optim {
   StepConsts begin(int64_t t) const;
 
   // Raw CPU kernel: one step of one row (g is the summed gradient of the row); s0/s1 are the
-  // row's states (nullptr when absent).
-  void apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const;
+  // row's states (nullptr when absent). Returns false when a value it stored is NaN or Inf (an
+  // overflow: the caller restores the row and rejects the update).
+  bool apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const;
   // Tensor kernel (any device): the same step on gathered rows [U, dim] and states [U, width].
   void apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,
              at::Tensor *s1) const;

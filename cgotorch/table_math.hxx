@@ -271,12 +271,14 @@ int Optim::num_states() const {
 
 StateSpec Optim::state(int i) const {
   switch (kind) {
-    case CT_OPT_SGD: return {"momentum_buffer", true, 0.f};
-    case CT_OPT_ADAGRAD: return {"sum", true, static_cast<float>(p[2])};
-    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, static_cast<float>(p[2])};
+    case CT_OPT_SGD: return {"momentum_buffer", true, 0.f, false};
+    case CT_OPT_ADAGRAD: return {"sum", true, static_cast<float>(p[2]), true};
+    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, static_cast<float>(p[2]), true};
     case CT_OPT_SPARSE_ADAM:
-    case CT_OPT_ADAMW: return i == 0 ? StateSpec{"exp_avg", true, 0.f} : StateSpec{"exp_avg_sq", true, 0.f};
-    case CT_OPT_FTRL: return i == 0 ? StateSpec{"z", true, 0.f} : StateSpec{"n", true, static_cast<float>(p[4])};
+    case CT_OPT_ADAMW:
+      return i == 0 ? StateSpec{"exp_avg", true, 0.f, false} : StateSpec{"exp_avg_sq", true, 0.f, true};
+    case CT_OPT_FTRL:
+      return i == 0 ? StateSpec{"z", true, 0.f, false} : StateSpec{"n", true, static_cast<float>(p[4]), true};
     default: throw std::logic_error("optimizer has no state");
   }
 }
@@ -319,47 +321,50 @@ void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
 
 // The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding;
 // they run four elements at a time where they can (table_lanes.h: the results are the same).
-// In each body, L is the lane (L.load, L.store: one float, or four).
-void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
+// In each body, L is the lane (L.load, L.store: one float, or four). Every value stored also
+// goes into a FiniteAcc: the kernel returns false when one is NaN or Inf (an overflow), and the
+// caller puts the row back.
+bool Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
   const int64_t d = dim;
+  FiniteAcc acc;
+  auto put = [&](float *p, auto v) {
+    acc.add(v);
+    std::memcpy(p, &v, sizeof v);
+  };
   switch (kind) {
     case CT_OPT_SGD: {
       const float nlr = static_cast<float>(-p[0]);
       if (!has_momentum()) {
-        for_lanes(d, [&](int64_t j, auto L) {
-          L.store(w + j, L.load(w + j) + nlr * L.load(g + j));
-        });
-        return;
+        for_lanes(d, [&](int64_t j, auto L) { put(w + j, L.load(w + j) + nlr * L.load(g + j)); });
+        return acc.ok();
       }
       const float m = static_cast<float>(p[1]), a = static_cast<float>(1 - p[2]);
       const bool first = c.t == 1, nesterov = p[3] != 0;
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j);
         const auto b = first ? gj : L.load(s0 + j) * m + a * gj;
-        L.store(s0 + j, b);
-        L.store(w + j, L.load(w + j) + nlr * (nesterov ? gj + m * b : b));
+        put(s0 + j, b);
+        put(w + j, L.load(w + j) + nlr * (nesterov ? gj + m * b : b));
       });
-      return;
+      return acc.ok();
     }
     case CT_OPT_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), s = L.load(s0 + j) + gj * gj;
-        L.store(s0 + j, s);
-        L.store(w + j, L.load(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
+        put(s0 + j, s);
+        put(w + j, L.load(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
       });
-      return;
+      return acc.ok();
     }
     case CT_OPT_ROWWISE_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
       double ss = 0;
       for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];  // in order
-      s0[0] += static_cast<float>(ss / static_cast<double>(d));
+      put(s0, s0[0] + static_cast<float>(ss / static_cast<double>(d)));
       const float denom = std::sqrt(s0[0]) + eps;
-      for_lanes(d, [&](int64_t j, auto L) {
-        L.store(w + j, L.load(w + j) + nclr * (L.load(g + j) / denom));
-      });
-      return;
+      for_lanes(d, [&](int64_t j, auto L) { put(w + j, L.load(w + j) + nclr * (L.load(g + j) / denom)); });
+      return acc.ok();
     }
     case CT_OPT_SPARSE_ADAM: {
       const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
@@ -368,13 +373,13 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
         const auto gj = L.load(g + j), m0 = L.load(s0 + j), v0 = L.load(s1 + j);
         const auto mu = (gj - m0) * a1;
         const auto vu = (gj * gj - v0) * a2;
-        L.store(s0 + j, m0 + mu);
-        L.store(s1 + j, v0 + vu);
+        put(s0 + j, m0 + mu);
+        put(s1 + j, v0 + vu);
         const auto numer = mu + m0;
         const auto denom = lane_sqrt(vu + v0) + eps;
-        L.store(w + j, L.load(w + j) + nss * (numer / denom));
+        put(w + j, L.load(w + j) + nss * (numer / denom));
       });
-      return;
+      return acc.ok();
     }
     case CT_OPT_ADAMW: {
       const float b1 = static_cast<float>(p[1]), b2 = static_cast<float>(p[2]);
@@ -385,12 +390,12 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
         const auto gj = L.load(g + j), wd = L.load(w + j) * decay;
         const auto m = L.load(s0 + j) * b1 + a1 * gj;
         const auto v = L.load(s1 + j) * b2 + a2 * (gj * gj);
-        L.store(s0 + j, m);
-        L.store(s1 + j, v);
+        put(s0 + j, m);
+        put(s1 + j, v);
         const auto denom = lane_sqrt(v) / bc2s + eps;
-        L.store(w + j, wd + nss * (m / denom));
+        put(w + j, wd + nss * (m / denom));
       });
-      return;
+      return acc.ok();
     }
     case CT_OPT_FTRL: {
       const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
@@ -399,13 +404,13 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
         const double n1 = n0 + gj * gj;
         const double sigma = (std::sqrt(n1) - std::sqrt(n0)) / alpha;
         const double z = s0[j] + gj - sigma * w[j];
-        s0[j] = static_cast<float>(z);
-        s1[j] = static_cast<float>(n1);
+        put(s0 + j, static_cast<float>(z));
+        put(s1 + j, static_cast<float>(n1));
         double wn = 0;
         if (std::fabs(z) > l1) wn = -(z - std::copysign(l1, z)) / ((beta + std::sqrt(n1)) / alpha + l2);
-        w[j] = static_cast<float>(wn);
+        put(w + j, static_cast<float>(wn));
       }
-      return;
+      return acc.ok();
     }
     default:
       throw arg_error("the table has no optimizer");

@@ -97,7 +97,7 @@ void Table::write(const Keys &k, const at::Tensor &values_in) {
   const int64_t n = k.n;
   at::Tensor values = check_rows(values_in, "values", n, dim_);
   values = raw_ ? values.to(at::kCPU) : values.to(device_);
-  check_finite(values, "values");
+  check_writable(values);
   // Last occurrence wins: unique ids in first-appearance order with their last position.
   Dedupe dd(k.ptr(), n);
   std::vector<int64_t> &uids = dd.uids;
@@ -253,10 +253,34 @@ void Table::catch_up_tensor(const std::vector<int64_t> &rows, int64_t now, at::T
   buf.mul_(dc);
 }
 
+namespace {
+// The message of an update rejected because a result would not be finite.
+std::string overflow_message(const std::string &name) {
+  return "the update would make rows or optimizer states of table \"" + name +
+         "\" NaN or Inf (float32 overflow): the batch is rejected";
+}
+}  // namespace
+
+// One step of the raw kernels. Each row's values (and stamp) are copied aside as the row is
+// reached (it is in the cache then), and the kernel reports whether what it stored is finite:
+// when a row overflowed, every row of the batch is put back and the update is rejected, as a
+// NaN gradient is. The copy is the check's only cost besides the kernels' accumulator: the
+// rows are read and written once, in one pass.
 void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t *rows, int64_t u) {
   const int64_t t = c.t;
   const bool momentum = opt_.has_momentum();
+  const int ns = nslots();
+  const int64_t rowf = width_[0] + width_[1] + width_[2];
+  // Reused by the updates of this thread (a fresh buffer would fault its pages in every time).
+  thread_local std::vector<float> undo;
+  thread_local std::vector<int64_t> undo_stamp;
+  if (undo.size() < static_cast<size_t>(u * rowf)) undo.resize(static_cast<size_t>(u * rowf));
+  if (momentum && undo_stamp.size() < static_cast<size_t>(u)) undo_stamp.resize(static_cast<size_t>(u));
+  float *const saved = undo.data();
+  int64_t *const saved_stamp = undo_stamp.data();
+  std::atomic<bool> bad{false};
   auto body = [&](int64_t begin, int64_t end) {
+    bool ok = true;
     for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
     for (int64_t i = begin; i < end; i++) {
       if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
@@ -264,14 +288,32 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
       float *w = slot_ptr(0, r);
       float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
       float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
+      float *keep = saved + i * rowf;
+      for (int s = 0; s < ns; s++) {
+        std::memcpy(keep, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]));
+        keep += width_[s];
+      }
       if (momentum) {
+        saved_stamp[i] = stamp_[static_cast<size_t>(r)];
         catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
         stamp_[static_cast<size_t>(r)] = t;
       }
-      opt_.apply(c, gp[i], w, s0, s1);
+      ok &= opt_.apply(c, gp[i], w, s0, s1);
     }
+    if (!ok) bad.store(true, std::memory_order_relaxed);
   };
   for_rows(u, dim_ * 8, body);
+  if (!bad.load()) return;
+  for (int64_t i = 0; i < u; i++) {
+    const int64_t r = rows[i];
+    const float *keep = saved + i * rowf;
+    for (int s = 0; s < ns; s++) {
+      std::memcpy(slot_ptr(s, r), keep, sizeof(float) * static_cast<size_t>(width_[s]));
+      keep += width_[s];
+    }
+    if (momentum) stamp_[static_cast<size_t>(r)] = saved_stamp[i];
+  }
+  throw arg_error(overflow_message(name_));
 }
 
 void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {
@@ -283,7 +325,10 @@ void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vec
   if (nstates_ > 1) s1 = gather_slot_tensor(p, 2);
   if (opt_.has_momentum()) catch_up_tensor(rows, c.t - 1, w, s0);
   opt_.apply(c, g, w, nstates_ > 0 ? &s0 : nullptr, nstates_ > 1 ? &s1 : nullptr);
-  // Everything is computed; now the scatters.
+  // Everything is computed (into gathered copies); an overflow is rejected before the scatters.
+  for (const at::Tensor *v : {&w, &s0, &s1}) {
+    if (v->defined() && !tensor_finite(*v)) throw arg_error(overflow_message(name_));
+  }
   scatter_slot_tensor(p, 0, w);
   if (nstates_ > 0) scatter_slot_tensor(p, 1, s0);
   if (nstates_ > 1) scatter_slot_tensor(p, 2, s1);
