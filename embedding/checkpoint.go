@@ -29,7 +29,9 @@ import (
 const (
 	manifestName    = "manifest.json"
 	manifestFormat  = "gorec-checkpoint"
-	manifestVersion = 1
+	// manifestVersion is the version a save writes: 2 carries manifest_crc32c. Version 1 (no
+	// checksum, written before it) is still read.
+	manifestVersion = 2
 	tableFormat     = "gorec-table"
 	tableVersion    = "1"
 	// chunkBytes is the size of the buffers a save or load streams a table through.
@@ -48,6 +50,8 @@ type manifest struct {
 	Generation string       `json:"generation"`
 	Tables     []tableEntry `json:"tables"`
 	Files      []fileEntry  `json:"files"`
+	// Checksum is the CRC-32C of the manifest's canonical bytes (manifestSum); nil in version 1.
+	Checksum *uint32 `json:"manifest_crc32c,omitempty"`
 }
 
 // tableEntry describes one table of a checkpoint: its file and everything needed to rebuild it.
@@ -186,6 +190,11 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
+	sum, err := manifestSum(m)
+	if err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	m.Checksum = &sum
 	js, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
@@ -270,8 +279,8 @@ func parseManifest(b []byte) (manifest, error) {
 	if m.Format != manifestFormat {
 		return m, corrupt(op, "", "manifest: format %q, want %q", m.Format, manifestFormat)
 	}
-	if m.Version != manifestVersion {
-		return m, corrupt(op, "", "manifest: version %d, this gorec reads version %d", m.Version, manifestVersion)
+	if err := checkManifestSum(m); err != nil {
+		return m, err
 	}
 	tables, files := map[string]bool{}, map[string]bool{}
 	for _, t := range m.Tables {

@@ -43,7 +43,7 @@ func patchTensor(t *testing.T, dir, tf, name string, i int, v float32) {
 	})
 }
 
-// editManifest rewrites dir's manifest through f, keeping it valid otherwise.
+// editManifest rewrites dir's manifest through f and seals it again (its checksum).
 func editManifest(t *testing.T, dir string, f func(m map[string]any)) {
 	t.Helper()
 	man, _ := checkpointFiles(t, dir)
@@ -56,7 +56,10 @@ func editManifest(t *testing.T, dir string, f func(m map[string]any)) {
 		t.Fatal(err)
 	}
 	f(m)
-	if b, err = json.MarshalIndent(m, "", "  "); err != nil {
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = embedding.SealManifest(b); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(man, b, 0o644); err != nil {
