@@ -27,8 +27,8 @@ import (
 // removed. A process killed at any moment leaves manifest.json naming complete files.
 
 const (
-	manifestName    = "manifest.json"
-	manifestFormat  = "gorec-checkpoint"
+	manifestName   = "manifest.json"
+	manifestFormat = "gorec-checkpoint"
 	// manifestVersion is the version a save writes: 2 carries manifest_crc32c. Version 1 (no
 	// checksum, written before it) is still read.
 	manifestVersion = 2
