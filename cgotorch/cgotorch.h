@@ -444,7 +444,9 @@ typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layo
 
 typedef struct {
   int64_t dim;        /* > 0 */
-  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine */
+  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine. Refused at once beyond
+                         2^40, or when its rows (4 bytes a float of the row and its states;
+                         CPU tables) and 32 bytes an id of id map exceed physical memory */
   int64_t block_rows; /* rows per storage block; 0: 4096 */
   int32_t initializer;
   int32_t optimizer;

@@ -61,6 +61,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -96,6 +97,11 @@ constexpr int64_t kDefaultBlockRows = 4096;
 constexpr int64_t kDefaultCudaBlockRows = 65536;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
 constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
+// The largest capacity a table takes (about 1.1e12 ids: 32 TiB of id map alone), and the host
+// bytes a row's id takes in the id map and the per-row bookkeeping when a capacity is reserved
+// (29 for the map at its sizing load, see idmap.h; a pointer, a stamp), at least.
+constexpr int64_t kMaxCapacity = int64_t{1} << 40;
+constexpr double kBytesPerId = 32;
 // How many rows ahead the raw kernels prefetch.
 constexpr int64_t kAhead = 16;
 // Asks the CPU to bring the bytes at p into the cache, to read or to write. Always inlined: as a
@@ -440,6 +446,8 @@ class Table : public std::enable_shared_from_this<Table> {
     for (int s = s0; s < s1; s++) prefetch_lines(slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]), write);
   }
   void ensure_rows(int64_t need);
+  // Refuses (arg_error) a capacity beyond kMaxCapacity or needing more than physical memory.
+  void check_capacity(int64_t cap) const;
   // ensure_rows' two ways to reach `want` blocks: raw tables add block tensors (carved from
   // slabs once large), tensor-kernel tables one chunk; both grow the per-row state last.
   void add_blocks(int64_t want);

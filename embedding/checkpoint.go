@@ -135,6 +135,9 @@ type SaveOptions struct {
 // SaveWithOptions is Save with options.
 func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	const op = "save"
+	if err := nilIn(op, tables); err != nil {
+		return err
+	}
 	files := o.Files
 	if o.Staged {
 		defer debug.FreeOSMemory() // the copies' memory goes back to the system at once
@@ -376,6 +379,9 @@ func validName(name string) error {
 // tracking starts over (the next delta is the whole table).
 func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) error) (err error) {
 	const op = "load"
+	if err := nilIn(op, tables); err != nil {
+		return err
+	}
 	m, err := readManifest(dir)
 	if err != nil {
 		return err

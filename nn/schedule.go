@@ -105,6 +105,11 @@ func NewScheduler(opt *Optimizer, s Schedule, tables ...*embedding.Table) (*Sche
 	if err := checkSchedule(s); err != nil {
 		return nil, err
 	}
+	for i, t := range tables {
+		if t == nil {
+			return nil, invalid("scheduler: table %d is nil", i)
+		}
+	}
 	sc := &Scheduler{opt: opt, tables: tables, s: s}
 	if opt != nil {
 		sc.groups = len(opt.groups)
