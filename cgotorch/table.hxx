@@ -65,6 +65,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -257,26 +258,37 @@ at::Tensor upload(const at::Tensor &host, at::Device d) {
   return d.is_cpu() ? host : host.to(d, host.scalar_type(), /*non_blocking=*/true);
 }
 
-// Whether every element of v (float32, contiguous on the CPU, or on any device) is finite.
-bool tensor_finite(const at::Tensor &v) {
-  if (v.device().is_cpu() && v.is_contiguous()) return all_finite(v.data_ptr<float>(), v.numel());
-  return at::isfinite(v).all().item<bool>();
+// The largest |element| of v (float32, any device): +Inf or NaN when one is Inf or NaN, 0
+// when v is empty. Vectorised on the CPU (max_abs_bits).
+double max_abs(const at::Tensor &v) {
+  if (v.numel() == 0) return 0;
+  if (v.device().is_cpu() && v.is_contiguous()) {
+    const int32_t b = max_abs_bits(v.data_ptr<float>(), v.numel());
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  }
+  return v.abs().max().item<double>();
 }
 
-void check_finite(const at::Tensor &v, const char *what) {
-  if (!tensor_finite(v)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+// max_abs, refusing NaN and Inf.
+double max_abs_finite(const at::Tensor &v, const char *what) {
+  const double m = max_abs(v);
+  if (!std::isfinite(m)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+  return m;
 }
 
 // Values a write may store: finite and of magnitude below 2^64 (about 1.8e19), the floats whose
 // square is a finite float32. The optimizers square values and norms take squares of rows, so a
 // row written beyond the bound could overflow at its next step (which an update rejects, see
 // step_raw); a value written below it cannot by its square alone.
-void check_writable(const at::Tensor &v) {
-  const bool ok = v.device().is_cpu() && v.is_contiguous() ? all_within(v.data_ptr<float>(), v.numel(), kBelow2to64Bits)
-                                                           : (v.abs() < 0x1p64).all().item<bool>();
-  if (!ok) {
-    throw arg_error("values contain NaN, Inf or magnitudes of 2^64 (1.8446744e19) or more: the batch is rejected");
+// Returns the largest magnitude.
+double check_writable(const at::Tensor &v) {
+  const double m = max_abs(v);
+  if (!(m < 0x1p64)) {
+    throw arg_error("values contain NaN or Inf, or magnitudes of 2^64 (1.8446744e19) or more: the batch is rejected");
   }
+  return m;
 }
 
 std::string check_name(const char *name) {
@@ -535,8 +547,23 @@ class Table : public std::enable_shared_from_this<Table> {
                         at::Tensor *decay) const;
   // One optimizer step on the (unique) rows: raw kernels with g[i] the summed gradient of
   // rows[i] (dim floats on the host), or tensor kernels over g [u, dim].
-  void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u);
+  // One optimizer step of the rows (their summed gradients g). safe: the step cannot
+  // overflow (see update); otherwise each result is checked and an overflow rejected, the
+  // rows put back. Both keep vmax_ a bound of what the table holds (bounds: step_bound's
+  // bounds of the step, which a safe step of a rule that tracks_bounds takes as they are).
+  void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u, bool safe,
+                const double bounds[3]);
   void step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows);
+  // Raises vmax_[s] to m (a magnitude; NaN counts as +Inf), or to the float whose bits are bits.
+  void raise_max(int s, double m) {
+    if (std::isnan(m)) m = std::numeric_limits<double>::infinity();
+    if (m > vmax_[s]) vmax_[s] = m;
+  }
+  void note_max(int s, int32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    raise_max(s, f);
+  }
 
   const std::string name_;
   const int64_t dim_;
@@ -575,6 +602,11 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> stamp_;      // SGD momentum: the step each row is up to date with
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
+  // Per slot (the row, state 0, state 1), an upper bound on the magnitude of every value stored
+  // (the initializer's bound and the initial states to start with; raised by every update,
+  // write, import and catch-up): with the largest gradient of a batch it tells whether the
+  // batch's step can overflow at all (Optim::step_bound), and only then does update check it.
+  double vmax_[3] = {0, 0, 0};
 
   // ---- lifecycle state (table_lifecycle.hxx)
   ct_table_config cfg_{};

@@ -46,22 +46,6 @@ using Lane4 = Lane<float4>;
 inline float4 lane_sqrt(float4 x) { return reinterpret_cast<float4>(_mm_sqrt_ps(reinterpret_cast<__m128>(x))); }
 #endif
 
-// Whether every value a kernel stored is finite, checked in the kernel's own pass: add(x) for
-// each value computed (x * 0 is 0 for a finite x and NaN for Inf or NaN, and NaN sticks), ok()
-// at the end. One multiply and one add a lane: an update whose result overflows is found
-// without another pass over the rows (Table::step_raw then restores them).
-struct FiniteAcc {
-  float a1 = 0;
-  void add(float x) { a1 += x * 0.f; }
-#ifdef CT_TABLE_LANES4
-  float4 a4 = {0, 0, 0, 0};
-  void add(float4 x) { a4 += x * 0.f; }
-  bool ok() const { return a1 == 0 && a4[0] == 0 && a4[1] == 0 && a4[2] == 0 && a4[3] == 0; }
-#else
-  bool ok() const { return a1 == 0; }
-#endif
-};
-
 // body(j, Lane4{}) for j = 0, 4, 8, ... while four elements remain, then body(j, Lane1{}) for
 // the rest; body is a generic lambda: [&](int64_t j, auto L) { L.store(w + j, L.load(w + j) * 2); }
 template <class F>

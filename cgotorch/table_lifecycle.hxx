@@ -302,6 +302,8 @@ std::vector<int64_t> Table::write_rows(int64_t n, const int64_t *ids, const floa
     write_raw(r, 0, rows);
     for (int s = 0; s < nstates_; s++) write_raw(r, s + 1, st[s]);
   });
+  note_max(0, max_abs_bits(rows, n * dim_));  // vmax_ bounds what the table holds
+  for (int s = 0; s < nstates_; s++) note_max(s + 1, max_abs_bits(st[s], n * width_[s + 1]));
   return r;
 }
 
@@ -380,6 +382,7 @@ void Table::swap_contents(Table &o) {
   // takes the lock (writing it, even unchanged, would race with that read).
   swap(opt_.p, o.opt_.p);
   swap(sinit_, o.sinit_);  // initial state values follow the optimizer's parameters
+  swap(vmax_, o.vmax_);    // and the bound of the values with the values
   swap(map_, o.map_);
   remaps_++;
   o.remaps_++;

@@ -33,6 +33,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <algorithm>
 
 #include "table_internal.h"
 #include "table_lanes.h"
@@ -169,6 +171,23 @@ void Init::validate() const {
     }
     default:
       throw arg_error("unknown initializer " + std::to_string(kind));
+  }
+}
+
+double Init::bound() const {
+  switch (kind) {
+    case CT_INIT_CONSTANT: return std::fabs(p[0]);
+    case CT_INIT_UNIFORM: return std::max(std::fabs(p[0]), std::fabs(p[1]));
+    case CT_INIT_NORMAL: return std::fabs(p[0]) + kMaxAbsNormal * p[1];
+    case CT_INIT_TRUNCATED_NORMAL: return std::max(std::fabs(p[2]), std::fabs(p[3]));
+    case CT_INIT_XAVIER_UNIFORM:
+    case CT_INIT_XAVIER_NORMAL: {
+      const double fan_in = p[1] > 0 ? p[1] : static_cast<double>(dim);
+      const double fan_out = p[2] > 0 ? p[2] : static_cast<double>(dim);
+      if (kind == CT_INIT_XAVIER_UNIFORM) return p[0] * std::sqrt(6.0 / (fan_in + fan_out));
+      return kMaxAbsNormal * p[0] * std::sqrt(2.0 / (fan_in + fan_out));
+    }
+    default: return 0;
   }
 }
 
@@ -310,6 +329,54 @@ StepConsts Optim::begin(int64_t t) const {
   return c;
 }
 
+// Each bound follows the rule's formulas with |w| <= M[0], |s0| <= M[1], |s1| <= M[2], |g| <= G,
+// every denominator at least its eps (sqrt() >= 0), the states kept >= 0 non-negative, and a
+// convex combination (Adam's moments) bounded by the sum of the bounds (which also covers its
+// float rounding). See the rules at the top of this file.
+double Optim::step_bound(const StepConsts &c, const double M[3], double G, double out[3]) const {
+  const double inf = std::numeric_limits<double>::infinity();
+  out[0] = out[1] = out[2] = inf;
+  switch (kind) {
+    case CT_OPT_SGD: {
+      const double lr = p[0];
+      if (!has_momentum()) return out[0] = M[0] + lr * G;
+      const double m = p[1];
+      if (m > 1) return inf;
+      // Catch-up over at most t - 1 steps: |w| <= M0 + lr S M1, |buf| <= M1 (m^k <= 1).
+      double S = m == 1 ? static_cast<double>(c.t) : m / (1 - m);
+      if (p[3] != 0) S *= m;
+      const double b = c.t == 1 ? G : m * M[1] + std::fabs(1 - p[2]) * G;
+      out[0] = M[0] + lr * S * M[1] + lr * (p[3] != 0 ? G + m * b : b);
+      out[1] = std::max(M[1], b);
+      return std::max(out[0], out[1]);
+    }
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD:
+      out[0] = M[0] + c.clr * G / p[3];
+      out[1] = M[1] + G * G;
+      return std::max(out[0], out[1]);
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW: {
+      out[1] = M[1] + G;
+      out[2] = M[2] + G * G;
+      const double decay = kind == CT_OPT_ADAMW ? std::fabs(1 - p[0] * p[4]) : 1.0;
+      out[0] = M[0] * decay + c.step_size * out[1] / p[3];
+      return std::max({out[0], out[1], out[2]});
+    }
+    case CT_OPT_FTRL: {
+      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      out[2] = M[2] + G * G;
+      out[1] = M[1] + G + std::sqrt(out[2]) / alpha * M[0];
+      const double q = beta / alpha + l2;
+      if (!(q > 0)) return inf;
+      out[0] = (out[1] + l1) / q;
+      return std::max({out[0], out[1], out[2]});
+    }
+    default:
+      return inf;
+  }
+}
+
 void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
   const double m = p[1];
   const double mk = std::pow(m, static_cast<double>(k));
@@ -321,50 +388,47 @@ void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
 
 // The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding;
 // they run four elements at a time where they can (table_lanes.h: the results are the same).
-// In each body, L is the lane (L.load, L.store: one float, or four). Every value stored also
-// goes into a FiniteAcc: the kernel returns false when one is NaN or Inf (an overflow), and the
-// caller puts the row back.
-bool Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
+// In each body, L is the lane (L.load, L.store: one float, or four).
+void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
   const int64_t d = dim;
-  FiniteAcc acc;
-  auto put = [&](float *p, auto v) {
-    acc.add(v);
-    std::memcpy(p, &v, sizeof v);
-  };
   switch (kind) {
     case CT_OPT_SGD: {
       const float nlr = static_cast<float>(-p[0]);
       if (!has_momentum()) {
-        for_lanes(d, [&](int64_t j, auto L) { put(w + j, L.load(w + j) + nlr * L.load(g + j)); });
-        return acc.ok();
+        for_lanes(d, [&](int64_t j, auto L) {
+          L.store(w + j, L.load(w + j) + nlr * L.load(g + j));
+        });
+        return;
       }
       const float m = static_cast<float>(p[1]), a = static_cast<float>(1 - p[2]);
       const bool first = c.t == 1, nesterov = p[3] != 0;
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j);
         const auto b = first ? gj : L.load(s0 + j) * m + a * gj;
-        put(s0 + j, b);
-        put(w + j, L.load(w + j) + nlr * (nesterov ? gj + m * b : b));
+        L.store(s0 + j, b);
+        L.store(w + j, L.load(w + j) + nlr * (nesterov ? gj + m * b : b));
       });
-      return acc.ok();
+      return;
     }
     case CT_OPT_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), s = L.load(s0 + j) + gj * gj;
-        put(s0 + j, s);
-        put(w + j, L.load(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
+        L.store(s0 + j, s);
+        L.store(w + j, L.load(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
       });
-      return acc.ok();
+      return;
     }
     case CT_OPT_ROWWISE_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
       double ss = 0;
       for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];  // in order
-      put(s0, s0[0] + static_cast<float>(ss / static_cast<double>(d)));
+      s0[0] += static_cast<float>(ss / static_cast<double>(d));
       const float denom = std::sqrt(s0[0]) + eps;
-      for_lanes(d, [&](int64_t j, auto L) { put(w + j, L.load(w + j) + nclr * (L.load(g + j) / denom)); });
-      return acc.ok();
+      for_lanes(d, [&](int64_t j, auto L) {
+        L.store(w + j, L.load(w + j) + nclr * (L.load(g + j) / denom));
+      });
+      return;
     }
     case CT_OPT_SPARSE_ADAM: {
       const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
@@ -373,13 +437,13 @@ bool Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
         const auto gj = L.load(g + j), m0 = L.load(s0 + j), v0 = L.load(s1 + j);
         const auto mu = (gj - m0) * a1;
         const auto vu = (gj * gj - v0) * a2;
-        put(s0 + j, m0 + mu);
-        put(s1 + j, v0 + vu);
+        L.store(s0 + j, m0 + mu);
+        L.store(s1 + j, v0 + vu);
         const auto numer = mu + m0;
         const auto denom = lane_sqrt(vu + v0) + eps;
-        put(w + j, L.load(w + j) + nss * (numer / denom));
+        L.store(w + j, L.load(w + j) + nss * (numer / denom));
       });
-      return acc.ok();
+      return;
     }
     case CT_OPT_ADAMW: {
       const float b1 = static_cast<float>(p[1]), b2 = static_cast<float>(p[2]);
@@ -390,12 +454,12 @@ bool Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
         const auto gj = L.load(g + j), wd = L.load(w + j) * decay;
         const auto m = L.load(s0 + j) * b1 + a1 * gj;
         const auto v = L.load(s1 + j) * b2 + a2 * (gj * gj);
-        put(s0 + j, m);
-        put(s1 + j, v);
+        L.store(s0 + j, m);
+        L.store(s1 + j, v);
         const auto denom = lane_sqrt(v) / bc2s + eps;
-        put(w + j, wd + nss * (m / denom));
+        L.store(w + j, wd + nss * (m / denom));
       });
-      return acc.ok();
+      return;
     }
     case CT_OPT_FTRL: {
       const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
@@ -404,13 +468,13 @@ bool Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
         const double n1 = n0 + gj * gj;
         const double sigma = (std::sqrt(n1) - std::sqrt(n0)) / alpha;
         const double z = s0[j] + gj - sigma * w[j];
-        put(s0 + j, static_cast<float>(z));
-        put(s1 + j, static_cast<float>(n1));
+        s0[j] = static_cast<float>(z);
+        s1[j] = static_cast<float>(n1);
         double wn = 0;
         if (std::fabs(z) > l1) wn = -(z - std::copysign(l1, z)) / ((beta + std::sqrt(n1)) / alpha + l2);
-        put(w + j, static_cast<float>(wn));
+        w[j] = static_cast<float>(wn);
       }
-      return acc.ok();
+      return;
     }
     default:
       throw arg_error("the table has no optimizer");

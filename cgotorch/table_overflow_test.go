@@ -108,3 +108,35 @@ func TestTableUpdateOverflowRejected(t *testing.T) {
 		}
 	}
 }
+
+// An overflow the optimizer state builds up over steps, not one gradient: Adagrad's sum after
+// one gradient of 1.5e19 is 2.25e38 (finite, kept), after a second it would be 4.5e38. The
+// first step is taken (on the checked path: the values are near float32's limit), the second
+// is rejected and changes nothing; raw and tensor kernels.
+func TestTableOverflowFromState(t *testing.T) {
+	for _, kernels := range []bool{false, true} {
+		tbl, err := cgotorch.NewTable("overflow-state", cgotorch.TableConfig{Dim: 5, Optimizer: cgotorch.OptAdagrad,
+			OptParams: [8]float64{0.1, 0, 0, 1e-10}, Device: cgotorch.CPU, TensorKernels: kernels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := func() error {
+			k := cgotorch.MustFromSlice([]int64{3})
+			defer k.Close()
+			g := cgotorch.MustFromSlice([]float32{1.5e19, 1.5e19, 1.5e19, 1.5e19, 1.5e19}, 1, 5)
+			defer g.Close()
+			return tbl.Update(k, g)
+		}
+		if err := step(); err != nil {
+			t.Fatalf("kernels %v: first step: %v", kernels, err)
+		}
+		before := dumpTable(t, tbl)
+		if err := step(); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+			t.Errorf("kernels %v: second step: %v, want ErrInvalidArgument", kernels, err)
+		}
+		if after := dumpTable(t, tbl); !reflect.DeepEqual(after, before) {
+			t.Errorf("kernels %v: the rejected step changed the table", kernels)
+		}
+		tbl.Close()
+	}
+}

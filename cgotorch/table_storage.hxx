@@ -50,7 +50,9 @@ Table::Table(std::string name, const ct_table_config &cfg)
     StateSpec st = opt_.state(s);
     width_[s + 1] = st.per_element ? dim_ : 1;
     sinit_[s + 1] = st.init;
+    vmax_[s + 1] = std::fabs(static_cast<double>(st.init));
   }
+  vmax_[0] = init_.bound();
   if (cfg.layout == CT_LAYOUT_INTERLEAVED) {
     narr_ = 1;
     int64_t off = 0;
