@@ -145,6 +145,11 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	gen := fmt.Sprintf("g%x%08x", time.Now().UnixNano(), rand.Uint32())
 	m := manifest{Format: manifestFormat, Version: manifestVersion, Generation: gen, Tables: []tableEntry{}, Files: []fileEntry{}}
 	var created []string
