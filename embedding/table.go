@@ -217,7 +217,8 @@ func (t *Table) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err er
 
 // Write sets the rows of ids to values, inserting absent ids (their optimizer state starts
 // fresh; present ids keep theirs). For a repeated id the last occurrence wins. Values with NaN
-// or Inf are rejected (ErrBadInput).
+// or Inf, or of magnitude 2^64 (1.8446744e19) or more, are rejected (ErrBadInput): below that
+// bound a value's square is a finite float32, as optimizer steps and norms need.
 func (t *Table) Write(ids, values *cgotorch.Tensor) error {
 	if t == nil {
 		return errNilTable
@@ -228,8 +229,10 @@ func (t *Table) Write(ids, values *cgotorch.Tensor) error {
 // Update applies one step of the table's optimizer with grads for ids: the gradients of
 // repeated ids are summed first, ids not in the table are inserted first. A batch holding a NaN
 // or Inf gradient is rejected as a whole (ErrBadInput) and changes nothing: one bad example
-// must not poison the rows of a batch, and no partial update is hidden from the caller. An
-// Update with no ids still counts as a step.
+// must not poison the rows of a batch, and no partial update is hidden from the caller. So is
+// one whose result would overflow float32 (a row or an optimizer state NaN or Inf: Adagrad's
+// sum after a gradient of 1e20, say), which no checkpoint could hold. An Update with no ids
+// still counts as a step.
 func (t *Table) Update(ids, grads *cgotorch.Tensor) error {
 	if t == nil {
 		return errNilTable
