@@ -546,11 +546,11 @@ class Table : public std::enable_shared_from_this<Table> {
   void momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
                         at::Tensor *decay) const;
   // One optimizer step on the (unique) rows: raw kernels with g[i] the summed gradient of
-  // rows[i] (dim floats on the host), or tensor kernels over g [u, dim].
-  // One optimizer step of the rows (their summed gradients g). safe: the step cannot
-  // overflow (see update); otherwise each result is checked and an overflow rejected, the
-  // rows put back. Both keep vmax_ a bound of what the table holds (bounds: step_bound's
-  // bounds of the step, which a safe step of a rule that tracks_bounds takes as they are).
+  // rows[i] (dim floats on the host), or tensor kernels over g [u, dim]. safe: the step cannot
+  // overflow (see update); otherwise each result is checked and an overflow rejected, the rows
+  // put back (the tensor kernels check always). Both keep vmax_ a bound of what the table
+  // holds (bounds: step_bound's bounds of the step, which a safe step of a rule that
+  // tracks_bounds takes as they are).
   void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u, bool safe,
                 const double bounds[3]);
   void step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows);
