@@ -391,7 +391,10 @@ ct_error ct_loss(ct_tensor *out, int32_t op, ct_tensor input, ct_tensor target,
  *   values / grads: float32, two-dimensional [N, dim], contiguous, N == keys' length.
  * Empty keys are fine and give [0, dim] results. Results come back on the keys' device.
  * Every operation is all-or-nothing: a failed call leaves the table exactly as it was.
- * Gradients or values holding NaN or Inf are rejected as a whole batch.
+ * Gradients or values holding NaN or Inf are rejected as a whole batch, and so is an update
+ * whose result (a row or an optimizer state) would be NaN or Inf (a float32 overflow: a
+ * gradient of 1e20 squared by Adagrad, say), leaving every row as it was. Written values must
+ * also be below 2^64 (1.8446744e19) in magnitude, the floats whose square is finite.
  *
  * Error message prefixes: "invalid argument: ", "closed: " (the table was closed),
  * "name taken: ", "not found: " (no open table of that name), "unknown prefetch: ".
@@ -441,7 +444,9 @@ typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layo
 
 typedef struct {
   int64_t dim;        /* > 0 */
-  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine */
+  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine. Refused at once beyond
+                         2^40, or when its rows (4 bytes a float of the row and its states;
+                         CPU tables) and 32 bytes an id of id map exceed physical memory */
   int64_t block_rows; /* rows per storage block; 0: 4096 */
   int32_t initializer;
   int32_t optimizer;
@@ -636,7 +641,9 @@ typedef int32_t (*ct_table_sink)(uintptr_t ctx, const ct_table_chunk *chunk);
 /* A consistent snapshot streamed to sink: the rows in chunks of at most chunk_rows rows (at
  * least one call, in row order), then the admission counts (at least one call). The table is
  * locked shared for the whole call: lookups of present ids go on, writers wait. An aborted save
- * is an error starting "aborted: ". */
+ * is an error starting "aborted: ". Each chunk is checked as ct_table_import checks one before
+ * the sink gets it: a table holding what an import refuses fails the save (an error naming
+ * the value, before the sink sees that chunk), so a stream that completes always imports. */
 ct_error ct_table_save(ct_table t, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
 /* The rows of ct_table_export (ids ascending, SGD momentum caught up) streamed to sink in chunks
  * of at most chunk_rows rows, without the whole snapshot in memory: kind CT_CHUNK_ROWS, ids,
@@ -649,7 +656,9 @@ ct_error ct_table_export_chunks(ct_table t, int64_t chunk_rows, ct_table_sink si
 /* Inserts or overwrites n ids with their rows [n, dim], states (state0/state1: [n, width],
  * NULL when the optimizer has fewer states) and metadata (last_step, frequency, stamp: [n]
  * each; NULL: the current step, 0 and the current step). Everything is copied and checked
- * (rows finite, ids distinct, stamps and last steps in [0, step]) before the table changes;
+ * (rows and states finite, the states the optimizer keeps >= 0 non-negative: Adagrad's sums,
+ * Adam's exp_avg_sq, FTRL's n; ids distinct, stamps and last steps in [0, step]) before the
+ * table changes;
  * last steps and frequencies are then clamped into what a row stores (see above). */
 ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float *rows,
                          const float *state0, const float *state1, const int64_t *last_step,

@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sort"
 	"strings"
@@ -223,6 +224,22 @@ func (t *Table) held(op string) (C.ct_table, error) {
 	return t.p, nil
 }
 
+// MaxTableNameBytes is the longest table name, in bytes.
+const MaxTableNameBytes = 255
+
+// tableName is name as a C string (the caller frees it), refused (ErrInvalidArgument) when it
+// holds a NUL byte, which C would take for its end (the table would get the name's prefix),
+// or is longer than MaxTableNameBytes. (The C side checks the rest: empty, control bytes.)
+func tableName(op, name string) (*C.char, error) {
+	switch {
+	case strings.IndexByte(name, 0) >= 0:
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name %q contains a NUL byte", name), Kind: ErrInvalidArgument}
+	case len(name) > MaxTableNameBytes:
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name is longer than %d bytes", MaxTableNameBytes), Kind: ErrInvalidArgument}
+	}
+	return C.CString(name), nil
+}
+
 // NewTable creates and registers a table; the name must not be taken.
 func NewTable(name string, cfg TableConfig) (*Table, error) {
 	if err := cfg.Device.checkAvailable(); err != nil {
@@ -250,7 +267,10 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 	if cfg.TrackAccess {
 		c.flags |= C.CT_TABLE_TRACK_ACCESS
 	}
-	cname := C.CString(name)
+	cname, err := tableName("new table", name)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	var p C.ct_table
 	if err := tableError("new table", C.ct_table_new(&p, cname, &c)); err != nil {
@@ -261,7 +281,10 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 
 // OpenTable returns a new handle to the open table of that name (ErrNotFound if none).
 func OpenTable(name string) (*Table, error) {
-	cname := C.CString(name)
+	cname, err := tableName("open table", name)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	var p C.ct_table
 	if err := tableError("open table", C.ct_table_open(&p, cname)); err != nil {
@@ -305,7 +328,10 @@ func UpdateTableByName(name string, keys, grads *Tensor) error {
 	if err != nil {
 		return err
 	}
-	cname := C.CString(name)
+	cname, err := tableName("update", name)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	err = tableError("update", C.ct_table_update_by_name(cname, k, g))
 	runtime.KeepAlive(keys)

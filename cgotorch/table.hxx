@@ -65,9 +65,11 @@
 #if defined(__GLIBC__)
 #include <malloc.h>  // malloc_trim (table_lifecycle.hxx)
 #endif
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -101,6 +103,11 @@ constexpr int64_t kDefaultBlockRows = 4096;
 constexpr int64_t kDefaultCudaBlockRows = 65536;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
 constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
+// The largest capacity a table takes (about 1.1e12 ids: 32 TiB of id map alone), and the host
+// bytes a row's id takes in the id map and the per-row bookkeeping when a capacity is reserved
+// (29 for the map at its sizing load, see idmap.h; a pointer, a stamp), at least.
+constexpr int64_t kMaxCapacity = int64_t{1} << 40;
+constexpr double kBytesPerId = 32;
 // How many rows ahead the raw kernels prefetch.
 constexpr int64_t kAhead = 16;
 // Asks the CPU to bring the bytes at p into the cache, to read or to write. Always inlined: as a
@@ -256,15 +263,37 @@ at::Tensor upload(const at::Tensor &host, at::Device d) {
   return d.is_cpu() ? host : host.to(d, host.scalar_type(), /*non_blocking=*/true);
 }
 
-void check_finite(const float *p, int64_t n, const char *what) {
-  if (!all_finite(p, n)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+// The largest |element| of v (float32, any device): +Inf or NaN when one is Inf or NaN, 0
+// when v is empty. Vectorised on the CPU (max_abs_bits).
+double max_abs(const at::Tensor &v) {
+  if (v.numel() == 0) return 0;
+  if (v.device().is_cpu() && v.is_contiguous()) {
+    const int32_t b = max_abs_bits(v.data_ptr<float>(), v.numel());
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  }
+  return v.abs().max().item<double>();
 }
 
-void check_finite(const at::Tensor &v, const char *what) {
-  if (v.device().is_cpu()) return check_finite(v.data_ptr<float>(), v.numel(), what);
-  if (!at::isfinite(v).all().item<bool>()) {
-    throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+// max_abs, refusing NaN and Inf.
+double max_abs_finite(const at::Tensor &v, const char *what) {
+  const double m = max_abs(v);
+  if (!std::isfinite(m)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+  return m;
+}
+
+// Values a write may store: finite and of magnitude below 2^64 (about 1.8e19), the floats whose
+// square is a finite float32. The optimizers square values and norms take squares of rows, so a
+// row written beyond the bound could overflow at its next step (which an update rejects, see
+// step_raw); a value written below it cannot by its square alone.
+// Returns the largest magnitude.
+double check_writable(const at::Tensor &v) {
+  const double m = max_abs(v);
+  if (!(m < 0x1p64)) {
+    throw arg_error("values contain NaN or Inf, or magnitudes of 2^64 (1.8446744e19) or more: the batch is rejected");
   }
+  return m;
 }
 
 std::string check_name(const char *name) {
@@ -456,6 +485,8 @@ class Table : public std::enable_shared_from_this<Table> {
     for (int s = s0; s < s1; s++) prefetch_lines(slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]), write);
   }
   void ensure_rows(int64_t need);
+  // Refuses (arg_error) a capacity beyond kMaxCapacity or needing more than physical memory.
+  void check_capacity(int64_t cap) const;
   // ensure_rows' two ways to reach `want` blocks: raw tables add block tensors (carved from
   // slabs once large), tensor-kernel tables one chunk; both grow the per-row state last.
   void add_blocks(int64_t want);
@@ -542,9 +573,24 @@ class Table : public std::enable_shared_from_this<Table> {
   void momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
                         at::Tensor *decay) const;
   // One optimizer step on the (unique) rows: raw kernels with g[i] the summed gradient of
-  // rows[i] (dim floats on the host), or tensor kernels over g [u, dim].
-  void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u);
+  // rows[i] (dim floats on the host), or tensor kernels over g [u, dim]. safe: the step cannot
+  // overflow (see update); otherwise each result is checked and an overflow rejected, the rows
+  // put back (the tensor kernels check always). Both keep vmax_ a bound of what the table
+  // holds (bounds: step_bound's bounds of the step, which a safe step of a rule that
+  // tracks_bounds takes as they are).
+  void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u, bool safe,
+                const double bounds[3]);
   void step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows);
+  // Raises vmax_[s] to m (a magnitude; NaN counts as +Inf), or to the float whose bits are bits.
+  void raise_max(int s, double m) {
+    if (std::isnan(m)) m = std::numeric_limits<double>::infinity();
+    if (m > vmax_[s]) vmax_[s] = m;
+  }
+  void note_max(int s, int32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    raise_max(s, f);
+  }
 
   const std::string name_;
   const int64_t dim_;
@@ -583,6 +629,11 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> stamp_;      // SGD momentum: the step each row is up to date with
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
+  // Per slot (the row, state 0, state 1), an upper bound on the magnitude of every value stored
+  // (the initializer's bound and the initial states to start with; raised by every update,
+  // write, import and catch-up): with the largest gradient of a batch it tells whether the
+  // batch's step can overflow at all (Optim::step_bound), and only then does update check it.
+  double vmax_[3] = {0, 0, 0};
 
   // ---- lifecycle state (table_lifecycle.hxx)
   ct_table_config cfg_{};
@@ -662,7 +713,11 @@ class Table : public std::enable_shared_from_this<Table> {
   // (freed: its scratch), after which erase_reserved cannot fail.
   void reserve_erase(int64_t n, std::vector<int64_t> &freed);
   int64_t erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed);
-  // import and apply_delta: their checks before the lock (sizes, pointers, finite values,
+  // What a table may hold (check_values: finite rows and states, the states a rule keeps >= 0
+  // non-negative): fail(why) on the first violation. Imports and saves check every chunk.
+  template <class F>
+  void check_values(int64_t n, const float *rows, const float *const st[2], F fail) const;
+  // import and apply_delta: their checks before the lock (sizes, pointers, check_values,
   // metadata >= 0, distinct ids); then, locked, the rows inserted or overwritten (nothing stays
   // inserted if that throws; r: the rows) and the metadata written (cannot fail).
   void check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],

@@ -212,6 +212,11 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   auto flush = [&] {  // the chunk's rows: at least one chunk, empty for an empty table
     read_raw(rows, 0, emb.data());
     for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
+    // A load checks the same (check_import): a save never writes what a load refuses.
+    const float *sp[2] = {st[0].data(), st[1].data()};
+    check_values(static_cast<int64_t>(rows.size()), emb.data(), sp, [&](const std::string &why) {
+      throw std::runtime_error("table \"" + name_ + "\" holds values a load refuses (" + why + "): not saved");
+    });
     c.offset = row_off;
     c.count = static_cast<int64_t>(rows.size());
     c.ids = ids.data();
@@ -258,6 +263,24 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   }
 }
 
+// What a table may hold, and so what a save writes and a load reads: finite rows and states,
+// and the states an optimizer keeps non-negative (Adagrad's sums, Adam's second moments, FTRL's
+// n: step() takes their square roots) are >= 0. fail(why) is called on the first violation.
+template <class F>
+void Table::check_values(int64_t n, const float *rows, const float *const st[2], F fail) const {
+  if (n <= 0) return;
+  if (!all_finite(rows, n * dim_)) fail("rows contain NaN or Inf");
+  for (int s = 0; s < nstates_; s++) {
+    const float *v = st[s];
+    const int64_t m = n * width_[s + 1];
+    if (!all_finite(v, m)) fail("states contain NaN or Inf");
+    if (!opt_.state(s).nonneg) continue;
+    bool neg = false;
+    for (int64_t i = 0; i < m; i++) neg |= v[i] < 0;
+    if (neg) fail(std::string("state ") + opt_.state(s).name + " has negative values: the optimizer keeps it >= 0");
+  }
+}
+
 void Table::check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],
                          const int64_t *last, const int64_t *freq, const int64_t *stamp) const {
   if (n < 0) throw arg_error("n must be >= 0");
@@ -268,8 +291,7 @@ void Table::check_import(int64_t n, const int64_t *ids, const float *rows, const
                       ": the optimizer has " + std::to_string(nstates_) + " states");
     }
   }
-  check_finite(rows, n * dim_, "rows");
-  for (int s = 0; s < nstates_ && n > 0; s++) check_finite(st[s], n * width_[s + 1], "states");
+  check_values(n, rows, st, [](const std::string &why) { throw arg_error(why); });
   for (int64_t i = 0; i < n; i++) {
     if ((last != nullptr && last[i] < 0) || (stamp != nullptr && stamp[i] < 0) || (freq != nullptr && freq[i] < 0)) {
       throw arg_error("negative last step, frequency or stamp");
@@ -298,6 +320,8 @@ std::vector<int64_t> Table::write_rows(int64_t n, const int64_t *ids, const floa
     write_raw(r, 0, rows);
     for (int s = 0; s < nstates_; s++) write_raw(r, s + 1, st[s]);
   });
+  note_max(0, max_abs_bits(rows, n * dim_));  // vmax_ bounds what the table holds
+  for (int s = 0; s < nstates_; s++) note_max(s + 1, max_abs_bits(st[s], n * width_[s + 1]));
   return r;
 }
 
@@ -456,6 +480,7 @@ void Table::swap_contents(Table &o) {
   // takes the lock (writing it, even unchanged, would race with that read).
   swap(opt_.p, o.opt_.p);
   swap(sinit_, o.sinit_);  // initial state values follow the optimizer's parameters
+  swap(vmax_, o.vmax_);    // and the bound of the values with the values
   swap(map_, o.map_);
   remaps_++;
   o.remaps_++;

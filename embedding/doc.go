@@ -85,7 +85,8 @@
 // ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrDevice, ErrCorrupt,
 // ErrIncompatible or ErrInternal (use errors.Is), and the *cgotorch.Error it came from when there
 // is one. A failed call changes nothing: inputs are checked (dtype, rank, contiguity, sizes, NaN
-// and Inf) and every allocation is made before the table changes.
+// and Inf; an update whose result would overflow float32 is refused too) and every allocation
+// is made before the table changes. Nil tables and tensors are ErrBadInput.
 //
 // # Concurrency
 //

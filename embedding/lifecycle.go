@@ -78,6 +78,9 @@ func (e *Evicted) Close() {
 // under the exclusive lock. Row memory is reused by later inserts; Compact returns it
 // (MemoryBudget compacts by itself, in the same exclusive section).
 func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	if !p.set {
 		return nil, badInput("evict", t.name, "EvictPolicy{} is no policy: build one with TTL, KeepRecent, KeepFrequent or MemoryBudget")
 	}
@@ -93,6 +96,9 @@ func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 // their ids (ascending) and rows as they were when removed: a row trained between the export
 // and the removal stays, as with Evict. evict runs with no lock held and may use the table.
 func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	const op = "evict"
 	ids, last, freq, err := t.metadata(op)
 	if err != nil {
@@ -128,6 +134,9 @@ func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicte
 // later step, still more than 2^31 steps back; see cgotorch.h) and frequencies saturate at
 // 2^32 - 1.
 func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
+	if t == nil {
+		return nil, nil, nil, errNilTable
+	}
 	return t.metadata("metadata")
 }
 
@@ -157,7 +166,12 @@ func (t *Table) metadata(op string) (ids, lastStep, frequency []int64, err error
 // indices freed below it), so its cost follows the deletions, not the table; the id map is rebuilt
 // smaller when it has room for over twice the ids it holds (after a quarter or more of them went; a
 // Capacity reserved in the Config goes then too). Row indices (Indices) change.
-func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) }
+func (t *Table) Compact() error {
+	if t == nil {
+		return errNilTable
+	}
+	return wrap("compact", t.name, t.t.Compact())
+}
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,
 // across batches) before it gets a row: until then lookups give zero rows, Forward's gradient
@@ -166,11 +180,17 @@ func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) 
 // every id at once (the default) and forgets the counts. The counts are part of checkpoints
 // and of deltas.
 func (t *Table) SetAdmission(k int) error {
+	if t == nil {
+		return errNilTable
+	}
 	return wrap("set admission", t.name, t.t.SetAdmission(int64(k)))
 }
 
 // Admission returns the admission threshold and how many ids are being counted.
 func (t *Table) Admission() (k, counted int, err error) {
+	if t == nil {
+		return 0, 0, errNilTable
+	}
 	a, b, err := t.t.Admission()
 	return int(a), int(b), wrap("admission", t.name, err)
 }

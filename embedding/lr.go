@@ -12,6 +12,9 @@ package embedding
 // Delta (nothing happens when the rate does not change). The other optimizers change nothing
 // but the rate.
 func (t *Table) SetLR(lr float64) error {
+	if t == nil {
+		return errNilTable
+	}
 	if err := t.t.SetLR(lr); err != nil {
 		return wrap("set lr", t.name, err)
 	}
@@ -21,6 +24,9 @@ func (t *Table) SetLR(lr float64) error {
 
 // LR is the learning rate of the table's optimizer (FTRL's Alpha; 0 without an optimizer).
 func (t *Table) LR() float64 {
+	if t == nil {
+		return 0
+	}
 	switch o := t.Config().Optimizer.(type) {
 	case SGD:
 		return o.LR
