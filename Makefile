@@ -9,8 +9,9 @@ BUILD := build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # libopenblas0-openmp: Debian's libtorch calls BLAS through libblas.so.3, which is the reference
 # BLAS unless an optimised one is installed (10x slower matmuls); the OpenMP build matches
-# libtorch's own OpenMP runtime.
-APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp libgloo-dev
+# libtorch's own OpenMP runtime. libgloo-dev: Gloo's headers, for dist's process groups. strace:
+# embedding's crash-replay test records a save's system calls with it.
+APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp libgloo-dev strace
 # The examples': MovieLens ratings (r-cran-dslabs, read with its Rscript) and the training curve's
 # picture; installed without their recommends (R's would pull a compiler toolchain).
 APT_EXAMPLE_PACKAGES := r-cran-dslabs gnuplot-nox
