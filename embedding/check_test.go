@@ -104,3 +104,42 @@ func TestLowLevelHandlesRefuseBrokenInvariants(t *testing.T) {
 		t.Errorf("Metadata after the refused swap: ids %v, last steps %v (%v), want 2 ids last seen at 5", ids, last, err)
 	}
 }
+
+// A swap of two tables' contents through raw handles (which refuses tables of other flags)
+// leaves each table's Config describing what it now holds: initializer, seed and optimizer
+// parameters go with the rows.
+func TestConfigFollowsARawSwap(t *testing.T) {
+	a := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, Initializer: embedding.Constant{Value: 1}, Seed: 1}, "a")
+	b := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.5}, Initializer: embedding.Constant{Value: 2}, Seed: 2}, "b")
+	ha, err := cgotorch.OpenTable(a.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ha.Close()
+	hb, err := cgotorch.OpenTable(b.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hb.Close()
+	before := a.Config()
+	if err := ha.Swap(hb); err != nil {
+		t.Fatal(err)
+	}
+	ca, cb := a.Config(), b.Config()
+	if ca.Seed != 2 || cb.Seed != 1 {
+		t.Errorf("seeds after the swap: %d and %d, want 2 and 1", ca.Seed, cb.Seed)
+	}
+	if ca.Initializer != (embedding.Constant{Value: 2}) || cb.Initializer != (embedding.Constant{Value: 1}) {
+		t.Errorf("initializers after the swap: %v and %v, want Constant 2 and 1", ca.Initializer, cb.Initializer)
+	}
+	if o, ok := ca.Optimizer.(embedding.SGD); !ok || o.LR != 0.5 {
+		t.Errorf("a's optimizer after the swap: %#v, want b's SGD{LR: 0.5}", ca.Optimizer)
+	}
+	if o, ok := before.Optimizer.(embedding.SGD); !ok || o.LR != 0.1 {
+		t.Errorf("a's optimizer before the swap: %#v", before.Optimizer)
+	}
+	rows := lookup(t, a, 7)
+	if rows[0][0] != 2 || rows[0][1] != 2 {
+		t.Errorf("a new id of a after the swap: %v, want b's initializer's [2 2]", rows)
+	}
+}

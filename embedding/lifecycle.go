@@ -323,7 +323,7 @@ func (t *Table) ApplyDelta(d *Delta) error {
 	st := cgotorch.DeltaState{OptParams: d.OptParams, AdmitAfter: d.AdmitAfter, CountsReplace: d.CountsReplace, CountIDs: d.CountIDs, Counts: d.Counts}
 	err := t.t.ApplyDelta(d.Step, d.Deleted, r, chain, st)
 	if err == nil && d.Lineage != 0 {
-		t.refreshOptimizer() // (the learning rate may have changed)
+		t.refresh() // (the learning rate may have changed)
 	}
 	return wrap(op, t.name, err)
 }

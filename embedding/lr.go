@@ -18,7 +18,7 @@ func (t *Table) SetLR(lr float64) error {
 	if err := t.t.SetLR(lr); err != nil {
 		return wrap("set lr", t.name, err)
 	}
-	t.refreshOptimizer()
+	t.refresh()
 	return nil
 }
 

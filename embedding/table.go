@@ -57,7 +57,7 @@ func New(name string, cfg Config) (*Table, error) {
 	st := newState(cfg)
 	configs.m[name] = st
 	tbl := &Table{t: t, name: name, st: st}
-	tbl.refreshOptimizer() // the optimizer's defaults filled in
+	tbl.refresh() // the optimizer's defaults filled in
 	return tbl, nil
 }
 
@@ -107,22 +107,27 @@ func (t *Table) Dim() int {
 }
 
 // Config is the table's configuration with the defaults filled in, and the optimizer's learning
-// rate as it is now (SetLR).
+// rate as it is now (SetLR). The initializer, seed and optimizer are read from the table itself,
+// so they stay true after anything that replaces its contents (LoadInto, a swap of its rows).
 func (t *Table) Config() Config {
 	if t == nil {
 		return Config{}
 	}
+	t.refresh()
 	return t.conf()
 }
 
-// refreshOptimizer sets the shared Config's optimizer from the C table's (every parameter, the
-// defaults filled in, the learning rate as it is now); a closed table keeps what it had.
-func (t *Table) refreshOptimizer() {
+// refresh sets the shared Config's initializer, seed and optimizer from the C table's (every
+// parameter, the defaults filled in, the learning rate as it is now); a closed table keeps what
+// it had.
+func (t *Table) refresh() {
 	cc, err := t.t.Config()
 	if err != nil {
 		return
 	}
 	cfg := t.conf()
+	cfg.Initializer = initializerOf(cc.Init, cc.InitParams)
+	cfg.Seed = cc.Seed
 	cfg.Optimizer = optimizerOf(cc.Optimizer, cc.OptParams)
 	t.st.cfg.Store(&cfg)
 }
