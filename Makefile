@@ -9,8 +9,9 @@ BUILD := build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # libopenblas0-openmp: Debian's libtorch calls BLAS through libblas.so.3, which is the reference
 # BLAS unless an optimised one is installed (10x slower matmuls); the OpenMP build matches
-# libtorch's own OpenMP runtime.
-APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp
+# libtorch's own OpenMP runtime. libgloo-dev: Gloo's headers, for dist's process groups. strace:
+# embedding's crash-replay test records a save's system calls with it.
+APT_PACKAGES := libtorch-dev python3-torch libabsl-dev libopenblas0-openmp libgloo-dev strace
 # The examples': MovieLens ratings (r-cran-dslabs, read with its Rscript) and the training curve's
 # picture; installed without their recommends (R's would pull a compiler toolchain).
 APT_EXAMPLE_PACKAGES := r-cran-dslabs gnuplot-nox
@@ -57,7 +58,7 @@ test: deps vet sanitize gotest
 
 gotest:
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'KeepsRSSFlat|StagedReturnsMemory' -v ./nn/ ./embedding/ \
+	$(GO) test -count=1 -run 'KeepsRSSFlat|StagedReturnsMemory|CompactReturnsMemory' -v ./nn/ ./embedding/ \
 	  | grep -E '^(---|ok|FAIL|PASS)|RSS|resident'  # RSS bounds, race detector off
 
 # ---- C ABI test program under AddressSanitizer + UndefinedBehaviorSanitizer -------------------
@@ -131,7 +132,7 @@ test-libtorch2:
 	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-core
 
 gotest-core:
-	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./embedding/ ./nn/ 2>&1 \
+	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./embedding/ ./nn/ ./dist/ 2>&1 \
 	  | tee $(BUILD)/gotest-core.log | grep -E '^(--- FAIL|ok|FAIL|panic)'
 	@echo "libtorch: $$(grep -o 'libtorch [0-9.]*' $(BUILD)/gotest-core.log | head -1)"
 

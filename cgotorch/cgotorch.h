@@ -391,7 +391,10 @@ ct_error ct_loss(ct_tensor *out, int32_t op, ct_tensor input, ct_tensor target,
  *   values / grads: float32, two-dimensional [N, dim], contiguous, N == keys' length.
  * Empty keys are fine and give [0, dim] results. Results come back on the keys' device.
  * Every operation is all-or-nothing: a failed call leaves the table exactly as it was.
- * Gradients or values holding NaN or Inf are rejected as a whole batch.
+ * Gradients or values holding NaN or Inf are rejected as a whole batch, and so is an update
+ * whose result (a row or an optimizer state) would be NaN or Inf (a float32 overflow: a
+ * gradient of 1e20 squared by Adagrad, say), leaving every row as it was. Written values must
+ * also be below 2^64 (1.8446744e19) in magnitude, the floats whose square is finite.
  *
  * Error message prefixes: "invalid argument: ", "closed: " (the table was closed),
  * "name taken: ", "not found: " (no open table of that name), "unknown prefetch: ".
@@ -441,7 +444,9 @@ typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layo
 
 typedef struct {
   int64_t dim;        /* > 0 */
-  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine */
+  int64_t capacity;   /* rows (and ids) to allocate up front; 0 is fine. Refused at once beyond
+                         2^40, or when its rows (4 bytes a float of the row and its states;
+                         CPU tables) and 32 bytes an id of id map exceed physical memory */
   int64_t block_rows; /* rows per storage block; 0: 4096 */
   int32_t initializer;
   int32_t optimizer;
@@ -626,6 +631,8 @@ typedef struct {
   const float *states[2];  /* [count, width of state i] */
   const int64_t *last_step, *frequency, *stamp; /* [count] each */
   const int64_t *counts;   /* CT_CHUNK_COUNTS: how often ids[i] was seen */
+  uint64_t delta_lineage;  /* the table's delta chain and its position (ct_table_delta_info) */
+  int64_t delta_seq;
 } ct_table_chunk;
 
 /* Receives the chunks of a save; a non-zero return aborts the save. */
@@ -634,7 +641,9 @@ typedef int32_t (*ct_table_sink)(uintptr_t ctx, const ct_table_chunk *chunk);
 /* A consistent snapshot streamed to sink: the rows in chunks of at most chunk_rows rows (at
  * least one call, in row order), then the admission counts (at least one call). The table is
  * locked shared for the whole call: lookups of present ids go on, writers wait. An aborted save
- * is an error starting "aborted: ". */
+ * is an error starting "aborted: ". Each chunk is checked as ct_table_import checks one before
+ * the sink gets it: a table holding what an import refuses fails the save (an error naming
+ * the value, before the sink sees that chunk), so a stream that completes always imports. */
 ct_error ct_table_save(ct_table t, int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
 /* The rows of ct_table_export (ids ascending, SGD momentum caught up) streamed to sink in chunks
  * of at most chunk_rows rows, without the whole snapshot in memory: kind CT_CHUNK_ROWS, ids,
@@ -647,26 +656,68 @@ ct_error ct_table_export_chunks(ct_table t, int64_t chunk_rows, ct_table_sink si
 /* Inserts or overwrites n ids with their rows [n, dim], states (state0/state1: [n, width],
  * NULL when the optimizer has fewer states) and metadata (last_step, frequency, stamp: [n]
  * each; NULL: the current step, 0 and the current step). Everything is copied and checked
- * (rows finite, ids distinct, stamps and last steps in [0, step]) before the table changes;
+ * (rows and states finite, the states the optimizer keeps >= 0 non-negative: Adagrad's sums,
+ * Adam's exp_avg_sq, FTRL's n; ids distinct, stamps and last steps in [0, step]) before the
+ * table changes;
  * last steps and frequencies are then clamped into what a row stores (see above). */
 ct_error ct_table_import(ct_table t, int64_t n, const int64_t *ids, const float *rows,
                          const float *state0, const float *state1, const int64_t *last_step,
                          const int64_t *frequency, const int64_t *stamp);
+/* What a delta carries besides its rows: where it lies in its table's chain of deltas, and the
+ * table-wide state the next operations read.
+ *   Chain: every table has a lineage (a random non-zero id) and a sequence, the number of marks
+ *   in the lineage (0 at creation). A marked delta follows sequence base and brings a copy to
+ *   seq = base + 1; an unmarked one has seq = base. The first mark of a table that tracks no
+ *   changes (new, loaded, or swapped with such a table) starts a new lineage: its delta is the
+ *   whole table (base 0). A copy takes a delta of base 0 only at sequence 0 (and then the ids
+ *   the delta lacks go: it replaces the copy's contents), any other only from the same
+ *   lineage at sequence base; it then takes the delta's lineage and seq. So a
+ *   skipped, repeated or reordered marked delta is refused, as is one of another table.
+ *   Table-wide state: the optimizer's parameters (the learning rate of ct_table_set_lr at
+ *   [0]), the admission threshold, and the admission counts changed since the base (before
+ *   the first mark: every count): count_ids with counts, a count of 0 for an id no longer
+ *   counted. */
+typedef struct {
+  uint64_t lineage;      /* 0 (ct_table_apply_delta only): no chain, nothing below checked or set */
+  int64_t base, seq;
+  double opt_params[8];
+  int64_t admit_after;
+  int32_t counts_replace;  /* 1: the counts replace every count of the copy (a whole table's) */
+  int64_t ncounts;         /* ct_table_apply_delta: the admission counts (ct_table_delta gives */
+  const int64_t *count_ids; /* them as tensors) */
+  const int64_t *counts;
+} ct_table_delta_info;
+
 /* Applies a delta of the table this one copies (its ct_table_delta, or one read back from a
  * file), all or nothing: removes the ndeleted ids (those the delta also writes are overwritten
  * instead), inserts or overwrites the n rows as ct_table_import does (checked the same way, last
- * steps and stamps against `step`), and sets the step counter to step. A delta of a step below
- * the table's counter is refused: deltas apply in the order they were taken. */
+ * steps and stamps against `step`), sets the step counter to step, and with info (may be NULL,
+ * or have lineage 0: a delta of an older gorec, applied unchecked) the optimizer's parameters,
+ * the admission threshold and counts, and the chain position. A delta of a step below the
+ * table's counter is refused ("invalid argument: "), as is a delta out of the table's chain
+ * ("incompatible: ", see ct_table_delta_info); the table is then unchanged. */
 ct_error ct_table_apply_delta(ct_table t, int64_t step, int64_t ndeleted, const int64_t *deleted,
                               int64_t n, const int64_t *ids, const float *rows, const float *state0,
                               const float *state1, const int64_t *last_step, const int64_t *frequency,
-                              const int64_t *stamp);
+                              const int64_t *stamp, const ct_table_delta_info *info);
+/* Sets the position in a delta chain (lineage != 0, seq >= 0) that a checkpoint recorded
+ * (ct_table_chunk's delta_lineage and delta_seq), so that a table loaded from it takes the
+ * deltas that follow; a load sets it before importing rows. */
+ct_error ct_table_set_delta_chain(ct_table t, uint64_t lineage, int64_t seq);
 /* Sets the step counter (>= 0; a checkpoint load sets it before importing rows, whose last
- * steps and stamps must not exceed it). */
+ * steps and stamps must not exceed it). A step below a row's last step or momentum stamp is
+ * refused: those must not lie beyond the counter. */
 ct_error ct_table_set_step(ct_table t, int64_t step);
+/* Checks the table's invariants: the id map's own, ids <-> row indices <-> storage blocks <->
+ * free list, per-row metadata (last steps and stamps at most the step counter), admission
+ * counts (only for ids without rows, >= 1), delta tracking, configuration, and optimizer
+ * states (finite; accumulators and second moments >= 0; rows finite). Takes the lock shared
+ * and reads every row: a pass over the table. Fails with "invalid argument: " naming the
+ * first broken invariant. */
+ct_error ct_table_check(ct_table t);
 /* Exchanges the contents of two tables (ids, rows, states, metadata, step, configuration,
  * admission state, delta tracking) under both locks; they must agree in dim, block_rows, layout,
- * device, kernels and optimizer kind. */
+ * device, kernels, flags (CT_TABLE_TRACK_ACCESS) and optimizer kind. */
 ct_error ct_table_swap(ct_table a, ct_table b);
 
 /* Admission: with k > 1 an absent id gets a row at its k-th training lookup (occurrences
@@ -731,10 +782,94 @@ ct_error ct_table_compact(ct_table t);
  * ascending, rows, states (cap >= num_states), meta int64 [M, 3] (last step, frequency,
  * stamp), deleted int64 [D] ascending, step; all on the CPU. With mark != 0 a new mark is set in the same
  * critical section (nothing falls between two deltas). Applying the deletions and then
- * importing the rows (and setting the step) turns a copy at the previous mark into this table. */
+ * importing the rows (and setting the step) turns a copy at the previous mark into this table.
+ * info (may be NULL) gets the chain and table-wide state (its count pointers NULL), count_ids
+ * and counts (NULL or both set) the admission counts as int64 [C] tensors, ids ascending. */
 ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
-                        ct_tensor *meta, ct_tensor *deleted, int64_t *step, ct_table t,
-                        int32_t mark);
+                        ct_tensor *meta, ct_tensor *deleted, int64_t *step,
+                        ct_table_delta_info *info, ct_tensor *count_ids, ct_tensor *counts,
+                        ct_table t, int32_t mark);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Process groups: torch.distributed's c10d ProcessGroupGloo (dist_group.hxx, dist_collectives.hxx) */
+
+/* A process group: this process's place (rank) among world_size processes that run the same
+ * collectives in the same order. Collectives on one group are serialised (a mutex); every rank
+ * must issue them in the same order. The first collective that fails in Gloo (a peer died, a
+ * rank did not take part within the timeout: the ranks are out of step) breaks the group:
+ * every later collective fails at once with the "broken: " prefix. Free it and start over
+ * (every rank). Calls that do not match across ranks fail on every rank without breaking it
+ * (see the collectives). ct_dist_group_free must not run while another call uses the group. */
+typedef struct ct_dist_group_s *ct_dist_group;
+
+/* How a group starts. Strings may be NULL (same as ""); none is kept after the call. */
+typedef struct {
+  int32_t rank;       /* 0 <= rank < world_size */
+  int32_t world_size; /* >= 1 */
+  int64_t timeout_ms; /* > 0: the limit of the start-up and of every collective */
+  /* The store the ranks meet through: a FileStore at store_path (one machine, tests) when it is
+   * not empty, else a TCPStore at store_host:store_port that rank 0 serves. Where libtorch
+   * supports it (ct_dist_store_binds_address) rank 0's server listens on store_host only;
+   * before that (libtorch 1.x) c10d's server listens on every interface. */
+  const char *store_path;
+  const char *store_host;
+  int32_t store_port; /* 1..65535 with a TCPStore */
+  /* 1: no rank serves, every rank connects to a TCPStore that runs already (torchrun's agent
+   * store, TORCHELASTIC_USE_AGENT_STORE); then store_prefix keeps this attempt's keys apart. */
+  int32_t store_client_only;
+  const char *store_prefix; /* every key of the group goes under it; NULL or "": none */
+  /* Where Gloo's sockets bind: the address of network interface gloo_interface (as
+   * GLOO_SOCKET_IFNAME) when it is not empty, else gloo_host (an address or host name) when it
+   * is not empty, else the address of this machine's host name (loopback when it has none);
+   * a missing interface or an address not of this host: "invalid argument: ". */
+  const char *gloo_interface;
+  const char *gloo_host;
+  /* The job's identity (any string, e.g. a job id). Before any data moves every rank
+   * announces its identity and world size through the store and checks every other rank's:
+   * a difference, or a rank taken by another process, fails the start on the ranks that see
+   * it with the "refused: " prefix. */
+  const char *job;
+} ct_dist_config;
+
+/* Reductions of ct_dist_all_reduce. CT_DIST_AVG: the sum divided by world_size, floating-point
+ * tensors only. */
+typedef enum { CT_DIST_SUM = 0, CT_DIST_AVG = 1, CT_DIST_MAX = 2 } ct_dist_op;
+
+/* Starts a group: meets the other ranks through the store, checks their identities, connects
+ * Gloo. Blocks until every rank has arrived (at most timeout_ms: then a "timeout: " error). */
+ct_error ct_dist_group_new(ct_dist_group *out, const ct_dist_config *cfg);
+/* Releases the group: Gloo's threads and connections, the store (rank 0's server with it). */
+void ct_dist_group_free(ct_dist_group g);
+/* 1 when a TCPStore server listens on store_host only (libtorch with masterListenFd), 0 when
+ * c10d listens on every interface. */
+ct_error ct_dist_store_binds_address(int32_t *out);
+
+/* The collectives. Inputs are CPU tensors (any layout) and are never modified; results are new
+ * CPU contiguous tensors, written only on success. Before any data moves the ranks exchange what
+ * each was asked to do (the collective, dtype, shape, reduction, root, splits) and all of them
+ * fail alike when the calls do not match: "mismatch: " on every rank, or "invalid argument: " on
+ * a rank whose own arguments were wrong (a NULL or closed tensor: "closed: ") and "mismatch: "
+ * on the others. The group stays usable after these: nothing was sent. The errors that break it
+ * (see ct_dist_group): "timeout: " (a rank did not take part within the timeout), "peer: " (a
+ * peer failed or left); later calls then fail with "broken: ". */
+
+/* The element-wise reduction of t over every rank; t has the same shape and dtype everywhere. */
+ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t op);
+/* root's t on every rank; t has the same shape and dtype everywhere (its values matter on root
+ * only). */
+ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t root);
+/* Every rank's t (the same shape [N, ...] and dtype everywhere; a 0-d t is taken as [1])
+ * concatenated along dimension 0 in rank order: [world_size * N, ...]. */
+ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t);
+/* All-to-all with uneven splits along dimension 0: this rank sends rows
+ * [sum(send_splits[:j]), +send_splits[j]) of in to rank j, and out holds the rows received from
+ * each rank j in rank order, recv_splits[j] of them (recv_splits: n entries, written on
+ * success). n must be world_size, sum(send_splits) in's first dimension, every split >= 0; every
+ * rank's in has the same dtype and sizes after the first. */
+ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group g, ct_tensor in,
+                            const int64_t *send_splits, int32_t n);
+/* Returns when every rank has called it. */
+ct_error ct_dist_barrier(ct_dist_group g);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,17 @@ var (
 	ErrInvalidArgument = errors.New("cgotorch: invalid argument")
 	// ErrDevice: the requested device does not exist in this build or on this machine.
 	ErrDevice = errors.New("cgotorch: device not available")
+	// ErrTimeout: a process group's peers did not take part within its timeout.
+	ErrTimeout = errors.New("cgotorch: process group timeout")
+	// ErrPeer: a process group's peer failed or left (a closed or broken connection).
+	ErrPeer = errors.New("cgotorch: process group peer failed")
+	// ErrRefused: a process group refused a rank of another job or world size.
+	ErrRefused = errors.New("cgotorch: process group refused a rank")
+	// ErrMismatch: the ranks of a process group called a collective with arguments that do not
+	// match (or another rank refused its own); nothing was sent.
+	ErrMismatch = errors.New("cgotorch: process group ranks disagree")
+	// ErrBroken: a process group is out of step after an earlier failure.
+	ErrBroken = errors.New("cgotorch: process group is broken")
 )
 
 // Error is a failure reported by libtorch or the C layer: the operation's name and the message
@@ -48,6 +59,16 @@ func toError(op string, e C.ct_error) error {
 		kind = ErrClosed
 	case strings.HasPrefix(msg, "invalid argument: "):
 		kind = ErrInvalidArgument
+	case strings.HasPrefix(msg, "timeout: "):
+		kind = ErrTimeout
+	case strings.HasPrefix(msg, "peer: "):
+		kind = ErrPeer
+	case strings.HasPrefix(msg, "refused: "):
+		kind = ErrRefused
+	case strings.HasPrefix(msg, "mismatch: "):
+		kind = ErrMismatch
+	case strings.HasPrefix(msg, "broken: "):
+		kind = ErrBroken
 	}
 	return &Error{Op: op, Msg: msg, Kind: kind}
 }

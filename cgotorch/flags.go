@@ -20,5 +20,6 @@ package cgotorch
 #cgo CFLAGS: -O3 -std=gnu11 -Wall
 #cgo CXXFLAGS: -O2 -fopenmp -I/usr/include/torch/csrc/api/include -Wno-unused-parameter
 #cgo LDFLAGS: -fopenmp -ltorch_cpu -lc10 -lstdc++ -lm
+#cgo CXXFLAGS: -DUSE_C10D_GLOO
 */
 import "C"

@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"sort"
 	"strings"
@@ -21,6 +22,8 @@ var (
 	ErrNameTaken = errors.New("cgotorch: table name taken")
 	// ErrNotFound: no open table has that name.
 	ErrNotFound = errors.New("cgotorch: no such table")
+	// ErrIncompatible: a delta that does not follow the table's position in its delta chain.
+	ErrIncompatible = errors.New("cgotorch: incompatible delta")
 	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
 	// discarded.
 	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
@@ -130,7 +133,8 @@ func (s *TableSnapshot) Close() {
 // Table is a handle to a named dynamic hash embedding table living on the C side (see
 // cgotorch.h, "Embedding tables"). Every method returns an error instead of panicking (the
 // table-state policy of the package doc); errors wrap ErrInvalidArgument (bad input: nothing
-// changed), ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch or ErrTorch.
+// changed), ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrIncompatible or
+// ErrTorch.
 //
 // Close closes the table itself, for every handle (including those from OpenTable), after the
 // operations in flight; it is idempotent and safe to call concurrently with other methods, which
@@ -170,6 +174,8 @@ func tableError(op string, e C.ct_error) error {
 		kind = ErrNotFound
 	case strings.HasPrefix(msg, "unknown prefetch: "):
 		kind = ErrUnknownPrefetch
+	case strings.HasPrefix(msg, "incompatible: "):
+		kind = ErrIncompatible
 	}
 	return &Error{Op: op, Msg: msg, Kind: kind}
 }
@@ -218,6 +224,22 @@ func (t *Table) held(op string) (C.ct_table, error) {
 	return t.p, nil
 }
 
+// MaxTableNameBytes is the longest table name, in bytes.
+const MaxTableNameBytes = 255
+
+// tableName is name as a C string (the caller frees it), refused (ErrInvalidArgument) when it
+// holds a NUL byte, which C would take for its end (the table would get the name's prefix),
+// or is longer than MaxTableNameBytes. (The C side checks the rest: empty, control bytes.)
+func tableName(op, name string) (*C.char, error) {
+	switch {
+	case strings.IndexByte(name, 0) >= 0:
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name %q contains a NUL byte", name), Kind: ErrInvalidArgument}
+	case len(name) > MaxTableNameBytes:
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name is longer than %d bytes", MaxTableNameBytes), Kind: ErrInvalidArgument}
+	}
+	return C.CString(name), nil
+}
+
 // NewTable creates and registers a table; the name must not be taken.
 func NewTable(name string, cfg TableConfig) (*Table, error) {
 	if err := cfg.Device.checkAvailable(); err != nil {
@@ -245,7 +267,10 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 	if cfg.TrackAccess {
 		c.flags |= C.CT_TABLE_TRACK_ACCESS
 	}
-	cname := C.CString(name)
+	cname, err := tableName("new table", name)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	var p C.ct_table
 	if err := tableError("new table", C.ct_table_new(&p, cname, &c)); err != nil {
@@ -256,7 +281,10 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 
 // OpenTable returns a new handle to the open table of that name (ErrNotFound if none).
 func OpenTable(name string) (*Table, error) {
-	cname := C.CString(name)
+	cname, err := tableName("open table", name)
+	if err != nil {
+		return nil, err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	var p C.ct_table
 	if err := tableError("open table", C.ct_table_open(&p, cname)); err != nil {
@@ -300,7 +328,10 @@ func UpdateTableByName(name string, keys, grads *Tensor) error {
 	if err != nil {
 		return err
 	}
-	cname := C.CString(name)
+	cname, err := tableName("update", name)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cname))
 	err = tableError("update", C.ct_table_update_by_name(cname, k, g))
 	runtime.KeepAlive(keys)

@@ -54,6 +54,7 @@
 //   table_prefetch.hxx    prefetches and their worker pool
 //   table_capi.hxx        the registry and the ct_table_* entry points of the operations above
 //   table_lifecycle.hxx   checkpoints, metadata, eviction, admission, compaction, deltas
+//   table_check.hxx       the table's invariants checked on demand (ct_table_check)
 //   table_lr.hxx          learning-rate changes (ct_table_set_lr)
 //   table_autograd.hxx    the tables inside libtorch's autograd graph
 //   table_batch.hxx       per batch: distinct ids (a stamped per-thread hash set), finiteness
@@ -61,9 +62,14 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim (table_lifecycle.hxx)
+#endif
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -74,6 +80,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -96,6 +103,11 @@ constexpr int64_t kDefaultBlockRows = 4096;
 constexpr int64_t kDefaultCudaBlockRows = 65536;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
 constexpr int64_t kMaxBlockRows = int64_t{1} << 24;
+// The largest capacity a table takes (about 1.1e12 ids: 32 TiB of id map alone), and the host
+// bytes a row's id takes in the id map and the per-row bookkeeping when a capacity is reserved
+// (29 for the map at its sizing load, see idmap.h; a pointer, a stamp), at least.
+constexpr int64_t kMaxCapacity = int64_t{1} << 40;
+constexpr double kBytesPerId = 32;
 // How many rows ahead the raw kernels prefetch.
 constexpr int64_t kAhead = 16;
 // Asks the CPU to bring the bytes at p into the cache, to read or to write. Always inlined: as a
@@ -251,15 +263,37 @@ at::Tensor upload(const at::Tensor &host, at::Device d) {
   return d.is_cpu() ? host : host.to(d, host.scalar_type(), /*non_blocking=*/true);
 }
 
-void check_finite(const float *p, int64_t n, const char *what) {
-  if (!all_finite(p, n)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+// The largest |element| of v (float32, any device): +Inf or NaN when one is Inf or NaN, 0
+// when v is empty. Vectorised on the CPU (max_abs_bits).
+double max_abs(const at::Tensor &v) {
+  if (v.numel() == 0) return 0;
+  if (v.device().is_cpu() && v.is_contiguous()) {
+    const int32_t b = max_abs_bits(v.data_ptr<float>(), v.numel());
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  }
+  return v.abs().max().item<double>();
 }
 
-void check_finite(const at::Tensor &v, const char *what) {
-  if (v.device().is_cpu()) return check_finite(v.data_ptr<float>(), v.numel(), what);
-  if (!at::isfinite(v).all().item<bool>()) {
-    throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+// max_abs, refusing NaN and Inf.
+double max_abs_finite(const at::Tensor &v, const char *what) {
+  const double m = max_abs(v);
+  if (!std::isfinite(m)) throw arg_error(std::string(what) + " contain NaN or Inf: the batch is rejected");
+  return m;
+}
+
+// Values a write may store: finite and of magnitude below 2^64 (about 1.8e19), the floats whose
+// square is a finite float32. The optimizers square values and norms take squares of rows, so a
+// row written beyond the bound could overflow at its next step (which an update rejects, see
+// step_raw); a value written below it cannot by its square alone.
+// Returns the largest magnitude.
+double check_writable(const at::Tensor &v) {
+  const double m = max_abs(v);
+  if (!(m < 0x1p64)) {
+    throw arg_error("values contain NaN or Inf, or magnitudes of 2^64 (1.8446744e19) or more: the batch is rejected");
   }
+  return m;
 }
 
 std::string check_name(const char *name) {
@@ -271,6 +305,19 @@ std::string check_name(const char *name) {
     if (c < 0x20 || c == 0x7f) throw arg_error("table name contains a control character");
   }
   return s;
+}
+
+// A new delta lineage: random, never 0 (std::random_device mixed with a process-wide counter
+// and the clock, so that two tables of one process never share one even if the device repeats).
+uint64_t fresh_lineage() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device rd;
+  uint64_t x = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ULL) ^
+               static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  x ^= x >> 31;  // (splitmix64's finaliser)
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  return x != 0 ? x : 1;
 }
 
 void check_mode(int32_t mode) {
@@ -323,9 +370,10 @@ class Table : public std::enable_shared_from_this<Table> {
 
   const std::string &name() const { return name_; }
 
-  at::Tensor lookup(const Keys &k);
+  // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out.
+  at::Tensor lookup(const Keys &k, std::vector<int64_t> *rows_out = nullptr);
   // lookup and read into out [N, dim] on the storage device (read: found[N] may be NULL)
-  void lookup_into(const Keys &k, at::Tensor &out);
+  void lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out = nullptr);
   void read_into(const Keys &k, int32_t mode, at::Tensor &out, uint8_t *found);
   at::Tensor indices(const Keys &k, bool insert);
   std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
@@ -348,7 +396,7 @@ class Table : public std::enable_shared_from_this<Table> {
   int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
-  at::Tensor lookup_renorm(const Keys &k, double max_norm);
+  at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr);
   void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
   bool step_pending();
   void zero_grad();
@@ -365,8 +413,14 @@ class Table : public std::enable_shared_from_this<Table> {
   // A delta from the table this one copies (see ct_table_apply_delta), all or nothing.
   void apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
                    const float *rows, const float *s0, const float *s1, const int64_t *last,
-                   const int64_t *freq, const int64_t *stamp);
+                   const int64_t *freq, const int64_t *stamp, const ct_table_delta_info *info);
   void set_step(int64_t step);
+  void set_delta_chain(uint64_t lineage, int64_t seq);
+  // The table's invariants (ct_table_check); throws arg_error naming the first one broken.
+  void check();
+#ifdef CT_TEST_HOOKS
+  void test_break(int what);  // (table_check.hxx)
+#endif
   void swap_contents(Table &o);
   void set_admission(int64_t k);
   // The optimizer's learning rate from the next step on (table_lr.hxx).
@@ -382,6 +436,8 @@ class Table : public std::enable_shared_from_this<Table> {
   struct Delta {
     Snapshot snap;
     at::Tensor meta, deleted;
+    ct_table_delta_info info{};  // (its count pointers unset)
+    at::Tensor count_ids, counts;
   };
   Delta delta(bool mark);
 
@@ -429,6 +485,8 @@ class Table : public std::enable_shared_from_this<Table> {
     for (int s = s0; s < s1; s++) prefetch_lines(slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]), write);
   }
   void ensure_rows(int64_t need);
+  // Refuses (arg_error) a capacity beyond kMaxCapacity or needing more than physical memory.
+  void check_capacity(int64_t cap) const;
   // ensure_rows' two ways to reach `want` blocks: raw tables add block tensors (carved from
   // slabs once large), tensor-kernel tables one chunk; both grow the per-row state last.
   void add_blocks(int64_t want);
@@ -468,7 +526,7 @@ class Table : public std::enable_shared_from_this<Table> {
       throw;
     }
     for (int64_t i = 0; i < n && !seen_.empty(); i++) {
-      if (is_new[i]) seen_.erase(ids[i]);
+      if (is_new[i] && seen_.erase(ids[i]) != 0) count_changed(ids[i]);
     }
   }
   void rollback(const int64_t *ids, const uint8_t *is_new, int64_t n);
@@ -515,9 +573,24 @@ class Table : public std::enable_shared_from_this<Table> {
   void momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::Tensor *move,
                         at::Tensor *decay) const;
   // One optimizer step on the (unique) rows: raw kernels with g[i] the summed gradient of
-  // rows[i] (dim floats on the host), or tensor kernels over g [u, dim].
-  void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u);
+  // rows[i] (dim floats on the host), or tensor kernels over g [u, dim]. safe: the step cannot
+  // overflow (see update); otherwise each result is checked and an overflow rejected, the rows
+  // put back (the tensor kernels check always). Both keep vmax_ a bound of what the table
+  // holds (bounds: step_bound's bounds of the step, which a safe step of a rule that
+  // tracks_bounds takes as they are).
+  void step_raw(const StepConsts &c, const float *const *g, const int64_t *rows, int64_t u, bool safe,
+                const double bounds[3]);
   void step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows);
+  // Raises vmax_[s] to m (a magnitude; NaN counts as +Inf), or to the float whose bits are bits.
+  void raise_max(int s, double m) {
+    if (std::isnan(m)) m = std::numeric_limits<double>::infinity();
+    if (m > vmax_[s]) vmax_[s] = m;
+  }
+  void note_max(int s, int32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    raise_max(s, f);
+  }
 
   const std::string name_;
   const int64_t dim_;
@@ -556,6 +629,11 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> stamp_;      // SGD momentum: the step each row is up to date with
   int64_t nblocks_ = 0;
   int64_t step_ = 0;
+  // Per slot (the row, state 0, state 1), an upper bound on the magnitude of every value stored
+  // (the initializer's bound and the initial states to start with; raised by every update,
+  // write, import and catch-up): with the largest gradient of a batch it tells whether the
+  // batch's step can overflow at all (Optim::step_bound), and only then does update check it.
+  double vmax_[3] = {0, 0, 0};
 
   // ---- lifecycle state (table_lifecycle.hxx)
   ct_table_config cfg_{};
@@ -564,6 +642,34 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> deleted_;   // ids deleted since the last mark (logged from the first on)
   int64_t admit_after_ = 0;
   std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
+  // Delta chain (ct_table_delta_info): the lineage and the marks in it; and, while changes are
+  // tracked (meta_.tracked()), the ids whose admission count changed since the last mark.
+  uint64_t lineage_ = 0;
+  int64_t seq_ = 0;
+  std::unordered_set<int64_t> seen_changed_;
+  // Admission counts: every change goes through these (mu_ held exclusively), so that deltas
+  // see it.
+  // Out of memory for the set: the next delta carries every count instead (all_counts_).
+  void count_changed(int64_t id) noexcept {
+    if (!meta_.tracked() || all_counts_) return;
+    try {
+      seen_changed_.insert(id);
+    } catch (...) {
+      all_counts_ = true;
+    }
+  }
+  void forget_counts() noexcept {
+    if (meta_.tracked() && !seen_.empty()) all_counts_ = true;
+    seen_.clear();
+  }
+  bool all_counts_ = false;
+  // apply_delta's part for info: checks (the chain, the parameters, the counts against the
+  // delta's rows and deletions) before anything changes, then sets.
+  void check_delta_info(const ct_table_delta_info &info, int64_t n, const int64_t *ids,
+                        const std::vector<int64_t> &del) const;
+  void set_delta_info(const ct_table_delta_info &info);
+  // check()'s pass over the rows' values.
+  void check_values(const std::vector<int64_t> &rows) const;
   // New rows: last step now, frequency 0, changed in this epoch.
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
   // Training accesses of rows, counts[i] times each (nullptr: once; shared lock: relaxed atomic
@@ -607,7 +713,11 @@ class Table : public std::enable_shared_from_this<Table> {
   // (freed: its scratch), after which erase_reserved cannot fail.
   void reserve_erase(int64_t n, std::vector<int64_t> &freed);
   int64_t erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed);
-  // import and apply_delta: their checks before the lock (sizes, pointers, finite values,
+  // What a table may hold (check_values: finite rows and states, the states a rule keeps >= 0
+  // non-negative): fail(why) on the first violation. Imports and saves check every chunk.
+  template <class F>
+  void check_values(int64_t n, const float *rows, const float *const st[2], F fail) const;
+  // import and apply_delta: their checks before the lock (sizes, pointers, check_values,
   // metadata >= 0, distinct ids); then, locked, the rows inserted or overwritten (nothing stays
   // inserted if that throws; r: the rows) and the metadata written (cannot fail).
   void check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],

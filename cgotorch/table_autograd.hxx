@@ -157,7 +157,11 @@ class FusedSum {
   std::vector<at::Tensor> uids_, grads_;
 };
 
-// Receives the gradient of the rows of distinct ids and hands it to the table.
+// Receives the gradient of the rows of distinct ids and hands it to the table: only that of the
+// ids that had a row at the lookup (keep: their positions, undefined when all had). An id that
+// admission kept out got a zero row that is no row of the table; its gradient is dropped, even
+// if the id is admitted before the step (a gradient taken against a zero row applied to its
+// initial row would be no gradient of it).
 struct RowsBackward : torch::autograd::Node {
   RowsBackward(std::shared_ptr<Table> t, at::Tensor uids, bool fused)
       : table(std::move(t)), uids(std::move(uids)), fused(fused) {}
@@ -167,31 +171,53 @@ struct RowsBackward : torch::autograd::Node {
       throw std::runtime_error("the table lookup's graph was freed by an earlier backward pass (retain_graph)");
     }
     at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
-    if (!g.defined()) g = at::zeros({uids.size(0), table_dim(*table)}, at::kFloat);
     c10::NoGradGuard no_grad;
+    if (!g.defined()) g = at::zeros({uids.size(0), table_dim(*table)}, at::kFloat);
+    if (keep.defined()) {
+      at::Tensor ids = uids.index_select(0, keep);
+      g = g.index_select(0, keep.to(g.device()));
+      return hand_over(ids, g);
+    }
+    return hand_over(uids, g);
+  }
+
+  variable_list hand_over(const at::Tensor &ids, const at::Tensor &g) {
     if (fused) {
-      FusedSum::add(table, uids, g);
+      FusedSum::add(table, ids, g);
     } else {
-      table_accept_grad(*table, uids, g, false);
+      table_accept_grad(*table, ids, g, false);
     }
     return {};  // no next edges
   }
   std::string name() const override { return "gorec::TableRowsBackward"; }
-  void release_variables() override { uids = at::Tensor(); }
+  void release_variables() override {
+    uids = at::Tensor();
+    keep = at::Tensor();
+  }
 
   std::shared_ptr<Table> table;
   at::Tensor uids;  // int64 [U], CPU
+  at::Tensor keep;  // int64 [K], CPU: the positions of the admitted ids; undefined: all
   bool fused;
 };
+
+// Admission kept some of uids out at a training lookup (admitted: the positions of the others):
+// the rows' backward node, if any, hands on only the admitted ids' gradients.
+void keep_admitted(const at::Tensor &rows, const at::Tensor &uids, const std::vector<int64_t> &admitted) {
+  if (static_cast<int64_t>(admitted.size()) == uids.size(0)) return;
+  auto *node = dynamic_cast<RowsBackward *>(rows.grad_fn().get());
+  if (node != nullptr) node->keep = long_tensor(admitted);
+}
 
 // The rows of the distinct ids uids as [U, dim] on device (counts: their occurrences in the
 // batch); with a training lookup and grad mode on, their gradient goes to the table.
 at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, const int64_t *counts,
                        at::Device device, const Options &o) {
   at::Tensor rows;
+  std::vector<int64_t> admitted;
   {
     c10::NoGradGuard no_grad;
-    rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm, counts);
+    rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm, counts, &admitted);
   }
   if (o.train && c10::GradMode::is_enabled()) {
     // libtorch 2.13 made autograd nodes intrusive_ptr-counted (and dropped deleteNode).
@@ -202,6 +228,7 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
 #endif
     torch::autograd::set_history(rows, node);
   }
+  keep_admitted(rows, uids, admitted);
   return rows;
 }
 

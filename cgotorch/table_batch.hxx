@@ -3,6 +3,9 @@
 // per-batch work that does not depend on the batch: Dedupe's hash table is scratch kept per
 // thread and never cleared between batches, and the finiteness check is vectorised.
 #include <algorithm>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -101,25 +104,42 @@ Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) : inverse(sta
   uids.resize(nu);
 }
 
-bool all_finite(const float *p, int64_t n) {
-  // A float is NaN or Inf exactly when its exponent bits are all ones: with the sign cleared,
-  // its bits as an int32 exceed FLT_MAX's (0x7f7fffff). Two vectors of four per step, with no
-  // early exit; GCC and Clang vectorise this at -O2 (cgo's flags), unlike std::isfinite.
-  typedef int32_t v4 __attribute__((vector_size(16)));
-  v4 bad0 = {0, 0, 0, 0}, bad1 = bad0;
+int32_t max_abs_bits(const float *p, int64_t n) {
+  // With the sign cleared, a float's bits as an int32 order floats by magnitude, NaN and Inf
+  // (exponent bits all ones) above every finite one. SSE2 has no int32 max (pmaxsd is SSE4.1):
+  // the vector loop takes the float max of |x| (maxps) and flags NaN apart (cmpunordps), about
+  // the cost of the NaN check alone; eight floats a step, no early exit.
+  int32_t m = 0;
   int64_t i = 0;
+#ifdef __SSE2__
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 m0 = _mm_setzero_ps(), m1 = m0, nan = m0;
   for (; i + 8 <= n; i += 8) {
-    v4 a, b;
-    std::memcpy(&a, p + i, sizeof a);
-    std::memcpy(&b, p + i + 4, sizeof b);
-    bad0 |= (a & 0x7fffffff) > 0x7f7fffff;
-    bad1 |= (b & 0x7fffffff) > 0x7f7fffff;
+    const __m128 a = _mm_loadu_ps(p + i), b = _mm_loadu_ps(p + i + 4);
+    m0 = _mm_max_ps(m0, _mm_and_ps(a, abs_mask));
+    m1 = _mm_max_ps(m1, _mm_and_ps(b, abs_mask));
+    nan = _mm_or_ps(nan, _mm_or_ps(_mm_cmpunord_ps(a, a), _mm_cmpunord_ps(b, b)));
   }
-  bad0 |= bad1;
-  bool finite = (bad0[0] | bad0[1] | bad0[2] | bad0[3]) == 0;
-  for (; i < n; i++) finite &= std::isfinite(p[i]);
-  return finite;
+  alignas(16) float mx[4];
+  _mm_store_ps(mx, _mm_max_ps(m0, m1));
+  if (_mm_movemask_ps(nan) != 0) return 0x7fc00000;  // a NaN's bits
+  for (float f : mx) {
+    int32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    m = std::max(m, bits);
+  }
+#endif
+  for (; i < n; i++) {
+    int32_t bits;
+    std::memcpy(&bits, p + i, sizeof bits);
+    m = std::max(m, bits & 0x7fffffff);
+  }
+  return m;
 }
+
+bool all_within(const float *p, int64_t n, int32_t max_bits) { return max_abs_bits(p, n) <= max_bits; }
+
+bool all_finite(const float *p, int64_t n) { return all_within(p, n, kFltMaxBits); }
 
 }  // namespace table
 }  // namespace ct

@@ -29,7 +29,7 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm) {
   return pos;
 }
 
-at::Tensor Table::lookup_renorm(const Keys &k, double max_norm) {
+at::Tensor Table::lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
   auto out = new_rows(n);
@@ -46,6 +46,7 @@ at::Tensor Table::lookup_renorm(const Keys &k, double max_norm) {
     modified(sel.data(), static_cast<int64_t>(sel.size()));
   });
   lock.unlock();
+  if (rows_out != nullptr) rows_out->swap(rows);
   return to_caller(out, k);
 }
 
@@ -114,13 +115,24 @@ int64_t table_dim(const Table &t) { return t.dim(); }
 bool table_has_optimizer(const Table &t) { return t.has_optimizer(); }
 
 at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm, const int64_t *counts) {
+                      int32_t default_mode, double max_norm, const int64_t *counts,
+                      std::vector<int64_t> *admitted) {
   Keys k;
   k.host = uids;
   k.n = uids.size(0);
   k.device = device;
   k.counts = counts;
-  if (train) return max_norm > 0 ? t.lookup_renorm(k, max_norm) : t.lookup(k);
+  if (train) {
+    std::vector<int64_t> rows;
+    at::Tensor out = max_norm > 0 ? t.lookup_renorm(k, max_norm, &rows) : t.lookup(k, &rows);
+    if (admitted != nullptr) {
+      admitted->clear();
+      for (size_t j = 0; j < rows.size(); j++) {
+        if (rows[j] >= 0) admitted->push_back(static_cast<int64_t>(j));
+      }
+    }
+    return out;
+  }
   at::Tensor rows = t.read(k, default_mode).first;
   if (max_norm > 0) renorm_rows(rows, max_norm);
   return rows;

@@ -25,6 +25,10 @@ struct name_taken_error : std::runtime_error {
 struct not_found_error : std::runtime_error {
   explicit not_found_error(const std::string &m) : std::runtime_error("not found: " + m) {}
 };
+// A delta out of the table's chain (ct_table_apply_delta).
+struct incompatible_error : std::runtime_error {
+  explicit incompatible_error(const std::string &m) : std::runtime_error("incompatible: " + m) {}
+};
 
 // Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
 // uids. An open-addressing table of at least 4 slots per id, kept per thread between
@@ -37,7 +41,16 @@ struct Dedupe {
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 
-// True when none of p[0, n) is NaN or Inf (table_batch.hxx; vectorised).
+// The bits of FLT_MAX, and of the largest float below 2^64 (as an int32).
+constexpr int32_t kFltMaxBits = 0x7f7fffff;
+constexpr int32_t kBelow2to64Bits = 0x5f7fffff;
+// The bits (as an int32, the sign cleared) of the largest |p[i]|, i < n: above kFltMaxBits
+// when one is NaN or Inf; 0 for n = 0. table_batch.hxx; vectorised.
+int32_t max_abs_bits(const float *p, int64_t n);
+// True when every |p[i]| (i < n) has at most max_bits as bits: is at most the float with those
+// bits (so false for NaN and Inf). table_batch.hxx; vectorised.
+bool all_within(const float *p, int64_t n, int32_t max_bits);
+// True when none of p[0, n) is NaN or Inf.
 bool all_finite(const float *p, int64_t n);
 
 // The entries of a batch that a find left at -1: their places, ids and rows (to be filled by a
@@ -74,8 +87,11 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm);
 // PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
 // nothing is inserted, and max_norm renormalises the returned copy only. counts: the
 // occurrences of each id in the batch (a training lookup counts them all), or nullptr.
+// admitted (training lookups; may be nullptr): the positions in uids of the ids that have a row
+// after the lookup (with admission on, those not admitted yet have none: zero rows).
 at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm, const int64_t *counts);
+                      int32_t default_mode, double max_norm, const int64_t *counts,
+                      std::vector<int64_t> *admitted = nullptr);
 // The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
 // until table_step (accumulate), or applied as one optimizer step (fused: at the end of the
 // backward pass, see FusedSum).
@@ -103,6 +119,8 @@ struct Init {
   void validate() const;
   // Writes the initial value of the row of id into out[0, dim).
   void row(int64_t id, float *out) const;
+  // An upper bound on the magnitude of every value row() writes.
+  double bound() const;
 };
 
 // ---- optimizers (table_math.hxx) -----------------------------------------------------------
@@ -113,6 +131,7 @@ struct StateSpec {
   const char *name;
   bool per_element;  // width dim (true) or 1 (false)
   float init;
+  bool nonneg;  // the rule keeps it >= 0 (it takes its square root)
 };
 
 // Per-step constants shared by every row of one step.
@@ -143,6 +162,17 @@ struct Optim {
   void apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,
              at::Tensor *s1) const;
 
+  // Bounds of one step (c), momentum catch-up included, when every value of slot s (the row,
+  // state 0, state 1) is at most M[s] in magnitude and every summed gradient at most G (the
+  // states a rule keeps >= 0 being >= 0): returns a bound of every value the step computes,
+  // intermediate ones included (+Inf when none is known: SGD momentum above 1, FTRL with
+  // beta = l2 = 0), and sets out[s] to a bound of slot s after it. Exact arithmetic: callers
+  // leave a margin. The bounds grow additively step after step (the caller keeps them), but
+  // FTRL's (see tracks_bounds).
+  double step_bound(const StepConsts &c, const double M[3], double G, double out[3]) const;
+  // Whether step_bound's out[] can be kept from step to step: FTRL's grow geometrically (z's
+  // bound takes sigma * w's), so its steps take the stored values' maxima instead.
+  bool tracks_bounds() const { return kind != CT_OPT_FTRL; }
   // Momentum catch-up over k steps without a gradient: the weight moves by -lr * S(k) * buf
   // and the buffer decays to m^k * buf.
   void catch_up_factors(int64_t k, double *S, double *decay) const;

@@ -37,6 +37,28 @@ type TableChunk struct {
 	Frequency   []int64     // ChunkRows
 	Stamp       []int64     // ChunkRows: the step SGD momentum is up to date with
 	Counts      []int64     // ChunkCounts: how often IDs[i] was seen (admission)
+	Chain       DeltaChain  // the table's position in its delta chain (Base unused)
+}
+
+// DeltaChain places a delta in its table's chain of deltas (see ct_table_delta_info): the
+// table's lineage (a random id, never 0 for a table; 0 in a delta: none, applied unchecked),
+// the mark sequence the delta follows (Base: 0 for a whole table) and the one it brings a
+// copy to (Seq: Base + 1 when the delta set a mark, else Base).
+type DeltaChain struct {
+	Lineage   uint64
+	Base, Seq int64
+}
+
+// DeltaState is the table-wide state a delta carries besides its rows: the optimizer's
+// parameters (the learning rate at [0]), the admission threshold and the admission counts
+// changed since the delta's base (a count of 0: no longer counted), ids ascending; with
+// CountsReplace they are every count of the table and replace the copy's.
+type DeltaState struct {
+	OptParams     [8]float64
+	AdmitAfter    int64
+	CountsReplace bool
+	CountIDs      []int64
+	Counts        []int64
 }
 
 // EvictPolicy selects the rows Evict removes.
@@ -59,6 +81,8 @@ type TableDelta struct {
 	Meta    *Tensor   // int64 [M, 3]: last step, frequency, stamp
 	Deleted *Tensor   // int64 [D] ascending
 	Step    int64
+	Chain   DeltaChain
+	State   DeltaState
 }
 
 // Close releases the delta's tensors.
@@ -189,22 +213,58 @@ func (t *Table) Import(r TableRows) error {
 
 // ApplyDelta applies a delta of the table t copies, all or nothing: it removes the deleted ids
 // (an id also in r is overwritten instead), inserts or overwrites r's rows as Import does (last
-// steps and stamps at most step), and sets the step counter to step. A step below t's counter
-// is refused (ErrInvalidArgument): deltas apply in the order they were taken.
-func (t *Table) ApplyDelta(step int64, deleted []int64, r TableRows) error {
+// steps and stamps at most step), sets the step counter to step, and, unless chain.Lineage is 0
+// (a delta without a chain: nothing of it checked or set), the table-wide state and the chain
+// position. A step below t's counter is refused (ErrInvalidArgument), as is a delta that does
+// not follow t's position in its chain (ErrIncompatible).
+func (t *Table) ApplyDelta(step int64, deleted []int64, r TableRows, chain DeltaChain, st DeltaState) error {
 	const op = "table apply delta"
 	if err := t.checkRows(op, r); err != nil {
 		return err
 	}
+	if len(st.CountIDs) != len(st.Counts) {
+		return &Error{Op: op, Msg: "invalid argument: admission count ids and counts differ in length", Kind: ErrInvalidArgument}
+	}
 	s := r.states()
+	var info *C.ct_table_delta_info
+	if chain.Lineage != 0 {
+		info = (*C.ct_table_delta_info)(C.calloc(1, C.sizeof_ct_table_delta_info))
+		defer C.free(unsafe.Pointer(info))
+		info.lineage, info.base, info.seq = C.uint64_t(chain.Lineage), C.int64_t(chain.Base), C.int64_t(chain.Seq)
+		for i, v := range st.OptParams {
+			info.opt_params[i] = C.double(v)
+		}
+		info.admit_after = C.int64_t(st.AdmitAfter)
+		if st.CountsReplace {
+			info.counts_replace = 1
+		}
+		info.ncounts = C.int64_t(len(st.CountIDs))
+		info.count_ids, info.counts = cInt64s(st.CountIDs), cInt64s(st.Counts)
+	}
 	err := t.call(op, func(p C.ct_table) C.ct_error {
 		return C.ct_table_apply_delta(p, C.int64_t(step), C.int64_t(len(deleted)), cInt64s(deleted),
 			C.int64_t(len(r.IDs)), cInt64s(r.IDs), cFloats(r.Rows), s[0], s[1],
-			cInt64s(r.LastStep), cInt64s(r.Frequency), cInt64s(r.Stamp))
+			cInt64s(r.LastStep), cInt64s(r.Frequency), cInt64s(r.Stamp), info)
 	})
 	runtime.KeepAlive(r)
 	runtime.KeepAlive(deleted)
+	runtime.KeepAlive(st)
 	return err
+}
+
+// SetDeltaChain sets the table's position in a delta chain (lineage != 0, seq >= 0), as a
+// checkpoint recorded it (TableChunk.Chain), so that the deltas that follow apply.
+func (t *Table) SetDeltaChain(lineage uint64, seq int64) error {
+	return t.call("table set delta chain", func(p C.ct_table) C.ct_error {
+		return C.ct_table_set_delta_chain(p, C.uint64_t(lineage), C.int64_t(seq))
+	})
+}
+
+// Check checks the table's invariants (ct_table_check: the id map, row indices, storage,
+// metadata, admission counts, delta tracking, configuration and optimizer states) in a pass
+// over the table under its shared lock; the first broken one is an ErrInvalidArgument naming it.
+func (t *Table) Check() error {
+	return t.call("table check", func(p C.ct_table) C.ct_error { return C.ct_table_check(p) })
 }
 
 // checkRows checks the lengths in r against t's dim and states.
@@ -259,14 +319,15 @@ func cFloats(v []float32) *C.float {
 	return (*C.float)(unsafe.Pointer(&v[0]))
 }
 
-// SetStep sets the step counter (>= 0).
+// SetStep sets the step counter (>= 0, and at least every row's last step and momentum stamp:
+// ErrInvalidArgument otherwise).
 func (t *Table) SetStep(step int64) error {
 	return t.call("table set step", func(p C.ct_table) C.ct_error { return C.ct_table_set_step(p, C.int64_t(step)) })
 }
 
 // Swap exchanges the contents of two tables (ids, rows, states, metadata, step, configuration,
 // admission and delta state); they must agree in dim, block rows, layout, device, kernels and
-// optimizer kind (ErrInvalidArgument).
+// optimizer kind, and in their flags (TrackAccess, TensorKernels) (ErrInvalidArgument).
 func (t *Table) Swap(o *Table) error {
 	const op = "table swap"
 	q, err := o.acquire(op)
@@ -380,22 +441,39 @@ func (t *Table) Compact() error {
 func (t *Table) Delta(mark bool) (*TableDelta, error) {
 	var ids, rows, meta, del C.ct_tensor
 	var states [2]C.ct_tensor
+	var cids, cvals C.ct_tensor
 	var step C.int64_t
+	var info C.ct_table_delta_info
 	m := C.int32_t(0)
 	if mark {
 		m = 1
 	}
 	err := t.call("table delta", func(p C.ct_table) C.ct_error {
-		return C.ct_table_delta(&ids, &rows, &states[0], 2, &meta, &del, &step, p, m)
+		return C.ct_table_delta(&ids, &rows, &states[0], 2, &meta, &del, &step, &info, &cids, &cvals, p, m)
 	})
 	if err != nil {
 		return nil, err
 	}
-	d := &TableDelta{IDs: newTensor(ids), Rows: newTensor(rows), Meta: newTensor(meta), Deleted: newTensor(del), Step: int64(step)}
+	d := &TableDelta{IDs: newTensor(ids), Rows: newTensor(rows), Meta: newTensor(meta), Deleted: newTensor(del), Step: int64(step),
+		Chain: DeltaChain{Lineage: uint64(info.lineage), Base: int64(info.base), Seq: int64(info.seq)}}
 	for _, s := range states {
 		if s != nil {
 			d.States = append(d.States, newTensor(s))
 		}
+	}
+	ct, cv := newTensor(cids), newTensor(cvals)
+	defer ct.Close()
+	defer cv.Close()
+	d.State = DeltaState{AdmitAfter: int64(info.admit_after), CountsReplace: info.counts_replace != 0}
+	for i := range d.State.OptParams {
+		d.State.OptParams[i] = float64(info.opt_params[i])
+	}
+	if d.State.CountIDs, err = ToSlice[int64](ct); err == nil {
+		d.State.Counts, err = ToSlice[int64](cv)
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
 	}
 	return d, nil
 }

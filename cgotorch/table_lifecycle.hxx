@@ -75,6 +75,20 @@ ct_idmap *packed_copy(const ct_idmap *map, const std::vector<int64_t> &from, con
 
 }  // namespace
 
+// Hands the heap's free memory back to the system (glibc: malloc_trim). What compaction frees
+// besides its slab blocks (those it gives back itself: release_slab_block) is heap memory: the
+// blocks of small tables, the old id map, per-row metadata and stamps. glibc keeps freed
+// chunks in its free lists and arenas and returns only the top of the main heap by itself: with
+// 2M ids, 90% evicted, about 110 MB stayed resident after a Compact (see TestCompactReturnsMemory).
+// Other C libraries: nothing (their own policy applies). Takes no table lock.
+namespace {
+void return_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+}  // namespace
+
 // ---- metadata -------------------------------------------------------------------------------
 
 void Table::init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n) {
@@ -189,6 +203,8 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   c.total_rows = m;
   c.total_counts = static_cast<int64_t>(seen_.size());
   c.step = step_;
+  c.delta_lineage = lineage_;
+  c.delta_seq = seq_;
   auto emit = [&] {
     if (sink(ctx, &c) != 0) throw std::runtime_error("aborted: the sink stopped the save");
   };
@@ -196,6 +212,11 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   auto flush = [&] {  // the chunk's rows: at least one chunk, empty for an empty table
     read_raw(rows, 0, emb.data());
     for (int s = 0; s < nstates_; s++) read_raw(rows, s + 1, st[s].data());
+    // A load checks the same (check_import): a save never writes what a load refuses.
+    const float *sp[2] = {st[0].data(), st[1].data()};
+    check_values(static_cast<int64_t>(rows.size()), emb.data(), sp, [&](const std::string &why) {
+      throw std::runtime_error("table \"" + name_ + "\" holds values a load refuses (" + why + "): not saved");
+    });
     c.offset = row_off;
     c.count = static_cast<int64_t>(rows.size());
     c.ids = ids.data();
@@ -223,6 +244,8 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   c.total_rows = m;
   c.total_counts = static_cast<int64_t>(seen_.size());
   c.step = step_;
+  c.delta_lineage = lineage_;
+  c.delta_seq = seq_;
   std::vector<int64_t> counts(ucr);
   c.ids = ids.data();
   c.counts = counts.data();
@@ -240,6 +263,24 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   }
 }
 
+// What a table may hold, and so what a save writes and a load reads: finite rows and states,
+// and the states an optimizer keeps non-negative (Adagrad's sums, Adam's second moments, FTRL's
+// n: step() takes their square roots) are >= 0. fail(why) is called on the first violation.
+template <class F>
+void Table::check_values(int64_t n, const float *rows, const float *const st[2], F fail) const {
+  if (n <= 0) return;
+  if (!all_finite(rows, n * dim_)) fail("rows contain NaN or Inf");
+  for (int s = 0; s < nstates_; s++) {
+    const float *v = st[s];
+    const int64_t m = n * width_[s + 1];
+    if (!all_finite(v, m)) fail("states contain NaN or Inf");
+    if (!opt_.state(s).nonneg) continue;
+    bool neg = false;
+    for (int64_t i = 0; i < m; i++) neg |= v[i] < 0;
+    if (neg) fail(std::string("state ") + opt_.state(s).name + " has negative values: the optimizer keeps it >= 0");
+  }
+}
+
 void Table::check_import(int64_t n, const int64_t *ids, const float *rows, const float *const st[2],
                          const int64_t *last, const int64_t *freq, const int64_t *stamp) const {
   if (n < 0) throw arg_error("n must be >= 0");
@@ -250,8 +291,7 @@ void Table::check_import(int64_t n, const int64_t *ids, const float *rows, const
                       ": the optimizer has " + std::to_string(nstates_) + " states");
     }
   }
-  check_finite(rows, n * dim_, "rows");
-  for (int s = 0; s < nstates_ && n > 0; s++) check_finite(st[s], n * width_[s + 1], "states");
+  check_values(n, rows, st, [](const std::string &why) { throw arg_error(why); });
   for (int64_t i = 0; i < n; i++) {
     if ((last != nullptr && last[i] < 0) || (stamp != nullptr && stamp[i] < 0) || (freq != nullptr && freq[i] < 0)) {
       throw arg_error("negative last step, frequency or stamp");
@@ -280,6 +320,8 @@ std::vector<int64_t> Table::write_rows(int64_t n, const int64_t *ids, const floa
     write_raw(r, 0, rows);
     for (int s = 0; s < nstates_; s++) write_raw(r, s + 1, st[s]);
   });
+  note_max(0, max_abs_bits(rows, n * dim_));  // vmax_ bounds what the table holds
+  for (int s = 0; s < nstates_; s++) note_max(s + 1, max_abs_bits(st[s], n * width_[s + 1]));
   return r;
 }
 
@@ -305,7 +347,8 @@ void Table::import(int64_t n, const int64_t *ids, const float *rows, const float
 
 void Table::apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
                         const float *rows, const float *s0, const float *s1, const int64_t *last,
-                        const int64_t *freq, const int64_t *stamp) {
+                        const int64_t *freq, const int64_t *stamp, const ct_table_delta_info *info) {
+  if (info != nullptr && info->lineage == 0) info = nullptr;  // a delta of an older gorec
   if (step < 0) throw arg_error("step must be >= 0, got " + std::to_string(step));
   if (nd < 0 || (nd > 0 && deleted == nullptr)) throw arg_error("deleted ids: n < 0 or NULL");
   const float *st[2] = {s0, s1};
@@ -319,25 +362,104 @@ void Table::apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (info != nullptr && info->base == 0) {
+    // A whole table (what a table tracking no changes gives: no deletions): it replaces the
+    // copy's contents, so the ids it lacks go.
+    each_row_by_index(map_, [&](int64_t, int64_t id) {
+      if (written.count(id) == 0) del.push_back(id);
+    });
+  }
+  if (info != nullptr) check_delta_info(*info, n, ids, del);
   if (step < step_) {
     throw arg_error("the delta is of step " + std::to_string(step) + ", behind the table's step " +
                     std::to_string(step_) + ": deltas apply in order");
   }
   check_steps(n, last, stamp, step);
-  // What can fail comes first: the erase's memory, then the rows; the rest cannot fail.
+  // What can fail comes first: the erase's memory, the counts' memory, then the rows; the rest
+  // cannot fail.
   const int64_t m = static_cast<int64_t>(del.size());
   std::vector<int64_t> freed;
   reserve_erase(m, freed);
+  if (info != nullptr) seen_.reserve(seen_.size() + static_cast<size_t>(info->ncounts));
   const std::vector<int64_t> r = write_rows(n, ids, rows, st);
   set_step_locked(step);
   write_meta(r, last, freq, stamp);
   erase_reserved(del.data(), m, freed);
+  if (info != nullptr) set_delta_info(*info);
+}
+
+void Table::check_delta_info(const ct_table_delta_info &d, int64_t n, const int64_t *ids,
+                             const std::vector<int64_t> &del) const {
+  if (d.base < 0 || d.seq < d.base || d.seq > d.base + 1) {
+    throw arg_error("a delta chain position of base " + std::to_string(d.base) + " and seq " + std::to_string(d.seq));
+  }
+  if (d.base == 0 ? seq_ != 0 : (d.lineage != lineage_ || d.base != seq_)) {
+    throw incompatible_error("the delta follows mark " + std::to_string(d.base) +
+                             (d.base == 0 ? std::string(" (a whole table)") : " of its lineage") + ", table \"" + name_ +
+                             "\" is at mark " + std::to_string(seq_) +
+                             (d.base != 0 && d.lineage != lineage_ ? " of another lineage" : "") +
+                             ": deltas apply in order, each once, to a copy of their own table");
+  }
+  Optim next = opt_;
+  std::copy(d.opt_params, d.opt_params + 8, next.p);
+  next.validate();
+  if (next.has_momentum() != opt_.has_momentum()) throw arg_error("the delta's optimizer has another momentum setting");
+  if (d.ncounts < 0 || (d.ncounts > 0 && (d.count_ids == nullptr || d.counts == nullptr))) {
+    throw arg_error("admission counts: n < 0 or NULL");
+  }
+  // An id has a row or a count, never both: a counted id is neither written by the delta nor
+  // left in the table by it.
+  std::unordered_set<int64_t> written(ids, ids + n), gone(del.begin(), del.end());
+  std::vector<int64_t> counted;
+  for (int64_t i = 0; i < d.ncounts; i++) {
+    if (d.counts[i] < 0) throw arg_error("admission counts must be >= 0");
+    if (d.counts[i] == 0) continue;
+    if (written.count(d.count_ids[i]) != 0) throw arg_error("admission counts given for ids the delta writes");
+    if (gone.count(d.count_ids[i]) == 0) counted.push_back(d.count_ids[i]);
+  }
+  std::vector<int64_t> r(counted.size());
+  if (ct_idmap_find(map_, counted.data(), counted.size(), r.data()) != 0) {
+    throw arg_error("admission counts given for ids that have rows");
+  }
+}
+
+void Table::set_delta_info(const ct_table_delta_info &d) {
+  std::copy(d.opt_params, d.opt_params + 8, opt_.p);  // (validated by check_delta_info)
+  admit_after_ = d.admit_after;
+  if (d.counts_replace != 0 || admit_after_ <= 1) forget_counts();
+  for (int64_t i = 0; i < d.ncounts; i++) {
+    if (d.counts[i] == 0) {
+      seen_.erase(d.count_ids[i]);
+    } else {
+      seen_[d.count_ids[i]] = d.counts[i];  // (room reserved)
+    }
+    count_changed(d.count_ids[i]);
+  }
+  lineage_ = d.lineage;
+  seq_ = d.seq;
+}
+
+void Table::set_delta_chain(uint64_t lineage, int64_t seq) {
+  if (lineage == 0 || seq < 0) throw arg_error("a delta chain needs a lineage != 0 and seq >= 0");
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  lineage_ = lineage;
+  seq_ = seq;
 }
 
 void Table::set_step(int64_t step) {
   if (step < 0) throw arg_error("step must be >= 0, got " + std::to_string(step));
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  // No row's last step or momentum stamp may lie beyond the counter.
+  if (step < step_ && (meta_.access() || !stamp_.empty())) {
+    each_row_by_index(map_, [&](int64_t r, int64_t id) {
+      if ((meta_.access() && meta_.last(r) > step) || (!stamp_.empty() && stamp_[static_cast<size_t>(r)] > step)) {
+        throw arg_error("step " + std::to_string(step) + " is below the last step or stamp of id " + std::to_string(id) +
+                        ": rows must not lie beyond the step counter");
+      }
+    });
+  }
   set_step_locked(step);
 }
 
@@ -348,9 +470,9 @@ void Table::swap_contents(Table &o) {
   check_open();
   o.check_open();
   if (dim_ != o.dim_ || block_rows_ != o.block_rows_ || device_ != o.device_ || raw_ != o.raw_ ||
-      opt_.kind != o.opt_.kind || nstates_ != o.nstates_ || cfg_.layout != o.cfg_.layout) {
+      opt_.kind != o.opt_.kind || nstates_ != o.nstates_ || cfg_.layout != o.cfg_.layout || cfg_.flags != o.cfg_.flags) {
     throw arg_error("tables \"" + name_ + "\" and \"" + o.name_ +
-                    "\" differ in dim, block_rows, layout, device, kernels or optimizer");
+                    "\" differ in dim, block_rows, layout, device, kernels, access tracking or optimizer");
   }
   using std::swap;
   swap(init_, o.init_);
@@ -358,6 +480,7 @@ void Table::swap_contents(Table &o) {
   // takes the lock (writing it, even unchanged, would race with that read).
   swap(opt_.p, o.opt_.p);
   swap(sinit_, o.sinit_);  // initial state values follow the optimizer's parameters
+  swap(vmax_, o.vmax_);    // and the bound of the values with the values
   swap(map_, o.map_);
   remaps_++;
   o.remaps_++;
@@ -378,6 +501,10 @@ void Table::swap_contents(Table &o) {
   swap(deleted_, o.deleted_);
   swap(admit_after_, o.admit_after_);
   swap(seen_, o.seen_);
+  swap(lineage_, o.lineage_);
+  swap(seq_, o.seq_);
+  swap(seen_changed_, o.seen_changed_);
+  swap(all_counts_, o.all_counts_);
 }
 
 // ---- admission --------------------------------------------------------------------------------
@@ -386,7 +513,7 @@ void Table::set_admission(int64_t k) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   admit_after_ = k;
-  if (k <= 1) seen_.clear();
+  if (k <= 1) forget_counts();
 }
 
 std::pair<int64_t, int64_t> Table::admission() {
@@ -410,6 +537,7 @@ void Table::import_counts(int64_t n, const int64_t *ids, const int64_t *counts) 
   std::unordered_map<int64_t, int64_t> next = seen_;
   for (int64_t i = 0; i < n; i++) next[ids[i]] = counts[i];
   seen_.swap(next);
+  for (int64_t i = 0; i < n; i++) count_changed(ids[i]);
 }
 
 void Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out) {
@@ -448,7 +576,10 @@ void Table::lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool fou
     for (int64_t j = 0; j < a; j++) urows[static_cast<size_t>(admit_at[static_cast<size_t>(j)])] = arows[static_cast<size_t>(j)];
     for (int64_t i = 0; i < n; i++) rows[static_cast<size_t>(i)] = urows[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])];
     gather_rows(ids, rows.data(), n, CT_READ_ZEROS, out);
-    for (const auto &p : counted) seen_[p.first] = p.second;
+    for (const auto &p : counted) {
+      seen_[p.first] = p.second;
+      count_changed(p.first);
+    }
   });  // (guarded drops the admitted ids' counts)
   touch(rows.data(), n, step_, k.counts);
 }
@@ -687,9 +818,12 @@ void Table::set_chunk(std::vector<at::Tensor> one, int64_t nb) {
 }
 
 void Table::compact() {
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  check_open();
-  compact_locked(false);
+  {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    check_open();
+    compact_locked(false);
+  }
+  return_free_memory();
 }
 
 // Compaction packs the row indices into [0, size) (ct_idmap_pack: each row at or above size
@@ -801,9 +935,46 @@ Table::Delta Table::delta(bool mark) {
     if (found[i] < 0) gone.push_back(del[i]);
   }
   d.deleted = index_tensor(gone, at::kCPU);
+  // The admission counts: those changed since the mark, or all of them (before the first mark,
+  // or when a change could not be recorded); ascending ids.
+  const bool whole = !meta_.tracked() || all_counts_;
+  std::vector<std::pair<int64_t, int64_t>> cnt;
+  if (whole) {
+    cnt.assign(seen_.begin(), seen_.end());
+  } else {
+    for (int64_t id : seen_changed_) {
+      auto it = seen_.find(id);
+      cnt.emplace_back(id, it == seen_.end() ? 0 : it->second);
+    }
+  }
+  sort_by_first(cnt);
+  std::vector<int64_t> cids(cnt.size()), cvals(cnt.size());
+  for (size_t i = 0; i < cnt.size(); i++) {
+    cids[i] = cnt[i].first;
+    cvals[i] = cnt[i].second;
+  }
+  d.count_ids = index_tensor(cids, at::kCPU);
+  d.counts = index_tensor(cvals, at::kCPU);
+  ct_table_delta_info &info = d.info;
+  std::copy(opt_.p, opt_.p + 8, info.opt_params);
+  info.admit_after = admit_after_;
+  info.counts_replace = whole ? 1 : 0;
+  info.ncounts = static_cast<int64_t>(cids.size());
+  // The chain: changes are tracked since mark seq_ of lineage_; an untracked table's delta is
+  // the whole table, and its first mark starts a new lineage.
+  info.base = meta_.tracked() ? seq_ : 0;
+  info.seq = info.base;
+  info.lineage = lineage_;
   if (mark) {
+    const uint64_t lineage = meta_.tracked() ? lineage_ : fresh_lineage();
     meta_.mark();  // first, as it may fail (the first mark allocates): then nothing changed
     deleted_.clear();
+    seen_changed_.clear();
+    all_counts_ = false;
+    lineage_ = lineage;
+    seq_ = info.base + 1;
+    info.lineage = lineage_;
+    info.seq = seq_;
   }
   return d;
 }
@@ -864,15 +1035,26 @@ ct_error ct_table_import(ct_table h, int64_t n, const int64_t *ids, const float 
 ct_error ct_table_apply_delta(ct_table h, int64_t step, int64_t ndeleted, const int64_t *deleted,
                               int64_t n, const int64_t *ids, const float *rows, const float *state0,
                               const float *state1, const int64_t *last_step, const int64_t *frequency,
-                              const int64_t *stamp) {
+                              const int64_t *stamp, const ct_table_delta_info *info) {
   return guard([&] {
     c10::NoGradGuard no_grad;
-    tbl(h).apply_delta(step, ndeleted, deleted, n, ids, rows, state0, state1, last_step, frequency, stamp);
+    tbl(h).apply_delta(step, ndeleted, deleted, n, ids, rows, state0, state1, last_step, frequency, stamp, info);
   });
 }
 
 ct_error ct_table_set_step(ct_table h, int64_t step) {
   return guard([&] { tbl(h).set_step(step); });
+}
+
+ct_error ct_table_set_delta_chain(ct_table h, uint64_t lineage, int64_t seq) {
+  return guard([&] { tbl(h).set_delta_chain(lineage, seq); });
+}
+
+ct_error ct_table_check(ct_table h) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).check();
+  });
 }
 
 ct_error ct_table_swap(ct_table a, ct_table b) {
@@ -912,6 +1094,7 @@ ct_error ct_table_evict(ct_tensor *ids, ct_tensor *rows, int64_t *n, ct_table h,
   return guard([&] {
     c10::NoGradGuard no_grad;
     auto r = tbl(h).evict(policy, param);
+    if (policy == CT_EVICT_BYTES) ct::table::return_free_memory();  // (it compacted)
     const int64_t count = r.first.size(0);
     wrap_all({ids, rows}, {r.first, r.second});
     if (n != nullptr) *n = count;
@@ -953,13 +1136,15 @@ ct_error ct_table_compact(ct_table h) {
 }
 
 ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int32_t cap,
-                        ct_tensor *meta, ct_tensor *deleted, int64_t *step, ct_table h,
-                        int32_t mark) {
+                        ct_tensor *meta, ct_tensor *deleted, int64_t *step,
+                        ct_table_delta_info *info, ct_tensor *count_ids, ct_tensor *counts,
+                        ct_table h, int32_t mark) {
   return guard([&] {
     need_out(ids);
     need_out(rows);
     need_out(meta);
     need_out(deleted);
+    if ((count_ids == nullptr) != (counts == nullptr)) throw ct::arg_error("count_ids and counts: one is NULL");
     Table &t = tbl(h);
     // Checked before the delta: a mark must not be set for a delta that is not handed out.
     const int32_t nst = t.num_states();
@@ -967,14 +1152,15 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
     if (nst > 0 && states == nullptr) throw ct::arg_error("states is NULL");
     c10::NoGradGuard no_grad;
     auto d = t.delta(mark != 0);
-    std::vector<ct_tensor *> out = {ids, rows, meta, deleted};
-    std::vector<at::Tensor> v = {d.snap.ids, d.snap.rows, d.meta, d.deleted};
+    std::vector<ct_tensor *> out = {ids, rows, meta, deleted, count_ids, counts};
+    std::vector<at::Tensor> v = {d.snap.ids, d.snap.rows, d.meta, d.deleted, d.count_ids, d.counts};
     for (int32_t i = 0; i < nst; i++) {
       out.push_back(&states[i]);
       v.push_back(d.snap.states[static_cast<size_t>(i)]);
     }
     wrap_all(out, v);
     if (step != nullptr) *step = d.snap.step;
+    if (info != nullptr) *info = d.info;
   });
 }
 

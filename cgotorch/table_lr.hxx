@@ -41,12 +41,17 @@ void Table::catch_up_all() {
         catch_up_raw(r, step_, slot_ptr(0, r), slot_ptr(1, r));
       }
     });
+    for (int64_t r : rows) {  // vmax_ bounds what the table holds (set_lr is rare)
+      for (int s = 0; s < 2; s++) note_max(s, max_abs_bits(slot_ptr(s, r), dim_));
+    }
   } else {
     const RowPlan p = plan(rows);
     at::Tensor w = gather_slot_tensor(p, 0), b = gather_slot_tensor(p, 1);
     catch_up_tensor(rows, step_, w, b);
     scatter_slot_tensor(p, 0, w);
     scatter_slot_tensor(p, 1, b);
+    raise_max(0, max_abs(w));
+    raise_max(1, max_abs(b));
   }
   for (int64_t r : rows) stamp_[static_cast<size_t>(r)] = step_;
   modified(rows.data(), n);

@@ -33,6 +33,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <algorithm>
 
 #include "table_internal.h"
 #include "table_lanes.h"
@@ -172,6 +174,23 @@ void Init::validate() const {
   }
 }
 
+double Init::bound() const {
+  switch (kind) {
+    case CT_INIT_CONSTANT: return std::fabs(p[0]);
+    case CT_INIT_UNIFORM: return std::max(std::fabs(p[0]), std::fabs(p[1]));
+    case CT_INIT_NORMAL: return std::fabs(p[0]) + kMaxAbsNormal * p[1];
+    case CT_INIT_TRUNCATED_NORMAL: return std::max(std::fabs(p[2]), std::fabs(p[3]));
+    case CT_INIT_XAVIER_UNIFORM:
+    case CT_INIT_XAVIER_NORMAL: {
+      const double fan_in = p[1] > 0 ? p[1] : static_cast<double>(dim);
+      const double fan_out = p[2] > 0 ? p[2] : static_cast<double>(dim);
+      if (kind == CT_INIT_XAVIER_UNIFORM) return p[0] * std::sqrt(6.0 / (fan_in + fan_out));
+      return kMaxAbsNormal * p[0] * std::sqrt(2.0 / (fan_in + fan_out));
+    }
+    default: return 0;
+  }
+}
+
 void Init::row(int64_t id, float *out) const {
   const RowStream rs(seed, id);
   const int64_t d = dim;
@@ -271,12 +290,14 @@ int Optim::num_states() const {
 
 StateSpec Optim::state(int i) const {
   switch (kind) {
-    case CT_OPT_SGD: return {"momentum_buffer", true, 0.f};
-    case CT_OPT_ADAGRAD: return {"sum", true, static_cast<float>(p[2])};
-    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, static_cast<float>(p[2])};
+    case CT_OPT_SGD: return {"momentum_buffer", true, 0.f, false};
+    case CT_OPT_ADAGRAD: return {"sum", true, static_cast<float>(p[2]), true};
+    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, static_cast<float>(p[2]), true};
     case CT_OPT_SPARSE_ADAM:
-    case CT_OPT_ADAMW: return i == 0 ? StateSpec{"exp_avg", true, 0.f} : StateSpec{"exp_avg_sq", true, 0.f};
-    case CT_OPT_FTRL: return i == 0 ? StateSpec{"z", true, 0.f} : StateSpec{"n", true, static_cast<float>(p[4])};
+    case CT_OPT_ADAMW:
+      return i == 0 ? StateSpec{"exp_avg", true, 0.f, false} : StateSpec{"exp_avg_sq", true, 0.f, true};
+    case CT_OPT_FTRL:
+      return i == 0 ? StateSpec{"z", true, 0.f, false} : StateSpec{"n", true, static_cast<float>(p[4]), true};
     default: throw std::logic_error("optimizer has no state");
   }
 }
@@ -306,6 +327,54 @@ StepConsts Optim::begin(int64_t t) const {
       break;
   }
   return c;
+}
+
+// Each bound follows the rule's formulas with |w| <= M[0], |s0| <= M[1], |s1| <= M[2], |g| <= G,
+// every denominator at least its eps (sqrt() >= 0), the states kept >= 0 non-negative, and a
+// convex combination (Adam's moments) bounded by the sum of the bounds (which also covers its
+// float rounding). See the rules at the top of this file.
+double Optim::step_bound(const StepConsts &c, const double M[3], double G, double out[3]) const {
+  const double inf = std::numeric_limits<double>::infinity();
+  out[0] = out[1] = out[2] = inf;
+  switch (kind) {
+    case CT_OPT_SGD: {
+      const double lr = p[0];
+      if (!has_momentum()) return out[0] = M[0] + lr * G;
+      const double m = p[1];
+      if (m > 1) return inf;
+      // Catch-up over at most t - 1 steps: |w| <= M0 + lr S M1, |buf| <= M1 (m^k <= 1).
+      double S = m == 1 ? static_cast<double>(c.t) : m / (1 - m);
+      if (p[3] != 0) S *= m;
+      const double b = c.t == 1 ? G : m * M[1] + std::fabs(1 - p[2]) * G;
+      out[0] = M[0] + lr * S * M[1] + lr * (p[3] != 0 ? G + m * b : b);
+      out[1] = std::max(M[1], b);
+      return std::max(out[0], out[1]);
+    }
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD:
+      out[0] = M[0] + c.clr * G / p[3];
+      out[1] = M[1] + G * G;
+      return std::max(out[0], out[1]);
+    case CT_OPT_SPARSE_ADAM:
+    case CT_OPT_ADAMW: {
+      out[1] = M[1] + G;
+      out[2] = M[2] + G * G;
+      const double decay = kind == CT_OPT_ADAMW ? std::fabs(1 - p[0] * p[4]) : 1.0;
+      out[0] = M[0] * decay + c.step_size * out[1] / p[3];
+      return std::max({out[0], out[1], out[2]});
+    }
+    case CT_OPT_FTRL: {
+      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      out[2] = M[2] + G * G;
+      out[1] = M[1] + G + std::sqrt(out[2]) / alpha * M[0];
+      const double q = beta / alpha + l2;
+      if (!(q > 0)) return inf;
+      out[0] = (out[1] + l1) / q;
+      return std::max({out[0], out[1], out[2]});
+    }
+    default:
+      return inf;
+  }
 }
 
 void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {

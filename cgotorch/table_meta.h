@@ -128,6 +128,11 @@ class RowMeta {
   // ---- deltas: which rows changed since the last mark
   // Until the first mark there are no epochs (no memory): every row counts as changed.
   bool tracked() const { return tracked_; }
+  // The chunks held (the table's blocks when access or deltas are kept; Table::check).
+  int64_t chunks() const { return static_cast<int64_t>(chunks_); }
+  bool chunks_held(int64_t nblocks) const {
+    return (!access_ || static_cast<int64_t>(rec_.size()) == nblocks) && (!tracked_ || static_cast<int64_t>(mod_.size()) == nblocks);
+  }
   void modified(int64_t r) {
     if (tracked_) mod(r) = epoch_;
   }

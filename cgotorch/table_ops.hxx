@@ -6,13 +6,13 @@
 namespace ct {
 namespace table {
 
-at::Tensor Table::lookup(const Keys &k) {
+at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out) {
   auto out = new_rows(k.n);
-  lookup_into(k, out);
+  lookup_into(k, out, rows_out);
   return to_caller(out, k);
 }
 
-void Table::lookup_into(const Keys &k, at::Tensor &out) {
+void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
   uint64_t remaps;
@@ -22,6 +22,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out) {
     if (find_rows(k.ptr(), n, rows.data()) == static_cast<size_t>(n)) {
       gather(rows.data(), n, 0, out);
       touch(rows.data(), n, step_, k.counts);
+      if (rows_out != nullptr) rows_out->swap(rows);
       return;
     }
     remaps = remaps_;
@@ -29,6 +30,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out) {
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
   lookup_inserting(k, rows, remaps == remaps_, out, [] {});
+  if (rows_out != nullptr) rows_out->swap(rows);
 }
 
 template <class F>
@@ -97,7 +99,7 @@ void Table::write(const Keys &k, const at::Tensor &values_in) {
   const int64_t n = k.n;
   at::Tensor values = check_rows(values_in, "values", n, dim_);
   values = raw_ ? values.to(at::kCPU) : values.to(device_);
-  check_finite(values, "values");
+  const double most = check_writable(values);
   // Last occurrence wins: unique ids in first-appearance order with their last position.
   Dedupe dd(k.ptr(), n);
   std::vector<int64_t> &uids = dd.uids;
@@ -113,6 +115,9 @@ void Table::write(const Keys &k, const at::Tensor &values_in) {
     init_rows(uids.data(), rows.data(), is_new.data(), u, /*skip_embedding=*/true);
     assign(rows, values, src.data());
   });
+  raise_max(0, most);
+  // A momentum buffer decays by m^k as assign catches it up: with m above 1 it grows.
+  if (opt_.has_momentum() && opt_.p[1] > 1) vmax_[1] = std::numeric_limits<double>::infinity();
   modified(rows.data(), u);
 }
 
@@ -170,7 +175,9 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   at::Tensor g;
   std::vector<const float *> gptr;
   std::vector<float> sums;
-  check_finite(grads, "gradients");
+  // The largest |gradient| (NaN and Inf refused), times the most times an id can repeat: a
+  // bound on every summed gradient.
+  const double G = max_abs_finite(grads, "gradients") * static_cast<double>(n - u + 1);
   if (raw_) {
     const float *src = grads.data_ptr<float>();
     gptr.assign(static_cast<size_t>(u), nullptr);
@@ -216,11 +223,16 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   const int64_t t = step_ + 1;
   const StepConsts c = opt_.begin(t);
   const int64_t *ids = dd.uids.data();
+  // Whether this step can overflow at all, given every stored value's bound and the gradients'
+  // (with a margin for float rounding): almost never, and then the raw kernels need not keep
+  // the rows to put back.
+  double bounds[3];
+  const bool safe = opt_.step_bound(c, vmax_, G, bounds) < FLT_MAX / 4;
   if (!admitting) find_then_insert(ids, u, rows.data(), is_new.data());
   guarded(ids, is_new.data(), u, [&] {
     init_rows(ids, rows.data(), is_new.data(), u, false);
     if (raw_) {
-      step_raw(c, gptr.data(), rows.data(), u);
+      step_raw(c, gptr.data(), rows.data(), u, safe, bounds);
     } else {
       step_tensor(c, g, rows);
     }
@@ -253,10 +265,38 @@ void Table::catch_up_tensor(const std::vector<int64_t> &rows, int64_t now, at::T
   buf.mul_(dc);
 }
 
-void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t *rows, int64_t u) {
+namespace {
+// The message of an update rejected because a result would not be finite.
+std::string overflow_message(const std::string &name) {
+  return "the update would make rows or optimizer states of table \"" + name +
+         "\" NaN or Inf (float32 overflow): the batch is rejected";
+}
+}  // namespace
+
+// One step of the raw kernels. A safe step (see update) cannot overflow; for a rule that
+// tracks_bounds it runs as it is and keeps step_bound's bounds in vmax_, at no cost. Otherwise
+// each row's largest magnitude per slot is taken after its step (the row is in the L1 cache
+// then; max_abs_bits, above kFltMaxBits for NaN or Inf): it raises vmax_ and finds an
+// overflow. A step that is not safe also copies each row's values (and stamp) aside as it
+// reaches the row: when a row overflowed, every row of the batch is put back and the update is
+// rejected, as a NaN gradient is.
+void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t *rows, int64_t u, bool safe,
+                     const double bounds[3]) {
   const int64_t t = c.t;
   const bool momentum = opt_.has_momentum();
+  const bool exact = !safe || !opt_.tracks_bounds();
+  const int ns = nslots();
+  const int64_t rowf = width_[0] + width_[1] + width_[2];
+  // Reused by the updates of this thread (a fresh buffer would fault its pages in every time).
+  thread_local std::vector<float> undo;
+  thread_local std::vector<int64_t> undo_stamp;
+  if (!safe && undo.size() < static_cast<size_t>(u * rowf)) undo.resize(static_cast<size_t>(u * rowf));
+  if (!safe && momentum && undo_stamp.size() < static_cast<size_t>(u)) undo_stamp.resize(static_cast<size_t>(u));
+  float *const saved = undo.data();
+  int64_t *const saved_stamp = undo_stamp.data();
+  std::atomic<int32_t> most[3] = {{0}, {0}, {0}};
   auto body = [&](int64_t begin, int64_t end) {
+    int32_t m[3] = {0, 0, 0};
     for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
     for (int64_t i = begin; i < end; i++) {
       if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
@@ -264,14 +304,53 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
       float *w = slot_ptr(0, r);
       float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
       float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
+      if (!safe) {
+        float *keep = saved + i * rowf;
+        for (int s = 0; s < ns; s++) {
+          std::memcpy(keep, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]));
+          keep += width_[s];
+        }
+        if (momentum) saved_stamp[i] = stamp_[static_cast<size_t>(r)];
+      }
       if (momentum) {
         catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
         stamp_[static_cast<size_t>(r)] = t;
       }
       opt_.apply(c, gp[i], w, s0, s1);
+      if (!exact) continue;
+      for (int s = 0; s < ns; s++) m[s] = std::max(m[s], max_abs_bits(slot_ptr(s, r), width_[s]));
+    }
+    for (int s = 0; s < ns && exact; s++) {
+      int32_t cur = most[s].load(std::memory_order_relaxed);
+      while (m[s] > cur && !most[s].compare_exchange_weak(cur, m[s], std::memory_order_relaxed)) {
+      }
     }
   };
   for_rows(u, dim_ * 8, body);
+  if (!exact) {
+    for (int s = 0; s < ns; s++) raise_max(s, bounds[s]);
+    return;
+  }
+  int32_t worst = 0;
+  for (int s = 0; s < ns; s++) worst = std::max(worst, most[s].load());
+  if (worst <= kFltMaxBits) {
+    for (int s = 0; s < ns; s++) note_max(s, most[s].load());
+    return;
+  }
+  if (safe) {  // step_bound said it could not happen: nothing to put back with
+    for (double &v : vmax_) v = std::numeric_limits<double>::infinity();
+    throw std::logic_error("table \"" + name_ + "\": an update the bounds called safe overflowed");
+  }
+  for (int64_t i = 0; i < u; i++) {
+    const int64_t r = rows[i];
+    const float *keep = saved + i * rowf;
+    for (int s = 0; s < ns; s++) {
+      std::memcpy(slot_ptr(s, r), keep, sizeof(float) * static_cast<size_t>(width_[s]));
+      keep += width_[s];
+    }
+    if (momentum) stamp_[static_cast<size_t>(r)] = saved_stamp[i];
+  }
+  throw arg_error(overflow_message(name_));
 }
 
 void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vector<int64_t> &rows) {
@@ -283,7 +362,14 @@ void Table::step_tensor(const StepConsts &c, const at::Tensor &g, const std::vec
   if (nstates_ > 1) s1 = gather_slot_tensor(p, 2);
   if (opt_.has_momentum()) catch_up_tensor(rows, c.t - 1, w, s0);
   opt_.apply(c, g, w, nstates_ > 0 ? &s0 : nullptr, nstates_ > 1 ? &s1 : nullptr);
-  // Everything is computed; now the scatters.
+  // Everything is computed (into gathered copies); an overflow is rejected before the scatters.
+  double most[3] = {0, 0, 0};
+  const at::Tensor *v[3] = {&w, &s0, &s1};
+  for (int s = 0; s < nslots(); s++) {
+    most[s] = v[s]->abs().max().item<double>();  // NaN when one is
+    if (!std::isfinite(most[s])) throw arg_error(overflow_message(name_));
+  }
+  for (int s = 0; s < nslots(); s++) raise_max(s, most[s]);
   scatter_slot_tensor(p, 0, w);
   if (nstates_ > 0) scatter_slot_tensor(p, 1, s0);
   if (nstates_ > 1) scatter_slot_tensor(p, 2, s1);
@@ -309,7 +395,7 @@ void Table::clear() {
   }
   ct_idmap_clear(map_);
   remaps_++;
-  seen_.clear();
+  forget_counts();
 }
 
 ct_table_stats Table::stats() {
@@ -322,7 +408,8 @@ ct_table_stats Table::stats() {
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
   for (const auto &c : chunks_) bytes += static_cast<int64_t>(c.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
-  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32);
+  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32 +
+                                                seen_changed_.size() * 24);
   s.bytes = bytes;
   s.dim = dim_;
   s.step = step_;

@@ -38,6 +38,7 @@ func ctTableSink(ctx C.uintptr_t, c *C.ct_table_chunk) (ret C.int32_t) {
 		TotalRows:   int64(c.total_rows),
 		TotalCounts: int64(c.total_counts),
 		Step:        int64(c.step),
+		Chain:       DeltaChain{Lineage: uint64(c.delta_lineage), Seq: int64(c.delta_seq)},
 		Offset:      int64(c.offset),
 		IDs:         int64s(c.ids, n),
 	}

@@ -29,12 +29,12 @@ Table::Table(std::string name, const ct_table_config &cfg)
   if (block_rows_ <= 0 || block_rows_ > kMaxBlockRows) {
     throw arg_error("block_rows must be in [1, 2^24], got " + std::to_string(cfg.block_rows));
   }
-  if (cfg.capacity < 0) throw arg_error("capacity must be >= 0");
   if ((block_rows_ & (block_rows_ - 1)) == 0) block_shift_ = __builtin_ctzll(static_cast<uint64_t>(block_rows_));
   if (cfg.layout != CT_LAYOUT_INTERLEAVED && cfg.layout != CT_LAYOUT_SEPARATE) {
     throw arg_error("unknown layout " + std::to_string(cfg.layout));
   }
   if ((cfg.flags & ~(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS)) != 0) throw arg_error("unknown flags");
+  lineage_ = fresh_lineage();
   init_.kind = cfg.initializer;
   std::copy(cfg.init_params, cfg.init_params + 4, init_.p);
   init_.seed = cfg.seed;
@@ -51,7 +51,9 @@ Table::Table(std::string name, const ct_table_config &cfg)
     StateSpec st = opt_.state(s);
     width_[s + 1] = st.per_element ? dim_ : 1;
     sinit_[s + 1] = st.init;
+    vmax_[s + 1] = std::fabs(static_cast<double>(st.init));
   }
+  vmax_[0] = init_.bound();
   if (cfg.layout == CT_LAYOUT_INTERLEAVED) {
     narr_ = 1;
     int64_t off = 0;
@@ -73,6 +75,7 @@ Table::Table(std::string name, const ct_table_config &cfg)
   }
 
   const int64_t cap = cfg.capacity;
+  check_capacity(cap);
   map_ = ct_idmap_new(static_cast<size_t>(cap));
   if (map_ == nullptr) throw std::bad_alloc();
   try {
@@ -84,6 +87,29 @@ Table::Table(std::string name, const ct_table_config &cfg)
 }
 
 Table::~Table() { ct_idmap_free(map_); }
+
+// A capacity is refused at once, before anything is allocated, when it is beyond
+// kMaxCapacity or when the memory it asks for up front exceeds the machine's physical memory
+// (it could only end in std::bad_alloc after seconds of allocating, or in swap): its rows'
+// floats (the embedding and the states, 4 bytes each) and kBytesPerId of id map and
+// bookkeeping a row, on the host for CPU tables; for a table on a GPU only the id map's share
+// is host memory (the GPU's allocator refuses what does not fit its memory).
+void Table::check_capacity(int64_t cap) const {
+  if (cap < 0) throw arg_error("capacity must be >= 0");
+  if (cap > kMaxCapacity) {
+    throw arg_error("capacity " + std::to_string(cap) + " is beyond the limit of 2^40 (" + std::to_string(kMaxCapacity) + ") ids");
+  }
+  const double per_row = kBytesPerId + (device_.is_cpu() ? 4.0 * static_cast<double>(width_[0] + width_[1] + width_[2]) : 0.0);
+  const double need = static_cast<double>(cap) * per_row;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const double have = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+  if (have > 0 && need > have) {
+    char b[160];
+    std::snprintf(b, sizeof b, "capacity %lld needs %.3g bytes up front, more than the machine's %.3g bytes of memory",
+                  static_cast<long long>(cap), need, have);
+    throw arg_error(b);
+  }
+}
 
 // Tensor-kernel tables grow at least by the capacity they have (so a table of n blocks grown
 // from nothing has about log2(n) chunks, and a table given its capacity up front has one), by

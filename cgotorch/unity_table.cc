@@ -9,6 +9,7 @@
 #include "table_prefetch.hxx"
 #include "table_capi.hxx"
 #include "table_lifecycle.hxx"  // after table.hxx: needs the definition of class Table
+#include "table_check.hxx"
 #include "table_lr.hxx"
 #include "table_autograd.hxx"
 #include "table_batch.hxx"

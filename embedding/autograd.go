@@ -86,6 +86,9 @@ func (t *Table) forwardOptions(op string, o ForwardOptions) (cgotorch.ForwardOpt
 // The backward pass itself is tensor math: it panics (with a *cgotorch.Error) if the table was
 // closed in between, or, Fused, when a gradient is NaN or Inf.
 func (t *Table) Forward(ids *cgotorch.Tensor, opts ForwardOptions) (*cgotorch.Tensor, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	o, err := t.forwardOptions("forward", opts)
 	if err != nil {
 		return nil, err
@@ -101,6 +104,9 @@ func (t *Table) Forward(ids *cgotorch.Tensor, opts ForwardOptions) (*cgotorch.Te
 // zero rows. Gradients reach the table as with Forward: Mean scales each occurrence's by
 // 1/|bag|, Max sends each column's to the row that holds the maximum.
 func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode, opts ForwardOptions) (*cgotorch.Tensor, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	o, err := t.forwardOptions("forward bag", opts)
 	if err != nil {
 		return nil, err
@@ -121,16 +127,27 @@ func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode,
 // whole (ErrBadInput) and stays pending (drop it with ZeroGrad). Ids deleted since their
 // lookup are inserted again, as Update does.
 func (t *Table) Step() error {
+	if t == nil {
+		return errNilTable
+	}
 	_, err := t.t.Step()
 	return wrap("step", t.name, err)
 }
 
 // ZeroGrad drops the pending gradients.
-func (t *Table) ZeroGrad() error { return wrap("zero grad", t.name, t.t.ZeroGrad()) }
+func (t *Table) ZeroGrad() error {
+	if t == nil {
+		return errNilTable
+	}
+	return wrap("zero grad", t.name, t.t.ZeroGrad())
+}
 
 // PendingGrad returns the pending gradients coalesced: the ids (ascending, int64 [M]) and the
 // sum of their gradients (float32 [M, Dim]), what the next Step applies.
 func (t *Table) PendingGrad() (ids, grads *cgotorch.Tensor, err error) {
+	if t == nil {
+		return nil, nil, errNilTable
+	}
 	ids, grads, err = t.t.PendingGrad()
 	return ids, grads, wrap("pending grad", t.name, err)
 }

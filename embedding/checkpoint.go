@@ -27,9 +27,11 @@ import (
 // removed. A process killed at any moment leaves manifest.json naming complete files.
 
 const (
-	manifestName    = "manifest.json"
-	manifestFormat  = "gorec-checkpoint"
-	manifestVersion = 1
+	manifestName   = "manifest.json"
+	manifestFormat = "gorec-checkpoint"
+	// manifestVersion is the version a save writes: 2 carries manifest_crc32c. Version 1 (no
+	// checksum, written before it) is still read.
+	manifestVersion = 2
 	tableFormat     = "gorec-table"
 	tableVersion    = "1"
 	// chunkBytes is the size of the buffers a save or load streams a table through.
@@ -48,6 +50,8 @@ type manifest struct {
 	Generation string       `json:"generation"`
 	Tables     []tableEntry `json:"tables"`
 	Files      []fileEntry  `json:"files"`
+	// Checksum is the CRC-32C of the manifest's canonical bytes (manifestSum); nil in version 1.
+	Checksum *uint32 `json:"manifest_crc32c,omitempty"`
 }
 
 // tableEntry describes one table of a checkpoint: its file and everything needed to rebuild it.
@@ -71,6 +75,12 @@ type tableEntry struct {
 	AdmitAfter  int64             `json:"admit_after"`
 	States      []string          `json:"states"`
 	Checksums   map[string]uint32 `json:"crc32c"`
+
+	// The table's place in its delta chain (Delta.Lineage, Delta.Seq), once it has a mark;
+	// absent before (and in manifests of an older gorec): the loaded table then starts at mark
+	// 0 of a lineage of its own, which takes whole-table deltas only.
+	DeltaLineage uint64 `json:"delta_lineage,omitempty"`
+	DeltaSeq     int64  `json:"delta_seq,omitempty"`
 }
 
 type fileEntry struct {
@@ -131,6 +141,9 @@ type SaveOptions struct {
 // SaveWithOptions is Save with options.
 func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	const op = "save"
+	if err := nilIn(op, tables); err != nil {
+		return err
+	}
 	files := o.Files
 	if o.Staged {
 		defer debug.FreeOSMemory() // the copies' memory goes back to the system at once
@@ -138,6 +151,11 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	gen := fmt.Sprintf("g%x%08x", time.Now().UnixNano(), rand.Uint32())
 	m := manifest{Format: manifestFormat, Version: manifestVersion, Generation: gen, Tables: []tableEntry{}, Files: []fileEntry{}}
 	var created []string
@@ -186,6 +204,11 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
 	}
+	sum, err := manifestSum(m)
+	if err != nil {
+		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	m.Checksum = &sum
 	js, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
@@ -270,8 +293,8 @@ func parseManifest(b []byte) (manifest, error) {
 	if m.Format != manifestFormat {
 		return m, corrupt(op, "", "manifest: format %q, want %q", m.Format, manifestFormat)
 	}
-	if m.Version != manifestVersion {
-		return m, corrupt(op, "", "manifest: version %d, this gorec reads version %d", m.Version, manifestVersion)
+	if err := checkManifestSum(m); err != nil {
+		return m, err
 	}
 	tables, files := map[string]bool{}, map[string]bool{}
 	for _, t := range m.Tables {
@@ -367,6 +390,9 @@ func validName(name string) error {
 // tracking starts over (the next delta is the whole table).
 func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) error) (err error) {
 	const op = "load"
+	if err := nilIn(op, tables); err != nil {
+		return err
+	}
 	m, err := readManifest(dir)
 	if err != nil {
 		return err

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,7 +86,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"FuzzLoadTable/lying-shape":   []byte(strings.Replace(string(table), `"shape":[`, `"shape":[1`, 1)),
 		"FuzzLoadTable/lying-offsets": []byte(strings.Replace(string(table), `"data_offsets":[0,`, `"data_offsets":[0,1`, 1)),
 		"FuzzManifest/valid":          man,
-		"FuzzManifest/bad-version":    []byte(strings.Replace(string(man), `"version": 1`, `"version": 9`, 1)),
+		"FuzzManifest/bad-version":    []byte(strings.Replace(string(man), `"version": 2`, `"version": 9`, 1)),
 	}
 	for name, b := range seeds {
 		path := "testdata/fuzz/" + name
@@ -98,3 +101,90 @@ func TestWriteFuzzSeeds(t *testing.T) {
 }
 
 func strconvQuote(b []byte) string { return strconv.Quote(string(b)) }
+
+// mutantLoads writes man, with byte pos xor-ed with x, as the manifest of dir (which holds the
+// checkpoint's files) and loads it: an error that is not ErrCorrupt, a load with contents or a
+// configuration other than want's, or a table left open is a failure.
+func mutantLoads(t *testing.T, dir string, man []byte, pos int, x byte, want tableDump, wantCfg embedding.Config) {
+	t.Helper()
+	b := append([]byte(nil), man...)
+	b[pos%len(b)] ^= x
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names := embedding.Names()
+	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-mutant" })
+	if err != nil {
+		if !errors.Is(err, embedding.ErrCorrupt) {
+			t.Fatalf("byte %d ^ %#x: Load: %v (not ErrCorrupt)", pos%len(b), x, err)
+		}
+		if got := embedding.Names(); !slices.Equal(got, names) {
+			t.Fatalf("byte %d ^ %#x: tables %v left open", pos%len(b), x, got)
+		}
+		return
+	}
+	for _, l := range loaded {
+		defer l.Close()
+	}
+	if len(loaded) != 1 {
+		t.Fatalf("byte %d ^ %#x: loaded %d tables", pos%len(b), x, len(loaded))
+	}
+	got := dump(t, loaded[0])
+	if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(loaded[0].Config(), wantCfg) {
+		t.Fatalf("byte %d ^ %#x (%q): loaded other contents or configuration: %+v", pos%len(b), x, b[pos%len(b)], loaded[0].Config())
+	}
+}
+
+// manifestMutants saves the fuzz seed table and returns its directory, manifest, dump and
+// configuration as loaded from the intact checkpoint.
+func manifestMutants(t testing.TB) (string, []byte, tableDump, embedding.Config) {
+	dir := t.TempDir()
+	a, err := embedding.New("fuzz-seed", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}, BlockRows: 4, Initializer: embedding.Zeros{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	train(t, a, rand.New(rand.NewPCG(7, 7)), 3, 6, 20)
+	if err := embedding.Save(dir, a); err != nil {
+		t.Fatal(err)
+	}
+	man, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-mutant" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loaded[0].Close()
+	return dir, man, dump(t, loaded[0]), loaded[0].Config()
+}
+
+// Flips of bits 0, 1 and 5 (digits into digits, letters into letters or their case) of a
+// manifest, at every byte, are refused (ErrCorrupt) or load the same table with the same
+// configuration (a flip the JSON does not see); FuzzManifestFlip tries any xor. Before the
+// manifest had a checksum, such flips loaded another learning rate, eps, seed, step, block size,
+// initializer or table name.
+func TestManifestBitFlips(t *testing.T) {
+	dir, man, want, cfg := manifestMutants(t)
+	bits := []byte{1, 2, 32}
+	if testing.Short() {
+		bits = bits[:1]
+	}
+	for pos := range man {
+		for _, x := range bits {
+			mutantLoads(t, dir, man, pos, x, want, cfg)
+		}
+	}
+}
+
+// FuzzManifestFlip: a valid checkpoint whose manifest has one byte xor-ed with any value is
+// refused (ErrCorrupt, nothing left open) or loads exactly the saved table.
+func FuzzManifestFlip(f *testing.F) {
+	dir, man, want, cfg := manifestMutants(f)
+	f.Add(uint16(10), byte(1))
+	f.Add(uint16(len(man)-3), byte(0x20))
+	f.Fuzz(func(t *testing.T, pos uint16, x byte) {
+		mutantLoads(t, dir, man, int(pos), x, want, cfg)
+	})
+}

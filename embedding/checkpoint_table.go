@@ -102,6 +102,9 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 		return stream(func(c *cgotorch.TableChunk) error {
 			if w == nil {
 				e.Rows, e.Counts, e.Step = c.TotalRows, c.TotalCounts, c.Step
+				if c.Chain.Seq > 0 { // (at mark 0 the lineage does not matter: see ApplyDelta)
+					e.DeltaLineage, e.DeltaSeq = c.Chain.Lineage, c.Chain.Seq
+				}
 				meta := map[string]string{"format": tableFormat, "version": tableVersion, "step": strconv.FormatInt(c.Step, 10)}
 				l, hdr, err := safetensors.Place(tableRegions(c.TotalRows, c.TotalCounts, cc.Dim, states, widths), meta)
 				if err != nil {
@@ -202,6 +205,11 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	if err := dst.SetAdmission(e.AdmitAfter); err != nil {
 		return wrap("load", e.Name, err)
 	}
+	if e.DeltaLineage != 0 {
+		if err := dst.SetDeltaChain(e.DeltaLineage, e.DeltaSeq); err != nil {
+			return fail("%w", err)
+		}
+	}
 	rd := newSTReader(f, l)
 	cr := chunkRows(cc.Dim, widths)
 	rows := make([]float32, cr*cc.Dim)
@@ -248,6 +256,9 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	}
 	if _, counted, err := dst.Admission(); err != nil || counted != e.Counts {
 		return fail("%d distinct admission ids for %d counts", counted, e.Counts)
+	}
+	if err := dst.Check(); err != nil {
+		return fail("%w", err)
 	}
 	return nil
 }

@@ -319,7 +319,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 		"header garbage":   {goodMan, edit(goodTF, func(b []byte) []byte { copy(b[8:], "{\"ids\":[1,2]"); return b })},
 		"shape lie":        {goodMan, edit(goodTF, func(b []byte) []byte { return []byte(strings.Replace(string(b), `"shape":[`, `"shape":[9`, 1)) })},
 		"wrong format":     {[]byte(strings.Replace(string(goodMan), "gorec-checkpoint", "gorec-checkpoinx", 1)), goodTF},
-		"wrong version":    {[]byte(strings.Replace(string(goodMan), `"version": 1`, `"version": 2`, 1)), goodTF},
+		"wrong version":    {[]byte(strings.Replace(string(goodMan), `"version": 2`, `"version": 3`, 1)), goodTF},
 		"rows lie":         {[]byte(strings.Replace(string(goodMan), `"rows": `, `"rows": 1`, 1)), goodTF},
 		"manifest garbage": {goodMan[:len(goodMan)/2], goodTF},
 		"table twice": {edit(goodMan, func(b []byte) []byte {

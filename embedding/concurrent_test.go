@@ -108,7 +108,11 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 						return
 					}
 				}
-			case 4: // export, whole or in chunks
+			case 4: // the invariants (Check), then an export, whole or in chunks
+				if err := tbl.Check(); err != nil {
+					fail(err)
+					return
+				}
 				if rng.Intn(2) == 0 {
 					last := int64(math.MinInt64)
 					err := tbl.ExportEach(16, func(c *embedding.ExportChunk) error {
@@ -180,6 +184,9 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 		}
 	})
 	errs.check(t)
+	if err := tbl.Check(); err != nil {
+		t.Fatal(err)
+	}
 	e := export(t, tbl)
 	if len(e.ids) != tbl.Len() {
 		t.Fatalf("export has %d ids, Len %d", len(e.ids), tbl.Len())

@@ -19,6 +19,8 @@ type Config struct {
 	// one given its Capacity up front has one).
 	BlockRows int
 	// Capacity is how many ids to make room for up front; the table grows beyond it as needed.
+	// At most 2^40; New refuses at once (ErrBadInput) a capacity whose rows and states (4
+	// bytes a float) and id map (32 bytes an id) exceed the machine's physical memory.
 	Capacity int
 	// Seed keys the initializer's generator.
 	Seed uint64

@@ -73,7 +73,9 @@
 // row); its Evict removes rows by TTL, KeepRecent (LRU), KeepFrequent (LFU) or MemoryBudget,
 // EvictIf by a predicate, and Compact gives the memory back. SetAdmission(k) gives an id a row only
 // at its k-th training lookup. Delta and ApplyDelta ship the rows changed and the ids deleted since
-// a mark, for serving or incremental checkpoints (ApplyDelta: all or nothing, deltas in order).
+// a mark, with the optimizer's parameters and the admission state, for serving or incremental
+// checkpoints (ApplyDelta: all or nothing, each delta once and in order: ErrIncompatible
+// otherwise). Check verifies a table's invariants; every load runs it.
 //
 // # Errors
 //
@@ -83,7 +85,8 @@
 // ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrDevice, ErrCorrupt,
 // ErrIncompatible or ErrInternal (use errors.Is), and the *cgotorch.Error it came from when there
 // is one. A failed call changes nothing: inputs are checked (dtype, rank, contiguity, sizes, NaN
-// and Inf) and every allocation is made before the table changes.
+// and Inf; an update whose result would overflow float32 is refused too) and every allocation
+// is made before the table changes. Nil tables and tensors are ErrBadInput.
 //
 // # Concurrency
 //

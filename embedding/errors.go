@@ -32,7 +32,8 @@ var (
 	// that do not add up, checksum mismatch). Nothing was loaded.
 	ErrCorrupt = errors.New("embedding: corrupt checkpoint")
 	// ErrIncompatible: a checkpoint's table does not fit the table it is loaded into (dim,
-	// optimizer, layout, block rows). Nothing was loaded.
+	// optimizer, layout, block rows), or a delta does not fit the table it is applied to (another
+	// optimizer, or not the next delta of the table's chain: see ApplyDelta). Nothing changed.
 	ErrIncompatible = errors.New("embedding: incompatible checkpoint")
 )
 
@@ -74,6 +75,8 @@ func wrap(op, table string, err error) error {
 		kind = ErrUnknownPrefetch
 	case errors.Is(err, cgotorch.ErrDevice):
 		kind = ErrDevice
+	case errors.Is(err, cgotorch.ErrIncompatible):
+		kind = ErrIncompatible
 	}
 	return &Error{Op: op, Table: table, Kind: kind, Err: err}
 }

@@ -83,6 +83,9 @@ func TestEvictWhileTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		evicted += m
+		if err := tbl.Check(); err != nil { // (while the workers train)
+			t.Fatal(err)
+		}
 	}
 	errs.check(t)
 	var held int64

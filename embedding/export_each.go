@@ -31,6 +31,9 @@ type ChunkState struct {
 // comes back as an ErrInternal error. For pushing a large table to a serving store, or writing
 // it in a format of one's own.
 func (t *Table) ExportEach(chunkRows int, fn func(*ExportChunk) error) error {
+	if t == nil {
+		return errNilTable
+	}
 	const op = "export each"
 	if chunkRows <= 0 {
 		return badInput(op, t.name, "chunkRows must be > 0, got %d", chunkRows)

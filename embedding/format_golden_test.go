@@ -3,6 +3,7 @@ package embedding_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -38,17 +39,34 @@ func goldenTable(t *testing.T) *embedding.Table {
 	return tbl
 }
 
-// withoutGeneration is a manifest with its generation prefix replaced by "G".
+// withoutGeneration is a manifest with its generation prefix replaced by "G" and its checksum
+// (which covers the generation) by 0.
 func withoutGeneration(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m struct{ Generation string }
-	if err := json.Unmarshal(b, &m); err != nil || m.Generation == "" {
-		t.Fatalf("%s: generation %q, %v", path, m.Generation, err)
+	var m struct {
+		Generation string
+		Checksum   uint32 `json:"manifest_crc32c"`
 	}
-	return strings.ReplaceAll(string(b), m.Generation, "G")
+	if err := json.Unmarshal(b, &m); err != nil || m.Generation == "" || m.Checksum == 0 {
+		t.Fatalf("%s: generation %q, checksum %d, %v", path, m.Generation, m.Checksum, err)
+	}
+	s := strings.Replace(string(b), fmt.Sprintf(`"manifest_crc32c": %d`, m.Checksum), `"manifest_crc32c": 0`, 1)
+	return strings.ReplaceAll(s, m.Generation, "G")
+}
+
+// A checkpoint of format version 1 (before the manifest carried a checksum), written by an
+// earlier gorec, still loads with the same contents.
+func TestGoldenCheckpointVersion1(t *testing.T) {
+	want := goldenTable(t)
+	loaded, err := embedding.LoadRenamed(filepath.Join(goldenDir, "checkpoint-v1"), func(s string) string { return s + "-v1" })
+	if err != nil {
+		t.Fatalf("loading a version 1 checkpoint: %v", err)
+	}
+	defer loaded[0].Close()
+	sameDump(t, "version 1 checkpoint", dump(t, loaded[0]), dump(t, want))
 }
 
 func TestGoldenCheckpoint(t *testing.T) {
@@ -86,8 +104,10 @@ func TestGoldenCheckpoint(t *testing.T) {
 	}
 }
 
+// TestGoldenDelta: a delta without a chain (version 1, the format of an earlier gorec) and one
+// with its chain and table-wide state (version 2).
 func TestGoldenDelta(t *testing.T) {
-	d := &embedding.Delta{
+	v1 := &embedding.Delta{
 		IDs:     []int64{-3, 7, 42},
 		Rows:    []float32{1, -2, 0.5, 4, 1e-3, -7},
 		States:  [][]float32{{0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, {9, 8, 7}},
@@ -95,23 +115,29 @@ func TestGoldenDelta(t *testing.T) {
 		Deleted: []int64{5, 11},
 		Step:    17,
 	}
-	path := filepath.Join(goldenDir, "delta.safetensors")
-	if writeGolden() {
-		if err := embedding.WriteDelta(path, d, 2); err != nil {
+	v2 := *v1
+	v2.Optimizer, v2.Lineage, v2.Base, v2.Seq = "sgd", 0xfedcba9876543210, 4, 5
+	v2.OptParams = [8]float64{0.1, 0.9, 0.25, 1e-8, 0, 0, 0, 0}
+	v2.AdmitAfter, v2.CountIDs, v2.Counts = 3, []int64{-8, 100}, []int64{2, 0}
+	for file, d := range map[string]*embedding.Delta{"delta.safetensors": v1, "delta-v2.safetensors": &v2} {
+		path := filepath.Join(goldenDir, file)
+		if writeGolden() {
+			if err := embedding.WriteDelta(path, d, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, dim, err := embedding.ReadDelta(path)
+		if err != nil || dim != 2 || !reflect.DeepEqual(got, d) {
+			t.Fatalf("%s: ReadDelta of an earlier gorec's file: %+v, dim %d, %v; want %+v", file, got, dim, err, d)
+		}
+		again := filepath.Join(t.TempDir(), "delta")
+		if err := embedding.WriteDelta(again, d, 2); err != nil {
 			t.Fatal(err)
 		}
-	}
-	got, dim, err := embedding.ReadDelta(path)
-	if err != nil || dim != 2 || !reflect.DeepEqual(got, d) {
-		t.Fatalf("ReadDelta of an earlier gorec's file: %+v, dim %d, %v; want %+v", got, dim, err, d)
-	}
-	again := filepath.Join(t.TempDir(), "delta")
-	if err := embedding.WriteDelta(again, d, 2); err != nil {
-		t.Fatal(err)
-	}
-	gb, _ := os.ReadFile(path)
-	ab, _ := os.ReadFile(again)
-	if len(gb) == 0 || !bytes.Equal(gb, ab) {
-		t.Errorf("WriteDelta wrote %d bytes that differ from the golden file's %d", len(ab), len(gb))
+		gb, _ := os.ReadFile(path)
+		ab, _ := os.ReadFile(again)
+		if len(gb) == 0 || !bytes.Equal(gb, ab) {
+			t.Errorf("%s: WriteDelta wrote %d bytes that differ from the golden file's %d", file, len(ab), len(gb))
+		}
 	}
 }

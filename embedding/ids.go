@@ -30,6 +30,9 @@ func (t *Table) rowsTensor(op string, n int, v []float32) (*cgotorch.Tensor, err
 
 // LookupIDs is Lookup for ids given as a slice.
 func (t *Table) LookupIDs(ids []int64) (*cgotorch.Tensor, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	k, err := t.idsTensor("lookup", ids)
 	if err != nil {
 		return nil, err
@@ -40,6 +43,9 @@ func (t *Table) LookupIDs(ids []int64) (*cgotorch.Tensor, error) {
 
 // IndicesIDs is Indices for ids given as a slice.
 func (t *Table) IndicesIDs(ids []int64, insert bool) ([]int64, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	k, err := t.idsTensor("indices", ids)
 	if err != nil {
 		return nil, err
@@ -56,6 +62,9 @@ func (t *Table) IndicesIDs(ids []int64, insert bool) ([]int64, error) {
 
 // ReadIDs is Read for ids given as a slice; found comes back as a slice.
 func (t *Table) ReadIDs(ids []int64) (rows *cgotorch.Tensor, found []bool, err error) {
+	if t == nil {
+		return nil, nil, errNilTable
+	}
 	k, err := t.idsTensor("read", ids)
 	if err != nil {
 		return nil, nil, err
@@ -76,6 +85,9 @@ func (t *Table) ReadIDs(ids []int64) (rows *cgotorch.Tensor, found []bool, err e
 
 // WriteIDs is Write for ids and row-major values (len(ids) * Dim) given as slices.
 func (t *Table) WriteIDs(ids []int64, values []float32) error {
+	if t == nil {
+		return errNilTable
+	}
 	k, err := t.idsTensor("write", ids)
 	if err != nil {
 		return err
@@ -91,6 +103,9 @@ func (t *Table) WriteIDs(ids []int64, values []float32) error {
 
 // UpdateIDs is Update for ids and row-major gradients (len(ids) * Dim) given as slices.
 func (t *Table) UpdateIDs(ids []int64, grads []float32) error {
+	if t == nil {
+		return errNilTable
+	}
 	k, err := t.idsTensor("update", ids)
 	if err != nil {
 		return err
@@ -106,6 +121,9 @@ func (t *Table) UpdateIDs(ids []int64, grads []float32) error {
 
 // DeleteIDs is Delete for ids given as a slice.
 func (t *Table) DeleteIDs(ids []int64) (int, error) {
+	if t == nil {
+		return 0, errNilTable
+	}
 	k, err := t.idsTensor("delete", ids)
 	if err != nil {
 		return 0, err
@@ -116,6 +134,9 @@ func (t *Table) DeleteIDs(ids []int64) (int, error) {
 
 // PrefetchIDs is Prefetch for ids given as a slice.
 func (t *Table) PrefetchIDs(ids []int64) (*Prefetch, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	k, err := t.idsTensor("prefetch", ids)
 	if err != nil {
 		return nil, err

@@ -36,11 +36,20 @@ func KeepRecent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLRU, int64
 // smaller id.
 func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int64(n), true} }
 
-// MemoryBudget keeps the most recently seen rows that fit bytes, counting each row's floats,
-// metadata and 32 bytes of id map; the eviction then compacts the table, rebuilding the id map
-// smaller where it holds more than that, so that Stats().Bytes falls (blocks are whole, so it
-// lands within a block of rows of the budget). If the compaction cannot get its memory, the
-// eviction still stands and the table stays uncompacted until a Compact succeeds.
+// MemoryBudget keeps the most recently seen rows that fit bytes, counting per row:
+//
+//	4 * (Dim + the optimizer states' widths)   the row and its states (Dim each; RowWiseAdagrad's: 1)
+//	+ 8                                        last step and frequency (TrackAccess, which it needs)
+//	+ 4                                        once deltas are marked (Delta(true))
+//	+ 8                                        SGD with momentum: the row's momentum stamp
+//	+ 32                                       the id map
+//
+// e.g. 168 bytes for Dim 16 with Adagrad, 304 for Dim 64 with RowWiseAdagrad after a mark.
+// The eviction then compacts the table, rebuilding the id map smaller where it holds more than
+// 32 bytes an id, so that Stats().Bytes falls (blocks are whole, so it lands within a block of
+// rows of the budget), and gives the freed memory back to the system as Compact does. If the
+// compaction cannot get its memory, the eviction still stands and the table stays uncompacted
+// until a Compact succeeds.
 func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{cgotorch.EvictBytes, bytes, true} }
 
 // Evicted are the ids an eviction removed, ascending, with their rows as they were (nil
@@ -69,6 +78,9 @@ func (e *Evicted) Close() {
 // under the exclusive lock. Row memory is reused by later inserts; Compact returns it
 // (MemoryBudget compacts by itself, in the same exclusive section).
 func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	if !p.set {
 		return nil, badInput("evict", t.name, "EvictPolicy{} is no policy: build one with TTL, KeepRecent, KeepFrequent or MemoryBudget")
 	}
@@ -84,6 +96,9 @@ func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 // their ids (ascending) and rows as they were when removed: a row trained between the export
 // and the removal stays, as with Evict. evict runs with no lock held and may use the table.
 func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	const op = "evict"
 	ids, last, freq, err := t.metadata(op)
 	if err != nil {
@@ -119,6 +134,9 @@ func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicte
 // later step, still more than 2^31 steps back; see cgotorch.h) and frequencies saturate at
 // 2^32 - 1.
 func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
+	if t == nil {
+		return nil, nil, nil, errNilTable
+	}
 	return t.metadata("metadata")
 }
 
@@ -141,22 +159,38 @@ func (t *Table) metadata(op string) (ids, lastStep, frequency []int64, err error
 }
 
 // Compact moves the live rows into the lowest row indices and frees the storage blocks above them,
-// so that Stats().Bytes falls after evictions. Only the rows at or above the new Len move (into
+// so that Stats().Bytes falls after evictions, and returns the freed memory to the system (on
+// glibc it also trims the C heap, malloc_trim, where the per-row metadata, the id map and the
+// scratch of earlier operations were freed: without that, glibc kept about 110 MB of a 2M-id
+// table in its free lists after evicting 90% of it). Only the rows at or above the new Len move (into
 // indices freed below it), so its cost follows the deletions, not the table; the id map is rebuilt
 // smaller when it has room for over twice the ids it holds (after a quarter or more of them went; a
 // Capacity reserved in the Config goes then too). Row indices (Indices) change.
-func (t *Table) Compact() error { return wrap("compact", t.name, t.t.Compact()) }
+func (t *Table) Compact() error {
+	if t == nil {
+		return errNilTable
+	}
+	return wrap("compact", t.name, t.t.Compact())
+}
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,
 // across batches) before it gets a row: until then lookups give zero rows, Forward's gradient
-// for it is dropped and Update ignores it. k <= 1 admits every id at once (the default) and
-// forgets the counts. The counts are part of checkpoints.
+// for it is dropped (also when the id is admitted between the backward pass and the Step: the
+// gradient was taken against a zero row, not the id's) and Update ignores it. k <= 1 admits
+// every id at once (the default) and forgets the counts. The counts are part of checkpoints
+// and of deltas.
 func (t *Table) SetAdmission(k int) error {
+	if t == nil {
+		return errNilTable
+	}
 	return wrap("set admission", t.name, t.t.SetAdmission(int64(k)))
 }
 
 // Admission returns the admission threshold and how many ids are being counted.
 func (t *Table) Admission() (k, counted int, err error) {
+	if t == nil {
+		return 0, 0, errNilTable
+	}
 	a, b, err := t.t.Admission()
 	return int(a), int(b), wrap("admission", t.name, err)
 }
@@ -175,6 +209,25 @@ type Delta struct {
 	// older than the field. ApplyDelta refuses a delta of another optimizer: the states of SGD
 	// with momentum and of Adagrad, or of SparseAdam, AdamW and FTRL, have the same shapes.
 	Optimizer string
+
+	// The delta's place in its table's chain of deltas. A table has a lineage (a random
+	// non-zero id) and counts its marks in it; a delta follows mark Base (0: the delta is the
+	// whole table) and brings a copy to mark Seq (Base + 1 if the delta set a mark, else
+	// Base). The first mark of a table that tracks no changes (new, or loaded) starts a new
+	// lineage. Lineage 0: a delta without a chain (a file of version 1, an older gorec).
+	Lineage   uint64
+	Base, Seq int64
+
+	// The table-wide state the next operations read: the optimizer's parameters as
+	// checkpoints store them (OptParams[0] is the learning rate, SetLR's), the admission
+	// threshold, and the admission counts changed since Base (Counts[i] of CountIDs[i], ids
+	// ascending; 0: the id is no longer counted), or, with CountsReplace, every count of the
+	// table (before the first mark, say).
+	OptParams     [8]float64
+	AdmitAfter    int64
+	CountsReplace bool
+	CountIDs      []int64
+	Counts        []int64
 }
 
 // Delta returns the changes since the last mark (before the first mark: the whole table);
@@ -201,7 +254,9 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 	if err != nil {
 		return nil, wrap(op, t.name, err)
 	}
-	out := &Delta{Step: d.Step, Optimizer: optNames[cc.Optimizer]}
+	out := &Delta{Step: d.Step, Optimizer: optNames[cc.Optimizer], Lineage: d.Chain.Lineage, Base: d.Chain.Base, Seq: d.Chain.Seq,
+		OptParams: d.State.OptParams, AdmitAfter: d.State.AdmitAfter, CountsReplace: d.State.CountsReplace,
+		CountIDs: d.State.CountIDs, Counts: d.State.Counts}
 	if out.IDs, err = cgotorch.ToSlice[int64](d.IDs); err == nil {
 		if out.Rows, err = cgotorch.ToSlice[float32](d.Rows); err == nil {
 			if out.Meta, err = cgotorch.ToSlice[int64](d.Meta); err == nil {
@@ -223,11 +278,23 @@ func (t *Table) Delta(mark bool) (*Delta, error) {
 	return out, nil
 }
 
-// ApplyDelta applies d to t (a copy of the delta's table at the previous mark, with the same
+// ApplyDelta applies d to t (a copy of the delta's table at mark d.Base, with the same
 // configuration), all or nothing: the deletions, then the rows with their states and metadata,
-// then the step. Deltas apply in the order they were taken: one older than t (its Step below
-// t's step counter) is refused with ErrBadInput, as is malformed input; a delta of another
-// optimizer (Delta.Optimizer, when set) with ErrIncompatible; t is then unchanged.
+// the step, the optimizer's parameters (the learning rate of SetLR too), the admission
+// threshold and counts, and t's place in the chain (d.Lineage, d.Seq). So base + deltas, then
+// the same operations on both, stay bit for bit the table.
+//
+// Deltas apply in the order they were taken, each once: one that does not follow t's mark in
+// its lineage (skipped, repeated, reordered, or of another table) is refused with
+// ErrIncompatible; a whole-table delta (Base 0) applies only to a table at mark 0 (new, or
+// loaded from a checkpoint taken before its table's first mark), whose contents it replaces
+// (ids it lacks go: it has no deletions). A copy takes its place in the
+// chain from the deltas it applies and from the checkpoint it was loaded from. Unmarked deltas
+// (Delta(false)) do not move the mark: any number of them, then the next marked one, apply.
+// A delta without a chain (Lineage 0: version 1 files) is applied with no chain check, only
+// refused if older than t (its Step below t's step counter, ErrBadInput), and leaves the
+// parameters, admission state and chain of t as they are. Malformed input is ErrBadInput; a
+// delta of another optimizer (Delta.Optimizer, when set) ErrIncompatible; t is then unchanged.
 func (t *Table) ApplyDelta(d *Delta) error {
 	const op = "apply delta"
 	if d == nil {
@@ -252,5 +319,11 @@ func (t *Table) ApplyDelta(d *Delta) error {
 		last[i], freq[i], stamp[i] = d.Meta[3*i], d.Meta[3*i+1], d.Meta[3*i+2]
 	}
 	r := cgotorch.TableRows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp}
-	return wrap(op, t.name, t.t.ApplyDelta(d.Step, d.Deleted, r))
+	chain := cgotorch.DeltaChain{Lineage: d.Lineage, Base: d.Base, Seq: d.Seq}
+	st := cgotorch.DeltaState{OptParams: d.OptParams, AdmitAfter: d.AdmitAfter, CountsReplace: d.CountsReplace, CountIDs: d.CountIDs, Counts: d.Counts}
+	err := t.t.ApplyDelta(d.Step, d.Deleted, r, chain, st)
+	if err == nil && d.Lineage != 0 {
+		t.refresh() // (the learning rate may have changed)
+	}
+	return wrap(op, t.name, err)
 }

@@ -927,8 +927,8 @@ func TestApplyDeltaOfAnotherOptimizer(t *testing.T) {
 		}
 	}
 	sameDump(t, "after the refused deltas", dump(t, dst), before)
-	// A delta without the field (an older file) is taken as before.
-	d.Optimizer = ""
+	// A delta without the field (an older file, which has no chain either) is taken as before.
+	d.Optimizer, d.Lineage = "", 0
 	if err := dst.ApplyDelta(d); err != nil {
 		t.Errorf("a delta without an optimizer: %v", err)
 	}

@@ -88,4 +88,7 @@ func lookupWhileDeleting(t *testing.T, admit int) {
 	for err := range errc {
 		t.Fatal(err)
 	}
+	if err := tbl.Check(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -12,15 +12,21 @@ package embedding
 // Delta (nothing happens when the rate does not change). The other optimizers change nothing
 // but the rate.
 func (t *Table) SetLR(lr float64) error {
+	if t == nil {
+		return errNilTable
+	}
 	if err := t.t.SetLR(lr); err != nil {
 		return wrap("set lr", t.name, err)
 	}
-	t.refreshOptimizer()
+	t.refresh()
 	return nil
 }
 
 // LR is the learning rate of the table's optimizer (FTRL's Alpha; 0 without an optimizer).
 func (t *Table) LR() float64 {
+	if t == nil {
+		return 0
+	}
 	switch o := t.Config().Optimizer.(type) {
 	case SGD:
 		return o.LR

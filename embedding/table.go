@@ -41,7 +41,8 @@ var configs = struct {
 	m map[string]*tableState
 }{m: map[string]*tableState{}}
 
-// New creates a table and registers it under name (ErrNameTaken if an open table has it).
+// New creates a table and registers it under name (ErrNameTaken if an open table has it): 1 to
+// 255 bytes, no control characters or NUL bytes (ErrBadInput).
 func New(name string, cfg Config) (*Table, error) {
 	cfg, cc, err := cfg.resolve(name)
 	if err != nil {
@@ -56,7 +57,7 @@ func New(name string, cfg Config) (*Table, error) {
 	st := newState(cfg)
 	configs.m[name] = st
 	tbl := &Table{t: t, name: name, st: st}
-	tbl.refreshOptimizer() // the optimizer's defaults filled in
+	tbl.refresh() // the optimizer's defaults filled in
 	return tbl, nil
 }
 
@@ -90,29 +91,52 @@ func UpdateByName(name string, ids, grads *cgotorch.Tensor) error {
 }
 
 // Name is the table's name.
-func (t *Table) Name() string { return t.name }
+func (t *Table) Name() string {
+	if t == nil {
+		return ""
+	}
+	return t.name
+}
 
 // Dim is the width of the table's rows.
-func (t *Table) Dim() int { return t.conf().Dim }
+func (t *Table) Dim() int {
+	if t == nil {
+		return 0
+	}
+	return t.conf().Dim
+}
 
 // Config is the table's configuration with the defaults filled in, and the optimizer's learning
-// rate as it is now (SetLR).
-func (t *Table) Config() Config { return t.conf() }
+// rate as it is now (SetLR). The initializer, seed and optimizer are read from the table itself,
+// so they stay true after anything that replaces its contents (LoadInto, a swap of its rows).
+func (t *Table) Config() Config {
+	if t == nil {
+		return Config{}
+	}
+	t.refresh()
+	return t.conf()
+}
 
-// refreshOptimizer sets the shared Config's optimizer from the C table's (every parameter, the
-// defaults filled in, the learning rate as it is now); a closed table keeps what it had.
-func (t *Table) refreshOptimizer() {
+// refresh sets the shared Config's initializer, seed and optimizer from the C table's (every
+// parameter, the defaults filled in, the learning rate as it is now); a closed table keeps what
+// it had.
+func (t *Table) refresh() {
 	cc, err := t.t.Config()
 	if err != nil {
 		return
 	}
 	cfg := t.conf()
+	cfg.Initializer = initializerOf(cc.Init, cc.InitParams)
+	cfg.Seed = cc.Seed
 	cfg.Optimizer = optimizerOf(cc.Optimizer, cc.OptParams)
 	t.st.cfg.Store(&cfg)
 }
 
 // Len is the number of ids in the table (0 once it is closed).
 func (t *Table) Len() int {
+	if t == nil {
+		return 0
+	}
 	st, err := t.t.Stats()
 	if err != nil {
 		return 0
@@ -131,6 +155,9 @@ type Stats struct {
 
 // Stats describes the table.
 func (t *Table) Stats() (Stats, error) {
+	if t == nil {
+		return Stats{}, errNilTable
+	}
 	st, err := t.t.Stats()
 	if err != nil {
 		return Stats{}, wrap("stats", t.name, err)
@@ -141,6 +168,9 @@ func (t *Table) Stats() (Stats, error) {
 // Close closes the table for every handle: it waits for the operations in flight, frees the
 // table's memory and its name; later calls fail with ErrClosed. Closing twice is fine.
 func (t *Table) Close() error {
+	if t == nil {
+		return nil
+	}
 	err := t.t.Close() // (not under configs' lock: it waits for the operations in flight)
 	configs.Lock()
 	defer configs.Unlock()
@@ -162,6 +192,9 @@ func isOpen(name string) bool {
 
 // Lookup returns the rows of ids, inserting (and initialising) the ids not yet in the table.
 func (t *Table) Lookup(ids *cgotorch.Tensor) (*cgotorch.Tensor, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	r, err := t.t.Lookup(ids)
 	return r, wrap("lookup", t.name, err)
 }
@@ -170,6 +203,9 @@ func (t *Table) Lookup(ids *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 // (as Lookup does); without, they give -1. Indices are contiguous from 0; those of deleted ids
 // are reused.
 func (t *Table) Indices(ids *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	r, err := t.t.Indices(ids, insert)
 	return r, wrap("indices", t.name, err)
 }
@@ -177,36 +213,56 @@ func (t *Table) Indices(ids *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, er
 // Read returns the rows of ids without inserting anything: ids not in the table get the
 // Config's ReadDefault row. found (bool [N]) says which ids were present.
 func (t *Table) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error) {
+	if t == nil {
+		return nil, nil, errNilTable
+	}
 	rows, found, err = t.t.Read(ids, t.conf().ReadDefault.c())
 	return rows, found, wrap("read", t.name, err)
 }
 
 // Write sets the rows of ids to values, inserting absent ids (their optimizer state starts
 // fresh; present ids keep theirs). For a repeated id the last occurrence wins. Values with NaN
-// or Inf are rejected (ErrBadInput).
+// or Inf, or of magnitude 2^64 (1.8446744e19) or more, are rejected (ErrBadInput): below that
+// bound a value's square is a finite float32, as optimizer steps and norms need.
 func (t *Table) Write(ids, values *cgotorch.Tensor) error {
+	if t == nil {
+		return errNilTable
+	}
 	return wrap("write", t.name, t.t.Write(ids, values))
 }
 
 // Update applies one step of the table's optimizer with grads for ids: the gradients of
 // repeated ids are summed first, ids not in the table are inserted first. A batch holding a NaN
 // or Inf gradient is rejected as a whole (ErrBadInput) and changes nothing: one bad example
-// must not poison the rows of a batch, and no partial update is hidden from the caller. An
-// Update with no ids still counts as a step.
+// must not poison the rows of a batch, and no partial update is hidden from the caller. So is
+// one whose result would overflow float32 (a row or an optimizer state NaN or Inf: Adagrad's
+// sum after a gradient of 1e20, say), which no checkpoint could hold. An Update with no ids
+// still counts as a step.
 func (t *Table) Update(ids, grads *cgotorch.Tensor) error {
+	if t == nil {
+		return errNilTable
+	}
 	return wrap("update", t.name, t.t.Update(ids, grads))
 }
 
 // Delete removes ids and returns how many were present. A deleted id's row and optimizer state
 // are gone: if it comes back, it starts from its initial value with fresh state.
 func (t *Table) Delete(ids *cgotorch.Tensor) (int, error) {
+	if t == nil {
+		return 0, errNilTable
+	}
 	n, err := t.t.Delete(ids)
 	return int(n), wrap("delete", t.name, err)
 }
 
 // Clear removes every id and the admission counts. The allocated blocks and the step counter
 // are kept.
-func (t *Table) Clear() error { return wrap("clear", t.name, t.t.Clear()) }
+func (t *Table) Clear() error {
+	if t == nil {
+		return errNilTable
+	}
+	return wrap("clear", t.name, t.t.Clear())
+}
 
 // State is one optimizer state of an Export.
 type State struct {
@@ -237,6 +293,9 @@ func (s *Snapshot) Close() {
 // Export returns a consistent snapshot: every id (ascending), its row and optimizer states, as
 // of one moment between operations. Tensors are on the table's device.
 func (t *Table) Export() (*Snapshot, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	s, err := t.t.Export()
 	if err != nil {
 		return nil, wrap("export", t.name, err)
@@ -271,6 +330,9 @@ const pollInterval = 10 * time.Millisecond
 // Wait returns them. A Prefetch that is never waited for is discarded when it becomes
 // unreachable (or call Discard).
 func (t *Table) Prefetch(ids *cgotorch.Tensor) (*Prefetch, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
 	id, err := t.t.Prefetch(ids, t.conf().ReadDefault.c())
 	if err != nil {
 		return nil, wrap("prefetch", t.name, err)

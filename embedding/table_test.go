@@ -194,6 +194,9 @@ func TestChurnKeepsRowsAFunctionOfID(t *testing.T) {
 				continue
 			}
 			lookup(t, tbl, batch...)
+			if err := tbl.Check(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		e := export(t, tbl)
 		if len(e.ids) == 0 {

@@ -7,10 +7,13 @@
 # The seed corpus is embedding/testdata/fuzz (plain `go test` runs the seeds).
 .PHONY: fuzz-checkpoint
 FUZZTIME ?= 300000x
+# FuzzManifestFlip loads a whole checkpoint per input (about a millisecond): fewer of them.
+FUZZFLIPTIME ?= 20000x
 
 fuzz-checkpoint: deps
 	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzLoadTable$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./embedding -run '^$$' -fuzz '^FuzzManifestFlip$$' -fuzztime $(FUZZFLIPTIME)
 	$(GO) test ./internal/safetensors -run '^$$' -fuzz '^FuzzReadHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./nn -run '^$$' -fuzz '^FuzzOptimizerLoadState$$' -fuzztime $(FUZZTIME)
 

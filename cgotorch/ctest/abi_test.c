@@ -1,7 +1,9 @@
 /* abi_test.c: exercises the C ABI directly (creation, ops, errors, frees), as a C99 program.
  * Built and run under AddressSanitizer and UndefinedBehaviorSanitizer by `make sanitize`. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cgotorch.h"
 #include "check.h"
@@ -289,6 +291,7 @@ static void free_error_null(void) { ct_error_free(NULL); }
 static void free_string_null(void) { ct_string_free(NULL); }
 static void free_tensor_null(void) { ct_tensor_free(NULL); }
 static void free_table_null(void) { ct_table_free(NULL); }
+static void free_dist_group_null(void) { ct_dist_group_free(NULL); }
 static const struct {
   const char *name;
   void (*call_with_null)(void);
@@ -297,6 +300,7 @@ static const struct {
     {"ct_string_free", free_string_null},
     {"ct_tensor_free", free_tensor_null},
     {"ct_table_free", free_table_null},
+    {"ct_dist_group_free", free_dist_group_null},
 };
 #define NUM_FREE_FUNCTIONS ((int)(sizeof free_functions / sizeof free_functions[0]))
 
@@ -421,9 +425,11 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_save(h, 4, never_sink, (uintptr_t)&calls), "closed: "));
     CHECK(fails_with(ct_table_export_chunks(h, 4, never_sink, (uintptr_t)&calls), "closed: "));
     CHECK(fails_with(ct_table_import(h, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL), "closed: "));
-    CHECK(fails_with(ct_table_apply_delta(h, 0, 0, NULL, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL),
+    CHECK(fails_with(ct_table_apply_delta(h, 0, 0, NULL, 2, idv, rowsv, NULL, NULL, NULL, NULL, NULL, NULL),
                      "closed: "));
     CHECK(fails_with(ct_table_set_step(h, 1), "closed: "));
+    CHECK(fails_with(ct_table_set_delta_chain(h, 1, 0), "closed: "));
+    CHECK(fails_with(ct_table_check(h), "closed: "));
     CHECK(fails_with(ct_table_swap(h, live), "closed: "));
     CHECK(fails_with(ct_table_swap(live, h), "closed: "));
     CHECK(fails_with(ct_table_set_admission(h, 2), "closed: "));
@@ -435,7 +441,7 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_remove(&a, &b, h, keys), "closed: "));
     CHECK(fails_with(ct_table_remove_unchanged(&a, &b, h, keys, keys, keys), "closed: "));
     CHECK(fails_with(ct_table_compact(h), "closed: "));
-    CHECK(fails_with(ct_table_delta(&a, &b, st, 2, &c, &d, &i64, h, 1), "closed: "));
+    CHECK(fails_with(ct_table_delta(&a, &b, st, 2, &c, &d, &i64, NULL, NULL, NULL, h, 1), "closed: "));
     if (which == 0) CHECK(fails_with(ct_table_name(&str, h), "closed: "));
     CHECK(a == S && b == S && c == S && d == S && e == S && st[0] == S && st[1] == S);
     CHECK(i64 == -7 && j64 == -7 && i32 == -7 && str == (char *)&mark);
@@ -588,8 +594,8 @@ static void test_errors_leave_outputs(void) {
   CHECK(fails_with(ct_table_indices(&a, t, x, 1), "int64"));
   CHECK(fails_with(ct_table_export(&a, &b, st, 0, &i64, t), "room"));
   CHECK(fails_with(ct_table_export(&a, &b, NULL, 1, &i64, t), "NULL"));
-  CHECK(fails_with(ct_table_delta(&a, &b, st, 0, &c, &d, &i64, t, 1), "room"));
-  CHECK(fails_with(ct_table_delta(&a, &b, NULL, 1, &c, &d, &i64, t, 1), "NULL"));
+  CHECK(fails_with(ct_table_delta(&a, &b, st, 0, &c, &d, &i64, NULL, NULL, NULL, t, 1), "room"));
+  CHECK(fails_with(ct_table_delta(&a, &b, NULL, 1, &c, &d, &i64, NULL, NULL, NULL, t, 1), "NULL"));
   CHECK(fails_with(ct_table_evict(&a, &b, &i64, t, 99, 1), "invalid argument: "));
   CHECK(fails_with(ct_table_metadata(&a, &b, &c, t), "invalid argument: "));
   CHECK(fails_with(ct_table_remove_unchanged(&a, &b, t, keys, keys, keys), "invalid argument: "));
@@ -653,7 +659,7 @@ static void test_empty_with_null_pointers(void) {
   CHECK(ok(ct_table_lookup_into(NULL, 0, t, NULL, 0)));
   CHECK(ok(ct_table_read_into(NULL, 0, NULL, t, NULL, 0, CT_READ_INITIAL)));
   CHECK(ok(ct_table_import(t, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
-  CHECK(ok(ct_table_apply_delta(t, 0, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_apply_delta(t, 0, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
   CHECK(ok(ct_table_import_counts(t, 0, NULL, NULL)));
   CHECK(ok(ct_table_lookup(&r, t, k)));
   CHECK(ok(ct_table_read(&f, NULL, t, k, CT_READ_ZEROS)));
@@ -665,7 +671,7 @@ static void test_empty_with_null_pointers(void) {
   ct_tensor_free(rows);
   ct_tensor_free(st);
   ids = rows = st = NULL;
-  CHECK(ok(ct_table_delta(&ids, &rows, &st, 1, &meta, &del, NULL, t, 1)));
+  CHECK(ok(ct_table_delta(&ids, &rows, &st, 1, &meta, &del, NULL, NULL, NULL, NULL, t, 1)));
   ct_tensor_free(ids);
   ct_tensor_free(rows);
   ct_tensor_free(st);
@@ -691,6 +697,76 @@ static void test_empty_with_null_pointers(void) {
   CHECK(ct_live_handles() == handles);
 }
 
+/* A process group of one rank over a FileStore: every collective, the errors of bad handles and
+ * arguments (out-parameters untouched, the group still usable), and the frees. */
+static void test_dist_group(void) {
+  static char mark;
+  char path[128];
+  int64_t handles = ct_live_handles();
+  int32_t binds = -1;
+  ct_dist_config cfg;
+  ct_dist_group g = NULL, none = (ct_dist_group)&mark;
+  ct_tensor x = NULL, r = NULL, keep = (ct_tensor)&mark;
+  int64_t shape[2] = {2, 2}, send[1] = {2}, recv[1] = {-1}, bad_send[1] = {3};
+  float v[4] = {1, 2, 3, 4}, got[4] = {0, 0, 0, 0};
+  sprintf(path, "/tmp/gorec_abi_dist_%lu_%d", (unsigned long)time(NULL), rand());
+  remove(path);
+  CHECK(ok(ct_dist_store_binds_address(&binds)) && (binds == 0 || binds == 1));
+  memset(&cfg, 0, sizeof cfg);
+  cfg.rank = 0;
+  cfg.world_size = 1;
+  cfg.timeout_ms = 10000;
+  cfg.store_path = path;
+  cfg.gloo_host = "127.0.0.1";
+  cfg.job = "abi";
+  CHECK(fails_with(ct_dist_group_new(&none, NULL), "NULL") && none == (ct_dist_group)&mark);
+  CHECK(fails_with(ct_dist_group_new(NULL, &cfg), "NULL"));
+  cfg.rank = 1;
+  CHECK(fails_with(ct_dist_group_new(&none, &cfg), "invalid argument") && none == (ct_dist_group)&mark);
+  cfg.rank = 0;
+  cfg.timeout_ms = 0;
+  CHECK(fails_with(ct_dist_group_new(&none, &cfg), "invalid argument"));
+  cfg.timeout_ms = 10000;
+  cfg.store_path = NULL;
+  CHECK(fails_with(ct_dist_group_new(&none, &cfg), "invalid argument"));
+  cfg.store_path = path;
+  CHECK(ok(ct_dist_group_new(&g, &cfg)) && g != NULL);
+  CHECK(ok(ct_tensor_from_data(&x, v, sizeof v, CT_FLOAT32, shape, 2)));
+
+  CHECK(ok(ct_dist_all_reduce(&r, g, x, CT_DIST_AVG)));
+  CHECK(ok(ct_tensor_copy_to(got, sizeof got, r, CT_FLOAT32)) && memcmp(got, v, sizeof v) == 0);
+  ct_tensor_free(r);
+  CHECK(ok(ct_dist_broadcast(&r, g, x, 0)));
+  ct_tensor_free(r);
+  CHECK(ok(ct_dist_all_gather(&r, g, x)));
+  ct_tensor_free(r);
+  CHECK(ok(ct_dist_all_to_all(&r, recv, g, x, send, 1)) && recv[0] == 2);
+  ct_tensor_free(r);
+  CHECK(ok(ct_dist_barrier(g)));
+
+  /* bad handles and arguments: errors, outputs untouched, the group still usable */
+  CHECK(fails_with(ct_dist_all_reduce(&keep, NULL, x, CT_DIST_SUM), "closed"));
+  CHECK(fails_with(ct_dist_all_reduce(&keep, g, NULL, CT_DIST_SUM), "closed"));
+  CHECK(fails_with(ct_dist_all_reduce(NULL, g, x, CT_DIST_SUM), "NULL"));
+  CHECK(fails_with(ct_dist_all_reduce(&keep, g, x, 9), "invalid argument"));
+  CHECK(fails_with(ct_dist_broadcast(&keep, g, x, 1), "invalid argument"));
+  CHECK(fails_with(ct_dist_all_gather(&keep, NULL, x), "closed"));
+  recv[0] = -1;
+  CHECK(fails_with(ct_dist_all_to_all(&keep, recv, g, x, bad_send, 1), "invalid argument"));
+  CHECK(fails_with(ct_dist_all_to_all(&keep, recv, g, x, NULL, 1), "invalid argument"));
+  CHECK(fails_with(ct_dist_all_to_all(&keep, recv, g, x, send, 2), "invalid argument"));
+  CHECK(fails_with(ct_dist_all_to_all(&keep, NULL, g, x, send, 1), "NULL"));
+  CHECK(fails_with(ct_dist_barrier(NULL), "closed"));
+  CHECK(keep == (ct_tensor)&mark && recv[0] == -1);
+  CHECK(ok(ct_dist_barrier(g)));
+
+  ct_dist_group_free(g);
+  ct_dist_group_free(NULL);
+  ct_tensor_free(x);
+  remove(path);
+  CHECK(ct_live_handles() == handles);
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -706,6 +782,7 @@ int main(void) {
   test_bad_tensor_handles();
   test_errors_leave_outputs();
   test_empty_with_null_pointers();
+  test_dist_group();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -277,7 +277,7 @@ static void apply_delta(ct_table t, const int64_t *ids, int64_t n, const float *
   ct_table_stats s;
   if (!call_ok(ct_table_stats_get(&s, t), "stats")) return;
   ct_error e = ct_table_apply_delta(t, s.step, n - 1, ids + 1, 1, ids, vals, s.num_states > 0 ? zeros : NULL,
-                                    s.num_states > 1 ? zeros : NULL, NULL, NULL, NULL);
+                                    s.num_states > 1 ? zeros : NULL, NULL, NULL, NULL, NULL);
   if (e != NULL && strstr(e, "behind the table's step") != NULL) {
     ct_error_free(e);
     return;
@@ -404,7 +404,7 @@ static void operate(ct_table t, uint32_t *r) {
   } else if (op < 77) {
     ran(9);
     ct_tensor dm = NULL, dd = NULL, st[2] = {NULL, NULL};
-    if (call_ok(ct_table_delta(&x, &rows, st, 2, &dm, &dd, NULL, t, (int32_t)(op & 1)), "delta")) {
+    if (call_ok(ct_table_delta(&x, &rows, st, 2, &dm, &dd, NULL, NULL, NULL, NULL, t, (int32_t)(op & 1)), "delta")) {
       take_removed("delta", x, rows, 1);
       ct_tensor_free(st[0]);
       ct_tensor_free(st[1]);
@@ -435,6 +435,7 @@ static void operate(ct_table t, uint32_t *r) {
     ran(14);
     ct_table_stats s;
     if (call_ok(ct_table_stats_get(&s, t), "stats") && (s.size < 0 || s.capacity < s.size)) fail("stats", "sizes");
+    call_ok(ct_table_check(t), "check"); /* the invariants, while the others work */
   } else {
     ran(15);
     call_ok(ct_table_clear(t), "clear");
@@ -542,6 +543,7 @@ static void stress(const struct setup *u) {
     run_phase(round, 0); /* all at once, the table open throughout */
     CHECK(atomic_load(&closed_seen) == 0);
     check_agree(t);
+    CHECK(ok(ct_table_check(t)));
   }
   run_phase(ROUNDS + 1, 1); /* again, one worker closing the table halfway */
   const long closed = atomic_exchange(&closed_seen, 0);

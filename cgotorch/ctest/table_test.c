@@ -1154,22 +1154,120 @@ static void test_apply_delta_one(int32_t flags) {
   CHECK(ok(ct_table_new(&b, "apply-delta", &cfg)));
   update_ids(b, both, 2, 3, 1.0f);
   CHECK(ok(ct_table_stats_get(&s1, b)) && present(b, gone) && present(b, kept) && !present(b, id));
-  CHECK(fails_with(ct_table_apply_delta(b, s1.step - 1, 1, &gone, 1, &id, st, st, st, NULL, NULL, NULL), "behind"));
-  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, NULL, 1, &id, st, st, st, NULL, NULL, NULL), "deleted ids"));
-  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, &gone, 1, &id, st, NULL, st, NULL, NULL, NULL), "state0 is NULL"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step - 1, 1, &gone, 1, &id, st, st, st, NULL, NULL, NULL, NULL), "behind"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, NULL, 1, &id, st, st, st, NULL, NULL, NULL, NULL), "deleted ids"));
+  CHECK(fails_with(ct_table_apply_delta(b, s1.step + 2, 1, &gone, 1, &id, st, NULL, st, NULL, NULL, NULL, NULL), "state0 is NULL"));
   CHECK(ok(ct_table_stats_get(&s2, b)) && s2.size == s1.size && s2.step == s1.step);
   CHECK(present(b, gone) && !present(b, id));
   /* kept is both deleted and written: the write wins */
-  CHECK(ok(ct_table_apply_delta(b, s1.step + 2, 2, both, 1, &kept, st, st, st, NULL, NULL, NULL)));
+  CHECK(ok(ct_table_apply_delta(b, s1.step + 2, 2, both, 1, &kept, st, st, st, NULL, NULL, NULL, NULL)));
   CHECK(ok(ct_table_stats_get(&s2, b)) && s2.size == s1.size - 1 && s2.step == s1.step + 2);
   CHECK(!present(b, gone) && present(b, kept));
   CHECK(ok(ct_table_close(b)));
   ct_table_free(b);
 }
 
+/* A small delta of a dim-2 table with one state, on the host (take_small frees the tensors). */
+typedef struct {
+  int64_t n, ids[8], last[8], freq[8], stamp[8];
+  float rows[16], s0[16];
+} small_delta;
+
+static void take_small(small_delta *d, ct_tensor x, ct_tensor rows, ct_tensor s0, ct_tensor meta) {
+  int64_t m[24];
+  CHECK(ok(ct_tensor_numel(&d->n, x)) && d->n <= 8);
+  CHECK(ok(ct_tensor_copy_to(d->ids, (size_t)d->n * 8, x, CT_INT64)) &&
+        ok(ct_tensor_copy_to(d->rows, (size_t)d->n * 8, rows, CT_FLOAT32)) &&
+        ok(ct_tensor_copy_to(d->s0, (size_t)d->n * 8, s0, CT_FLOAT32)) &&
+        ok(ct_tensor_copy_to(m, (size_t)d->n * 24, meta, CT_INT64)));
+  for (int64_t i = 0; i < d->n; i++) {
+    d->last[i] = m[3 * i];
+    d->freq[i] = m[3 * i + 1];
+    d->stamp[i] = m[3 * i + 2];
+  }
+  ct_tensor_free(x);
+  ct_tensor_free(rows);
+  ct_tensor_free(s0);
+  ct_tensor_free(meta);
+}
+
+/* A delta's chain (ct_table_delta_info): the next one applies, a skipped or repeated one is
+ * "incompatible: " and changes nothing; the copy takes the delta's learning rate; ct_table_check
+ * passes throughout; set_step below a row's last step and a swap across flags are refused. */
+static void test_delta_chain_one(int32_t flags) {
+  ct_table a = NULL, b = NULL, c = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  cfg.opt_params[0] = 0.1;
+  cfg.opt_params[1] = 0.9; /* momentum: a state and stamps */
+  cfg.flags = flags | CT_TABLE_TRACK_ACCESS;
+  int64_t ids[2] = {1, 2};
+  CHECK(ok(ct_table_new(&a, "chain-a", &cfg)) && ok(ct_table_new(&b, "chain-b", &cfg)));
+  ct_tensor x = NULL, rows = NULL, st[2] = {NULL, NULL}, meta = NULL, del = NULL, ci = NULL, cv = NULL;
+  ct_table_delta_info info[3];
+  int64_t step[3];
+  small_delta k[3];
+  for (int i = 0; i < 3; i++) {
+    update_ids(a, ids, 2, 2, 1.0f);
+    if (i == 2) CHECK(ok(ct_table_set_lr(a, 0.01)));
+    CHECK(ok(ct_table_delta(&x, &rows, st, 2, &meta, &del, &step[i], &info[i], &ci, &cv, a, 1)));
+    CHECK(info[i].base == i && info[i].seq == i + 1 && info[i].lineage != 0);
+    take_small(&k[i], x, rows, st[0], meta);
+    ct_tensor_free(del);
+    ct_tensor_free(ci);
+    ct_tensor_free(cv);
+    CHECK(ok(ct_table_check(a)));
+  }
+  CHECK(info[0].lineage == info[1].lineage && info[1].lineage == info[2].lineage && info[2].opt_params[0] == 0.01);
+#define APPLY(i) ct_table_apply_delta(b, step[i], 0, NULL, k[i].n, k[i].ids, k[i].rows, k[i].s0, NULL, k[i].last, k[i].freq, k[i].stamp, &info[i])
+  CHECK(fails_with(APPLY(1), "incompatible: "));
+  CHECK(ok(APPLY(0)));
+  CHECK(fails_with(APPLY(0), "incompatible: "));
+  CHECK(fails_with(APPLY(2), "incompatible: "));
+  CHECK(ok(APPLY(1)) && ok(APPLY(2)));
+#undef APPLY
+  ct_table_config got;
+  CHECK(ok(ct_table_config_get(&got, b)) && got.opt_params[0] == 0.01);
+  CHECK(ok(ct_table_check(b)) && same_tables(a, b));
+  /* set_step: not below a row's last step or stamp */
+  CHECK(fails_with(ct_table_set_step(a, 0), "below the last step"));
+  CHECK(ok(ct_table_set_step(a, 10)) && ok(ct_table_check(a)));
+  /* swap: not across flags */
+  cfg.flags = flags;
+  CHECK(ok(ct_table_new(&c, "chain-c", &cfg)));
+  CHECK(fails_with(ct_table_swap(a, c), "differ in"));
+  CHECK(ok(ct_table_close(a)) && ok(ct_table_close(b)) && ok(ct_table_close(c)));
+  CHECK(fails_with(ct_table_check(a), "closed: "));
+  ct_table_free(a);
+  ct_table_free(b);
+  ct_table_free(c);
+}
+
+/* ct_table_check finds a broken invariant (broken by a test hook behind the API's back). */
+extern ct_error ct_test_table_break(ct_table t, int32_t what);
+static void test_check_finds(void) {
+  static const char *const want[3] = {"both a row and an admission count", "beyond the step counter", "row value nan"};
+  for (int32_t what = 0; what < 3; what++) {
+    ct_table t = NULL;
+    ct_table_config cfg = config(2, CT_OPT_SGD);
+    cfg.opt_params[0] = 0.1;
+    cfg.opt_params[1] = 0.5;
+    cfg.flags = CT_TABLE_TRACK_ACCESS;
+    int64_t ids[2] = {4, 5};
+    CHECK(ok(ct_table_new(&t, "check-finds", &cfg)));
+    update_ids(t, ids, 2, 2, 1.0f);
+    CHECK(ok(ct_table_check(t)) && ok(ct_test_table_break(t, what)));
+    CHECK(fails_with(ct_table_check(t), want[what]));
+    CHECK(ok(ct_table_close(t)));
+    ct_table_free(t);
+  }
+}
+
 static void test_apply_delta(void) {
+  test_check_finds();
   test_apply_delta_one(0);
   test_apply_delta_one(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS);
+  test_delta_chain_one(0);
+  test_delta_chain_one(CT_TABLE_TENSOR_KERNELS);
 }
 
 static void test_save_import_one(int32_t flags) {
@@ -1265,7 +1363,7 @@ static void test_save_import_one(int32_t flags) {
   {
     ct_tensor di, dr, ds[2] = {NULL, NULL}, dm, dd;
     int64_t step = 0, m = 0, d = 0, two[2] = {8, 9};
-    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, a, 1)));
+    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, NULL, NULL, NULL, a, 1)));
     ct_tensor_free(di);
     ct_tensor_free(dr);
     ct_tensor_free(ds[0]);
@@ -1276,8 +1374,8 @@ static void test_save_import_one(int32_t flags) {
     ki = ids_tensor(two, 1);
     CHECK(ok(ct_table_delete(NULL, a, ki)));
     ct_tensor_free(ki);
-    CHECK(fails_with(ct_table_delta(&di, &dr, ds, 0, &dm, &dd, &step, a, 1), "room"));
-    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, a, 0)));
+    CHECK(fails_with(ct_table_delta(&di, &dr, ds, 0, &dm, &dd, &step, NULL, NULL, NULL, a, 1), "room"));
+    CHECK(ok(ct_table_delta(&di, &dr, ds, 2, &dm, &dd, &step, NULL, NULL, NULL, a, 0)));
     CHECK(ok(ct_tensor_numel(&m, di)) && m == 1 && ok(ct_tensor_numel(&d, dd)) && d == 1);
     ct_tensor_free(di);
     ct_tensor_free(dr);
@@ -1627,7 +1725,7 @@ static void test_id_order(void) {
   CHECK(ok(ct_table_metadata(&x, &y, &z, t)) && take_ids(x, got, N) && memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(y);
   ct_tensor_free(z);
-  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, t, 1)) && take_ids(x, got, N) &&
+  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, NULL, NULL, NULL, t, 1)) && take_ids(x, got, N) &&
         memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(rows);
   ct_tensor_free(st[0]);
@@ -1637,7 +1735,7 @@ static void test_id_order(void) {
         memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(rows);
   /* the delta's deletions: ascending too */
-  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, t, 0)) && take_ids(del, got, N) &&
+  CHECK(ok(ct_table_delta(&x, &rows, st, 1, &y, &del, NULL, NULL, NULL, NULL, t, 0)) && take_ids(del, got, N) &&
         memcmp(got, want, sizeof got) == 0);
   ct_tensor_free(x);
   ct_tensor_free(rows);

@@ -1,9 +1,13 @@
 package atomicfile
 
 import (
+	"errors"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // WriteSynced creates path (it must not exist), writes it with f and fsyncs it. On error the
@@ -38,9 +42,10 @@ func SyncDir(dir string) error {
 	return d.Sync()
 }
 
-// Replace writes path (mode 0644) with f through a temporary file of its own in the same
-// directory (path's name + ".tmp-" + a random suffix), renamed over path once complete and
-// synced. On any error path is as it was (absent, or its old contents) and the temporary file is
+// Replace writes path with f through a temporary file of its own in the same directory
+// (path's name + ".tmp-" + a random suffix), renamed over path once complete and synced. The file
+// gets mode 0666 less the process's umask, as os.Create gives (0644 under the usual umask 022).
+// On any error path is as it was (absent, or its old contents) and the temporary file is
 // removed. Calls at once on one path never see each other's temporary files: each leaves path
 // holding its own contents in full when it returns nil (the last rename wins). A temporary file
 // left behind by a crash keeps its name; nothing reads it.
@@ -49,17 +54,12 @@ func Replace(path string, f func(io.Writer) error) error {
 	if dir == "" {
 		dir = "."
 	}
-	file, err := os.CreateTemp(dir, base+".tmp-*")
+	file, err := createTemp(dir, base+".tmp-")
 	if err != nil {
 		return err
 	}
 	tmp := file.Name()
-	err = file.Chmod(0o644) // whatever the umask: CreateTemp makes 0600
-	if err != nil {
-		file.Close()
-	} else {
-		err = writeAndClose(file, f)
-	}
+	err = writeAndClose(file, f)
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -68,4 +68,17 @@ func Replace(path string, f func(io.Writer) error) error {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// createTemp creates a new file dir/prefix<random> with mode 0666 less the umask (the kernel
+// applies it; os.CreateTemp asks for 0600, and reading the umask means setting it, for every
+// goroutine at once).
+func createTemp(dir, prefix string) (*os.File, error) {
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try == 100 {
+			return f, err
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -130,5 +131,24 @@ func TestReplaceConcurrentOnOnePath(t *testing.T) {
 	}
 	if names := entries(t, dir); len(names) != 1 {
 		t.Fatalf("directory holds %v; want only state.bin", names)
+	}
+}
+
+// Replace gives the file 0666 less the umask, as os.Create does: 0640 under umask 027 (before
+// the fix it chmod-ed 0644 whatever the umask, which let others read a file the user's umask
+// keeps private).
+func TestReplaceRespectsUmask(t *testing.T) {
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "state.bin")
+	if err := Replace(path, write("x")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v under umask 027, want -rw-r-----", fi.Mode().Perm())
 	}
 }

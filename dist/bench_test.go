@@ -1,0 +1,106 @@
+package dist
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// benchOps are the collectives BenchmarkCollectives times between 2 local ranks. "barrier" is
+// the agreement alone (one all-gather of a small header), which every other collective pays
+// before its data moves.
+var benchOps = []string{"barrier", "all-reduce-1MB", "broadcast-1MB", "all-to-all-ids-4096", "all-to-all-rows-4096x64"}
+
+// scenarioBench runs $GOREC_DIST_BENCH_OP $GOREC_DIST_BENCH_N times after a warm-up; rank 0
+// prints the mean time of one.
+func scenarioBench(o Options) error {
+	op := os.Getenv("GOREC_DIST_BENCH_OP")
+	n, err := strconv.Atoi(os.Getenv("GOREC_DIST_BENCH_N"))
+	if err != nil {
+		return err
+	}
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	w := int64(g.WorldSize())
+	even := func(rows int64) []int64 {
+		s := make([]int64, w)
+		for i := range s {
+			s[i] = rows / w
+		}
+		s[0] += rows % w
+		return s
+	}
+	mb := cgotorch.Ones([]int64{1 << 18})
+	ids := cgotorch.Arange(0, 4096, 1, cgotorch.WithDType(cgotorch.Int64))
+	rows := cgotorch.Ones([]int64{4096, 64})
+	defer mb.Close()
+	defer ids.Close()
+	defer rows.Close()
+	run := func() error {
+		var out *cgotorch.Tensor
+		var err error
+		switch op {
+		case "barrier":
+			return g.Barrier()
+		case "all-reduce-1MB":
+			out, err = g.AllReduce(mb, Sum)
+		case "broadcast-1MB":
+			out, err = g.Broadcast(mb, 0)
+		case "all-to-all-ids-4096":
+			out, _, err = g.AllToAll(ids, even(4096))
+		case "all-to-all-rows-4096x64":
+			out, _, err = g.AllToAll(rows, even(4096))
+		default:
+			return fmt.Errorf("unknown op %q", op)
+		}
+		out.Close()
+		return err
+	}
+	for range 20 {
+		if err := run(); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	for range n {
+		if err := run(); err != nil {
+			return err
+		}
+	}
+	if g.Rank() == 0 {
+		fmt.Printf("bench-ns-per-op %d\n", time.Since(start).Nanoseconds()/int64(n))
+	}
+	return nil
+}
+
+// BenchmarkCollectives times each collective between 2 local rank processes (their own
+// measurement, at least 200 calls after a warm-up; the processes' start is not counted).
+func BenchmarkCollectives(b *testing.B) {
+	for _, op := range benchOps {
+		b.Run(op, func(b *testing.B) {
+			n := max(b.N, 200)
+			res := launch(b, "bench", 2, store(b, "file"), time.Minute, func(int) []string {
+				return []string{"GOREC_DIST_BENCH_OP=" + op, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
+			})
+			for _, r := range res {
+				if r.err != nil {
+					b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
+				}
+			}
+			_, v, ok := strings.Cut(res[0].output, "bench-ns-per-op ")
+			ns, err := strconv.ParseFloat(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 64)
+			if !ok || err != nil {
+				b.Fatalf("no timing in rank 0's output:\n%s", res[0].output)
+			}
+			b.ReportMetric(ns, "ns/op")
+		})
+	}
+}

@@ -1,0 +1,49 @@
+// Package dist runs gorec on several processes: process groups over torch.distributed's own
+// engine, c10d's ProcessGroupGloo (the C++ is in cgotorch, see cgotorch.h "Process groups"),
+// modelled on torch.distributed.
+//
+// # Starting a group
+//
+// Every process of a job (a rank) starts a Group. FromEnv reads the environment that torchrun,
+// Kubernetes' PyTorchJob or a Slurm script sets (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// LOCAL_RANK):
+//
+//	torchrun --no-python --nproc-per-node 2 ./trainer
+//
+// New takes explicit Options instead: a TCPStore that rank 0 serves at the given address, or a
+// FileStore (one machine, tests). The ranks meet through the store, check each other's
+// identity, then connect Gloo. Options.Timeout bounds the start and every collective.
+//
+// # Collectives
+//
+// AllReduce (Sum, Avg, Max), Broadcast, AllGather, AllToAll with uneven splits (ExchangeSplits
+// finds the receive splits) and Barrier work on CPU tensors of cgotorch. Inputs are not
+// modified; results are new tensors, owned by the caller. Gloo only ever sees libtorch's
+// memory, never Go's.
+//
+// A group's methods are safe from any goroutine: its collectives run one at a time, in the
+// order they are called. Every rank must call the same collectives in the same order, with the
+// same shapes and dtypes (AllToAll: matching splits): Gloo pairs the ranks' calls by their
+// position in that order.
+//
+// # Failures
+//
+// A dead peer (ErrPeer), a rank that skips a collective or stalls (ErrTimeout, after the
+// group's timeout), or an invalid argument on this rank (ErrInvalidArgument; the peers then
+// time out) make the collective return an error, on every rank, within the timeout. The process
+// is never ended by it: package dist keeps Gloo's SIGPIPE from killing it (see catchSIGPIPE).
+// The group is then out of step and unusable: the error also wraps ErrBroken, and so does every
+// later call. Close every rank's group and start again, for example from the last checkpoint.
+//
+// # Who may join
+//
+// c10d's TCPStore and Gloo authenticate nobody: anyone who can reach the store's port or Gloo's
+// sockets can join a job, read its tensors or feed it data. The job's network must be private
+// (a cluster network, a Kubernetes namespace with a network policy, a firewall). Within it, the
+// group keeps jobs apart: every rank announces the job's identity (Options.Job, or
+// $GOREC_JOB_ID, or torchrun's run id) and world size through the store before any data moves,
+// and a rank of another job, one announcing another world size, or a second process claiming a
+// rank, is refused with ErrRefused. Rank 0's store server listens on the store address only
+// where libtorch allows it (StoreBindsAddress: libtorch 2.x); Gloo binds to Options.Interface
+// ($GLOO_SOCKET_IFNAME) or Options.Host.
+package dist

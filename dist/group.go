@@ -1,0 +1,160 @@
+package dist
+
+import (
+	"sync"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+// ReduceOp is a reduction of AllReduce.
+type ReduceOp = cgotorch.DistOp
+
+// The reductions: Sum, Avg (the sum divided by the world size, floating-point tensors only)
+// and Max.
+const (
+	Sum = cgotorch.DistSum
+	Avg = cgotorch.DistAvg
+	Max = cgotorch.DistMax
+)
+
+// Group is a process group: this process's rank among WorldSize processes running the same
+// collectives in the same order. Its methods are safe from any goroutine: the collectives of a
+// group run one at a time, in the order they are called; every rank must call them in the
+// same order (goroutines that race to call different collectives break that).
+type Group struct {
+	mu     sync.Mutex
+	g      *cgotorch.DistGroup // nil once closed
+	broken error               // the failure that broke the group
+	opts   Options
+}
+
+// New starts a group: it meets the other ranks through the store, checks that they belong to
+// the same job and world size (ErrRefused otherwise, before any data moves), and connects
+// Gloo. It blocks until every rank has joined, at most the timeout (ErrTimeout).
+func New(opts Options) (*Group, error) {
+	o, err := opts.config()
+	if err != nil {
+		return nil, err
+	}
+	catchSIGPIPE()
+	g, err := cgotorch.NewDistGroup(cgotorch.DistConfig{
+		Rank: o.Rank, WorldSize: o.WorldSize, Timeout: o.Timeout,
+		StorePath: o.Store.path, StoreHost: o.Store.host, StorePort: o.Store.port,
+		StoreClientOnly: o.Store.client, StorePrefix: o.Store.prefix,
+		GlooInterface: o.Interface, GlooHost: o.Host, Job: o.Job,
+	})
+	if err != nil {
+		return nil, wrap("new group", err)
+	}
+	return &Group{g: g, opts: o}, nil
+}
+
+// FromEnv starts a group from torchrun's environment (EnvOptions); opts, when given, sets
+// the timeout, and the job, interface and host where they are not empty.
+func FromEnv(opts ...Options) (*Group, error) {
+	o, err := EnvOptions()
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range opts {
+		o.Timeout = x.Timeout
+		if x.Job != "" {
+			o.Job = x.Job
+		}
+		if x.Interface != "" {
+			o.Interface = x.Interface
+		}
+		if x.Host != "" {
+			o.Host = x.Host
+		}
+	}
+	return New(o)
+}
+
+// Rank is this process's rank.
+func (g *Group) Rank() int { return g.opts.Rank }
+
+// WorldSize is the number of ranks.
+func (g *Group) WorldSize() int { return g.opts.WorldSize }
+
+// LocalRank is the rank on this machine (as the options or torchrun gave it).
+func (g *Group) LocalRank() int { return g.opts.LocalRank }
+
+// Close releases the group: Gloo's threads and connections, and on rank 0 the store's server
+// (close rank 0 last, or at least after the others have started). It waits for a collective
+// in flight on another goroutine; a second Close does nothing.
+func (g *Group) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.g.Close()
+	g.g = nil
+	return nil
+}
+
+// do runs one collective under the group's lock. A timeout or a failed peer breaks the group
+// (the ranks are out of step); arguments refused by the ranks' agreement do not.
+func (g *Group) do(op string, f func(*cgotorch.DistGroup) error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.g == nil {
+		return &Error{Op: op, Kind: ErrClosed}
+	}
+	if g.broken != nil {
+		return &Error{Op: op, Kind: ErrBroken, Err: g.broken}
+	}
+	if err := f(g.g); err != nil {
+		e := wrap(op, err)
+		if e.Broken {
+			g.broken = e
+		}
+		return e
+	}
+	return nil
+}
+
+// tensorOp runs a collective that returns a tensor.
+func (g *Group) tensorOp(op string, f func(*cgotorch.DistGroup) (*cgotorch.Tensor, error)) (*cgotorch.Tensor, error) {
+	var out *cgotorch.Tensor
+	err := g.do(op, func(d *cgotorch.DistGroup) (err error) {
+		out, err = f(d)
+		return err
+	})
+	return out, err
+}
+
+// AllReduce returns the element-wise reduction of t over every rank (t has the same shape and
+// dtype on every rank). t is not modified.
+func (g *Group) AllReduce(t *cgotorch.Tensor, op ReduceOp) (*cgotorch.Tensor, error) {
+	return g.tensorOp("all-reduce", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllReduce(t, op) })
+}
+
+// Broadcast returns root's t on every rank (t has the same shape and dtype on every rank; its
+// values matter on root only). t is not modified.
+func (g *Group) Broadcast(t *cgotorch.Tensor, root int) (*cgotorch.Tensor, error) {
+	return g.tensorOp("broadcast", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.Broadcast(t, root) })
+}
+
+// AllGather returns every rank's t ([N, ...], the same shape and dtype on every rank)
+// concatenated along dimension 0 in rank order: [WorldSize*N, ...].
+func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
+	return g.tensorOp("all-gather", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllGather(t) })
+}
+
+// AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j, and returns the rows received
+// from every rank, concatenated in rank order, with how many came from each (recv[j] from rank
+// j). len(send) is WorldSize and sum(send) t's first dimension; every rank's t has the same
+// dtype and sizes after the first. t is not modified.
+func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (out *cgotorch.Tensor, recv []int64, err error) {
+	err = g.do("all-to-all", func(d *cgotorch.DistGroup) (err error) {
+		out, recv, err = d.AllToAll(t, send)
+		return err
+	})
+	return out, recv, err
+}
+
+// Barrier returns when every rank has called it.
+func (g *Group) Barrier() error {
+	return g.do("barrier", func(d *cgotorch.DistGroup) error { return d.Barrier() })
+}
+
+func storeBindsAddress() bool { return cgotorch.DistStoreBindsAddress() }

@@ -1,0 +1,431 @@
+package dist
+
+// The scenarios a rank process runs (see ranks_test.go): each returns an error when the rank
+// sees anything but what it expects.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gorec/gorec/cgotorch"
+)
+
+var scenarios = map[string]func(Options) error{
+	"collectives": scenarioCollectives,
+	"concurrent":  scenarioConcurrent,
+	"killed":      scenarioKilled,
+	"skip":        scenarioSkip,
+	"other-job":   scenarioOtherJob,
+	"other-world": scenarioOtherWorld,
+	"disagree":    scenarioDisagree,
+	"bench":       scenarioBench,
+}
+
+// values returns t's elements as float64s (int64 and float32 tensors).
+func values(t *cgotorch.Tensor, err error) ([]float64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	var out []float64
+	switch t.DType() {
+	case cgotorch.Int64:
+		v, err := cgotorch.ToSlice[int64](t)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range v {
+			out = append(out, float64(x))
+		}
+	default:
+		v, err := cgotorch.ToSlice[float32](t)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range v {
+			out = append(out, float64(x))
+		}
+	}
+	return out, nil
+}
+
+// expect compares a collective's result with what the rank expects.
+func expect(what string, got []float64, err error, want []float64) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		return fmt.Errorf("%s: got %v, want %v", what, got, want)
+	}
+	return nil
+}
+
+func tensor[T cgotorch.Element](v []T, shape ...int64) *cgotorch.Tensor {
+	t, err := cgotorch.FromSlice(v, shape...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// sendCount is how many rows rank r sends rank j in the uneven all-to-all (0 for some pairs).
+func sendCount(r, j int) int64 { return int64((r + 2*j) % 3) }
+
+// scenarioCollectives checks every collective's result on int64 and float32 tensors.
+func scenarioCollectives(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	r, w := g.Rank(), g.WorldSize()
+	var errs []error
+	check := func(what string, got []float64, err error, want []float64) {
+		errs = append(errs, expect(what, got, err, want))
+	}
+
+	// all-reduce: rank r holds r+1+i (float32 [2, 3]) and (r*5+i)%7 (int64 [6])
+	f := make([]float32, 6)
+	n := make([]int64, 6)
+	sum, avg, imax, isum := make([]float64, 6), make([]float64, 6), make([]float64, 6), make([]float64, 6)
+	for i := range f {
+		f[i], n[i] = float32(r+1+i), int64((r*5+i)%7)
+		for q := 0; q < w; q++ {
+			sum[i] += float64(q + 1 + i)
+			v := float64((q*5 + i) % 7)
+			isum[i] += v
+			imax[i] = max(imax[i], v)
+		}
+		avg[i] = sum[i] / float64(w)
+	}
+	ft, nt := tensor(f, 2, 3), tensor(n)
+	defer ft.Close()
+	defer nt.Close()
+	got, err := values(g.AllReduce(ft, Sum))
+	check("all-reduce sum float32", got, err, sum)
+	got, err = values(g.AllReduce(ft, Avg))
+	check("all-reduce average float32", got, err, avg)
+	got, err = values(g.AllReduce(nt, Sum))
+	check("all-reduce sum int64", got, err, isum)
+	got, err = values(g.AllReduce(nt, Max))
+	check("all-reduce max int64", got, err, imax)
+	if v, _ := cgotorch.ToSlice[float32](ft); !reflect.DeepEqual(v, f) {
+		errs = append(errs, fmt.Errorf("all-reduce modified its input: %v", v))
+	}
+
+	// broadcast from the last rank (not 0): rank r holds 10r+i
+	b := make([]int64, 4)
+	want := make([]float64, 4)
+	for i := range b {
+		b[i], want[i] = int64(10*r+i), float64(10*(w-1)+i)
+	}
+	bt := tensor(b, 2, 2)
+	defer bt.Close()
+	got, err = values(g.Broadcast(bt, w-1))
+	check("broadcast from the last rank", got, err, want)
+
+	// all-gather: rank r holds [r, 100r] (float32)
+	at := tensor([]float32{float32(r), float32(100 * r)}, 1, 2)
+	defer at.Close()
+	want = nil
+	for q := 0; q < w; q++ {
+		want = append(want, float64(q), float64(100*q))
+	}
+	got, err = values(g.AllGather(at))
+	check("all-gather", got, err, want)
+
+	// uneven all-to-all: rank r sends rank j sendCount(r, j) rows of 1000r+10j+k; int64 [N]
+	// with the receive splits from ExchangeSplits, float32 [N, 2] with them given
+	var ids []int64
+	var rows []float32
+	send := make([]int64, w)
+	for j := 0; j < w; j++ {
+		send[j] = sendCount(r, j)
+		for k := 0; k < int(send[j]); k++ {
+			ids = append(ids, int64(1000*r+10*j+k))
+			rows = append(rows, float32(1000*r+10*j+k), -float32(k))
+		}
+	}
+	wantRecv := make([]int64, w)
+	var wantIDs, wantRows []float64
+	for j := 0; j < w; j++ {
+		wantRecv[j] = sendCount(j, r)
+		for k := 0; k < int(wantRecv[j]); k++ {
+			wantIDs = append(wantIDs, float64(1000*j+10*r+k))
+			wantRows = append(wantRows, float64(1000*j+10*r+k), -float64(k))
+		}
+	}
+	it, rt := tensor(ids, int64(len(ids))), tensor(rows, int64(len(ids)), 2)
+	defer it.Close()
+	defer rt.Close()
+	for _, c := range []struct {
+		what string
+		in   *cgotorch.Tensor
+		want []float64
+	}{{"all-to-all int64", it, wantIDs}, {"all-to-all float32 rows", rt, wantRows}} {
+		out, recv, err := g.AllToAll(c.in, send)
+		got, err := values(out, err)
+		check(c.what, got, err, c.want)
+		if err == nil && !reflect.DeepEqual(recv, wantRecv) {
+			errs = append(errs, fmt.Errorf("%s: received splits %v, want %v", c.what, recv, wantRecv))
+		}
+	}
+	errs = append(errs, g.Barrier())
+	return errors.Join(errs...)
+}
+
+// scenarioConcurrent runs all-reduces from several goroutines at once: the group serialises
+// them, and since every call reduces the same shape, any pairing across ranks sums the same.
+func scenarioConcurrent(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	w := g.WorldSize()
+	want := float64(w*(w+1)) / 2
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := tensor([]float32{float32(g.Rank() + 1), float32(g.Rank() + 1)})
+			defer x.Close()
+			for range 10 {
+				got, err := values(g.AllReduce(x, Sum))
+				if err = expect("concurrent all-reduce", got, err, []float64{want, want}); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(append(errs, g.Barrier())...)
+}
+
+// failsWithin checks that err wraps kind and ErrBroken, and came within the group's timeout
+// (plus a margin for a loaded machine).
+func failsWithin(what string, err error, kind error, start time.Time, o Options) error {
+	took := time.Since(start)
+	if !errors.Is(err, kind) || !errors.Is(err, ErrBroken) {
+		return fmt.Errorf("%s: got %v, want an error wrapping %v and %v", what, err, kind, ErrBroken)
+	}
+	if limit := o.Timeout + 5*time.Second; took > limit {
+		return fmt.Errorf("%s: the error took %v, more than %v", what, took, limit)
+	}
+	fmt.Printf("rank %d: %s: %v after %v\n", o.Rank, what, err, took.Round(time.Millisecond))
+	return nil
+}
+
+// afterFailure checks that a broken group fails at once with ErrBroken, and closes it in time.
+func afterFailure(g *Group, o Options) error {
+	x := tensor([]float32{1})
+	defer x.Close()
+	start := time.Now()
+	if _, err := g.AllReduce(x, Sum); !errors.Is(err, ErrBroken) || time.Since(start) > time.Second {
+		return fmt.Errorf("after a failure: got %v after %v, want %v at once", err, time.Since(start), ErrBroken)
+	}
+	if err := g.Barrier(); !errors.Is(err, ErrBroken) {
+		return fmt.Errorf("barrier after a failure: got %v, want %v", err, ErrBroken)
+	}
+	start = time.Now()
+	g.Close()
+	if took := time.Since(start); took > o.Timeout+5*time.Second {
+		return fmt.Errorf("close took %v", took)
+	}
+	return nil
+}
+
+// scenarioKilled: rank $GOREC_DIST_KILL kills itself (SIGKILL) in the middle of a stream of
+// 16 MB broadcasts from rank 0: the others get ErrPeer (or ErrTimeout) within the timeout, and
+// live on, although rank 0 may be writing to the dead rank's socket (SIGPIPE on a Gloo thread).
+// Rank 0 is the root and serves the store.
+func scenarioKilled(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	if err := g.Barrier(); err != nil {
+		return err
+	}
+	if strconv.Itoa(g.Rank()) == os.Getenv("GOREC_DIST_KILL") {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}()
+	}
+	x := tensor(make([]float32, 4<<20))
+	defer x.Close()
+	var start time.Time
+	for i := 0; i < 1000 && err == nil; i++ { // until the death is seen
+		start = time.Now()
+		var y *cgotorch.Tensor
+		y, err = g.Broadcast(x, 0)
+		y.Close()
+	}
+	kind := ErrPeer // the dead peer's connection closed, or
+	if errors.Is(err, ErrTimeout) {
+		kind = ErrTimeout // Gloo waited on it until the timeout
+	}
+	return errors.Join(failsWithin("broadcast with a killed peer", err, kind, start, o), afterFailure(g, o))
+}
+
+// scenarioSkip: the last rank skips an all-reduce (and lives on past the timeout): the others
+// get ErrTimeout within the timeout.
+func scenarioSkip(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	if err := g.Barrier(); err != nil {
+		return err
+	}
+	if g.Rank() == g.WorldSize()-1 {
+		time.Sleep(o.Timeout + 3*time.Second)
+		return nil
+	}
+	x := tensor([]float32{1, 2})
+	defer x.Close()
+	start := time.Now()
+	_, err = g.AllReduce(x, Sum)
+	return errors.Join(failsWithin("all-reduce that a rank skipped", err, ErrTimeout, start, o), afterFailure(g, o))
+}
+
+// refusedEverywhere starts a group whose last rank is changed by other: every rank's New
+// must fail with ErrRefused, within the timeout.
+func refusedEverywhere(o Options, other func(*Options)) error {
+	if o.Rank == o.WorldSize-1 {
+		other(&o)
+	}
+	start := time.Now()
+	g, err := New(o)
+	if err == nil {
+		g.Close()
+		return fmt.Errorf("a group started with a rank of another job or world size")
+	}
+	if !errors.Is(err, ErrRefused) || time.Since(start) > o.Timeout {
+		return fmt.Errorf("got %v after %v, want %v within %v", err, time.Since(start), ErrRefused, o.Timeout)
+	}
+	fmt.Printf("rank %d: %v\n", o.Rank, err)
+	return nil
+}
+
+func scenarioOtherJob(o Options) error {
+	return refusedEverywhere(o, func(o *Options) { o.Job = "another job" })
+}
+
+func scenarioOtherWorld(o Options) error {
+	return refusedEverywhere(o, func(o *Options) { o.WorldSize++ })
+}
+
+// scenarioDisagree: calls that do not match across ranks (shapes, dtypes, reductions, roots,
+// collectives, splits of another trailing shape, a rank's own bad arguments) fail on every
+// rank with ErrMismatch or ErrInvalidArgument, and the group stays usable.
+func scenarioDisagree(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	r, last := g.Rank(), g.Rank() == g.WorldSize()-1
+	pick := func(mine, lasts *cgotorch.Tensor) *cgotorch.Tensor {
+		if last {
+			return lasts
+		}
+		return mine
+	}
+	f4, f8, i4 := tensor(make([]float32, 4)), tensor(make([]float32, 8)), tensor(make([]int64, 4))
+	f22, f24 := tensor(make([]float32, 4), 2, 2), tensor(make([]float32, 8), 2, 4)
+	bf := cgotorch.Zeros([]int64{4}, cgotorch.WithDType(cgotorch.BFloat16))
+	defer func() {
+		for _, t := range []*cgotorch.Tensor{f4, f8, i4, f22, f24, bf} {
+			t.Close()
+		}
+	}()
+	closed := tensor([]float32{1})
+	closed.Close()
+	w := g.WorldSize()
+	ones := make([]int64, w)
+	for i := range ones {
+		ones[i] = 4 / int64(w)
+	}
+	ones[0] += 4 % int64(w)
+	two := make([]int64, w) // two rows to rank 0
+	two[0] = 2
+	var errs []error
+	for _, c := range []struct {
+		what string
+		call func() error
+		own  error // the last rank's error (the others get ErrMismatch)
+	}{
+		{"all-reduce of other lengths", func() error { _, err := g.AllReduce(pick(f4, f8), Sum); return err }, ErrMismatch},
+		{"all-reduce of other dtypes", func() error { _, err := g.AllReduce(pick(f4, i4), Sum); return err }, ErrMismatch},
+		{"all-reduce of other shapes", func() error { _, err := g.AllReduce(pick(f4, f22), Sum); return err }, ErrMismatch},
+		{"all-reduce with other reductions", func() error {
+			_, err := g.AllReduce(f4, map[bool]ReduceOp{false: Sum, true: Max}[last])
+			return err
+		}, ErrMismatch},
+		{"broadcast from other roots", func() error { _, err := g.Broadcast(f4, map[bool]int{false: 0, true: 1}[last]); return err }, ErrMismatch},
+		{"all-gather of other lengths", func() error { _, err := g.AllGather(pick(f4, f8)); return err }, ErrMismatch},
+		{"all-to-all of other row widths", func() error { _, _, err := g.AllToAll(pick(f22, f24), two); return err }, ErrMismatch},
+		{"other collectives", func() error {
+			if last {
+				return g.Barrier()
+			}
+			_, err := g.AllReduce(f4, Sum)
+			return err
+		}, ErrMismatch},
+		{"a dtype Gloo lacks", func() error { _, err := g.AllReduce(pick(f4, bf), Sum); return err }, ErrInvalidArgument},
+		{"an average of integers", func() error { _, err := g.AllReduce(pick(f4, i4), Avg); return err }, ErrInvalidArgument},
+		{"a root out of range", func() error { _, err := g.Broadcast(f4, map[bool]int{false: 0, true: w}[last]); return err }, ErrInvalidArgument},
+		{"a closed tensor", func() error { _, err := g.AllGather(pick(f4, closed)); return err }, ErrClosed},
+		{"splits that miss rows", func() error {
+			send := append([]int64(nil), ones...)
+			if last {
+				send[0]++
+			}
+			_, _, err := g.AllToAll(f4, send)
+			return err
+		}, ErrInvalidArgument},
+		{"too few splits", func() error {
+			send := append([]int64(nil), ones...)
+			if last {
+				send = send[:w-1]
+			}
+			_, _, err := g.AllToAll(f4, send)
+			return err
+		}, ErrInvalidArgument},
+		{"a negative split", func() error {
+			send := append([]int64(nil), ones...)
+			if last {
+				send[0] = -1
+			}
+			_, _, err := g.AllToAll(f4, send)
+			return err
+		}, ErrInvalidArgument},
+	} {
+		want := ErrMismatch
+		if last {
+			want = c.own
+		}
+		if err := c.call(); !errors.Is(err, want) || errors.Is(err, ErrBroken) {
+			errs = append(errs, fmt.Errorf("%s: rank %d got %v, want %v (the group unbroken)", c.what, r, err, want))
+		} else if r == 0 {
+			fmt.Printf("rank 0: %s: %v\n", c.what, err)
+		}
+	}
+	// still usable
+	got, err := values(g.AllReduce(f4, Sum))
+	errs = append(errs, expect("all-reduce after the refused calls", got, err, []float64{0, 0, 0, 0}))
+	return errors.Join(errs...)
+}
