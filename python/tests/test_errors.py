@@ -30,7 +30,8 @@ BAD = {
     "grads NaN": (lambda t: t.update(K, torch.tensor([[0., 1, 2], [3, float("nan"), 5]])),
                   "invalid argument: gradients contain NaN or Inf: the batch is rejected"),
     "values NaN": (lambda t: t.write(K, torch.full((2, 3), float("inf"))),
-                   "invalid argument: values contain NaN or Inf: the batch is rejected"),
+                   "invalid argument: values contain NaN or Inf, or magnitudes of 2^64 (1.8446744e19) or more: the batch is "
+                   "rejected"),
     "read dim": (lambda t: ops.emb_read(K, 4, t.name), "invalid argument: embedding_dim is 4, the table's dim is 3"),
     "lookup dtype": (lambda t: t.lookup(K.float()), "invalid argument: ids must be int64, got Float"),
     "unknown table": (lambda t: ops.emb_update_with_table("no such table", K, torch.zeros(2, 3)),
