@@ -82,3 +82,27 @@ def test_embedding_bag_matches_torch(name):
         torch.testing.assert_close(t.read(vocab), ref.weight.detach())
     finally:
         t.close()
+
+
+def test_padding_idx_and_max_norm_match_torch(name):
+    t = gorec.Table(name, 4, seed=3, read_default="initial", optimizer="sgd", lr=0.5)
+    try:
+        vocab = torch.tensor([10, 20, 30])
+        ref = torch.nn.Embedding(3, 4, padding_idx=1, max_norm=1.0, sparse=True)
+        with torch.no_grad():
+            ref.weight.copy_(t.read(vocab) * 2)  # norms of about 4: renormalised
+            t.write(vocab[[0, 2]], ref.weight[[0, 2]].clone())
+            ref.weight[1] = 0  # torch's padding row; gorec never stores the padding id
+        emb = gorec.Embedding(t, padding_idx=20, max_norm=1.0)
+        w = torch.randn(4, 4, generator=torch.Generator().manual_seed(1))
+        out = emb(torch.tensor([10, 20, 30, 10]))
+        want = ref(torch.tensor([0, 1, 2, 0]))
+        torch.testing.assert_close(out, want)
+        (out * w).sum().backward()
+        (want * w).sum().backward()
+        t.step()
+        torch.optim.SGD(ref.parameters(), lr=0.5).step()
+        assert len(t) == 2
+        torch.testing.assert_close(t.read(vocab[[0, 2]]), ref.weight.detach()[[0, 2]])
+    finally:
+        t.close()
