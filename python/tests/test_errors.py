@@ -108,3 +108,10 @@ def test_empty_keys(table):
     assert table.prefetch(e).wait().shape == (0, 3)
     table.update(e, torch.empty(0, 3))  # still a step, as in Go
     assert table.stats()["step"] == step + 1
+
+
+def test_delete_and_len(table):
+    assert len(table) == 2
+    assert table.delete(torch.tensor([5, 5, 77])) == 1  # 5 once; 77 was never there
+    assert len(table) == 1 and table.export()[0]["ids"].tolist() == [1]
+    assert torch.equal(table.read(torch.tensor([5])), torch.zeros(1, 3))  # gone: the read default
