@@ -23,6 +23,7 @@ func init() {
 	scenarios["ddp-buffers"] = scenarioDDPBuffers
 	scenarios["ddp-unused"] = scenarioDDPUnused
 	scenarios["ddp-mismatch"] = scenarioDDPMismatch
+	scenarios["ddp-once"] = scenarioDDPOnce
 }
 
 const (
@@ -105,6 +106,12 @@ func TestDataParallelBuffers(t *testing.T) {
 // rank; one with a gradient on none keeps none.
 func TestDataParallelUnusedParameters(t *testing.T) {
 	requirePassed(t, launch(t, "ddp-unused", 3, store(t, "file"), 30*time.Second, nil))
+}
+
+// SyncGradients runs once between two resets: a caller's sync before Step (to clip) is not
+// repeated by Step, and ZeroGrad or Step make the next one sync again.
+func TestDataParallelSyncsOncePerStep(t *testing.T) {
+	requirePassed(t, launch(t, "ddp-once", 2, store(t, "file"), 30*time.Second, nil))
 }
 
 // Ranks whose models differ get ErrMismatch at NewDataParallel, on every rank.
@@ -474,4 +481,67 @@ func scenarioDDPMismatch(o Options) error {
 	}
 	fmt.Printf("rank %d: %v\n", g.Rank(), err)
 	return nil
+}
+
+// scenarioDDPOnce: after SyncGradients each rank scales its gradients by its rank + 1: a
+// second SyncGradients leaves them so (they differ across ranks; the Step that follows uses
+// them as they are), and after ResetGradientSync, the optimizer's ZeroGrad or its Step, the
+// next sync makes them equal again.
+func scenarioDDPOnce(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	r, w := g.Rank(), g.WorldSize()
+	model := mlp(ddpSeed, 4)
+	ddp, err := NewDataParallel(g, model, DataParallelOptions{})
+	if err != nil {
+		return err
+	}
+	opt, err := newOptim("sgd", ddp)
+	if err != nil {
+		return err
+	}
+	grads := func() []float64 {
+		var out []float64
+		for _, p := range model.Parameters() {
+			out = append(out, float64s(p.Tensor.Grad())...)
+		}
+		return out
+	}
+	x, y := batch(0)
+	backward := func() { nn.MSE(nn.ReduceMean)(model.Forward(slice(x, r, w)), slice(y, r, w)).Backward() }
+	backward()
+	for _, reset := range []struct {
+		name string
+		f    func() error
+	}{
+		{"ResetGradientSync", func() error { ddp.ResetGradientSync(); return nil }},
+		{"the optimizer's ZeroGrad", func() error { opt.ZeroGrad(); backward(); return nil }},
+		{"the optimizer's Step", func() error { return opt.Step() }},
+	} {
+		if err := ddp.SyncGradients(); err != nil {
+			return err
+		}
+		if err := sameOnEveryRank(g, "the synced gradients", grads()); err != nil {
+			return err
+		}
+		for _, p := range model.Parameters() {
+			p.Tensor.Grad().MulScalarInPlace(float64(r + 1))
+		}
+		if err := ddp.SyncGradients(); err != nil {
+			return err
+		}
+		if err := sameOnEveryRank(g, "the gradients", grads()); err == nil {
+			return fmt.Errorf("before %s: a second SyncGradients synced again", reset.name)
+		}
+		if err := reset.f(); err != nil {
+			return err
+		}
+	}
+	if err := ddp.SyncGradients(); err != nil {
+		return err
+	}
+	return sameOnEveryRank(g, "the gradients synced after a step", grads())
 }
