@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -191,18 +192,15 @@ func (d *DataParallel) agree(fingerprint int64) error {
 // broadcast copies rank 0's tensors of bs to every rank, one collective per bucket; it changes
 // nothing unless every collective succeeded.
 func (d *DataParallel) broadcast(bs []bucket) error {
-	return cgotorch.TryWithScope(func() error {
-		outs := make([]*cgotorch.Tensor, len(bs))
-		for i, b := range bs {
-			pieces := make([]*cgotorch.Tensor, len(b.members))
-			for j, p := range b.members {
-				pieces[j] = p.Tensor.Detach().Reshape(-1)
-			}
-			var err error
-			if outs[i], err = d.g.Broadcast(cgotorch.Cat(pieces, 0), 0); err != nil {
-				return err
-			}
+	flatten := func(b bucket) *cgotorch.Tensor {
+		pieces := make([]*cgotorch.Tensor, len(b.members))
+		for j, p := range b.members {
+			pieces[j] = p.Tensor.Detach().Reshape(-1)
 		}
+		return cgotorch.Cat(pieces, 0)
+	}
+	root := func(t *cgotorch.Tensor) (*cgotorch.Tensor, error) { return d.g.Broadcast(t, 0) }
+	return d.exchange("data parallel broadcast", bs, flatten, root, func(outs []*cgotorch.Tensor) error {
 		cgotorch.NoGrad(func() {
 			for i, b := range bs {
 				var off int64
@@ -214,6 +212,33 @@ func (d *DataParallel) broadcast(bs []bucket) error {
 		})
 		return nil
 	})
+}
+
+// exchange runs one collective per bucket of bs on its flattened tensors, all flattened
+// before the first collective (a local failure sends nothing), and hands the results to apply
+// once every collective succeeded. Errors of the group come back as they are; any other (a
+// tensor operation's) wraps ErrInvalidArgument.
+func (d *DataParallel) exchange(op string, bs []bucket, flatten func(bucket) *cgotorch.Tensor,
+	collective func(*cgotorch.Tensor) (*cgotorch.Tensor, error), apply func([]*cgotorch.Tensor) error) error {
+	err := cgotorch.TryWithScope(func() error {
+		ins := make([]*cgotorch.Tensor, len(bs))
+		for i, b := range bs {
+			ins[i] = flatten(b)
+		}
+		outs := make([]*cgotorch.Tensor, len(bs))
+		for i, in := range ins {
+			var err error
+			if outs[i], err = collective(in); err != nil {
+				return err
+			}
+		}
+		return apply(outs)
+	})
+	var e *Error
+	if err != nil && !errors.As(err, &e) {
+		return &Error{Op: op, Kind: ErrInvalidArgument, Err: err}
+	}
+	return err
 }
 
 // SyncGradients averages the gradients of the model's parameters over the ranks, one
@@ -257,27 +282,25 @@ func (d *DataParallel) allReduce() error {
 	if d.sum {
 		op = Sum
 	}
-	return cgotorch.TryWithScope(func() error {
-		outs := make([]*cgotorch.Tensor, len(d.grads))
-		for i, b := range d.grads {
-			pieces := make([]*cgotorch.Tensor, 0, 2*len(b.members))
-			flags := make([]*cgotorch.Tensor, len(b.members))
-			for j, p := range b.members {
-				g := p.Tensor.Grad()
-				has := 1.0
-				if g == nil {
-					g, has = cgotorch.Zeros([]int64{b.numels[j]}, cgotorch.WithDType(b.dtype)), 0
-				}
-				pieces = append(pieces, g.Reshape(-1))
-				flags[j] = cgotorch.Full([]int64{1}, has, cgotorch.WithDType(b.dtype))
+	flatten := func(b bucket) *cgotorch.Tensor {
+		pieces := make([]*cgotorch.Tensor, 0, 2*len(b.members))
+		flags := make([]*cgotorch.Tensor, len(b.members))
+		for j, p := range b.members {
+			g := p.Tensor.Grad()
+			has := 1.0
+			if g == nil {
+				g, has = cgotorch.Zeros([]int64{b.numels[j]}, cgotorch.WithDType(b.dtype)), 0
 			}
-			var err error
-			if outs[i], err = d.g.AllReduce(cgotorch.Cat(append(pieces, flags...), 0), op); err != nil {
-				return err
-			}
+			pieces = append(pieces, g.Reshape(-1))
+			flags[j] = cgotorch.Full([]int64{1}, has, cgotorch.WithDType(b.dtype))
 		}
+		return cgotorch.Cat(append(pieces, flags...), 0)
+	}
+	reduce := func(t *cgotorch.Tensor) (*cgotorch.Tensor, error) { return d.g.AllReduce(t, op) }
+	return d.exchange("data parallel sync", d.grads, flatten, reduce, func(outs []*cgotorch.Tensor) error {
 		for i, b := range d.grads {
-			flags, err := outs[i].Narrow(0, outs[i].Numel()-int64(len(b.members)), int64(len(b.members))).To(cgotorch.CPU, cgotorch.Float64)
+			k := int64(len(b.members))
+			flags, err := outs[i].Narrow(0, outs[i].Numel()-k, k).To(cgotorch.CPU, cgotorch.Float64)
 			if err != nil {
 				return err
 			}

@@ -130,3 +130,22 @@ func TestDataParallelTables(t *testing.T) {
 		t.Error("the step left the table's row or the dense weights as they were")
 	}
 }
+
+// A tensor operation that fails on this rank (a closed parameter) is an error wrapping
+// ErrInvalidArgument, before any collective: the group stays usable.
+func TestDataParallelLocalFailure(t *testing.T) {
+	g := oneRank(t)
+	m := mlp(1, 4)
+	ddp, err := NewDataParallel(g, m, DataParallelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Forward(cgotorch.Randn([]int64{2, 8})).Sum().Backward()
+	m.Parameters()[2].Tensor.Close()
+	if err := ddp.SyncGradients(); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("sync with a closed parameter: %v, want %v", err, ErrInvalidArgument)
+	}
+	if err := g.Barrier(); err != nil {
+		t.Errorf("the group after a local failure: %v", err)
+	}
+}
