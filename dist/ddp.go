@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -70,41 +71,58 @@ type bucket struct {
 // parameters and buffers (names, shapes, dtypes) and options (ErrMismatch on every rank
 // otherwise), then copies rank 0's parameters and buffers to every rank, so ranks whose models
 // were initialised differently start from rank 0's. Every rank calls it, with the model on the
-// CPU (after nn.To) and before making the optimizer. Parameters listed twice (a module shared
-// under two names) are synchronized once.
+// CPU (after nn.To) and before making the optimizer. A rank whose arguments are invalid gets
+// ErrInvalidArgument or ErrConfig, and the others ErrMismatch, at once. Parameters listed
+// twice (a module shared under two names) are synchronized once.
 func NewDataParallel(g *Group, m nn.Module, opts DataParallelOptions) (*DataParallel, error) {
-	const op = "data parallel"
-	if g == nil || m == nil {
-		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("nil group or model")}
-	}
-	if opts.BucketBytes < 0 {
-		return nil, &Error{Op: op, Kind: ErrConfig, Err: fmt.Errorf("negative bucket size %d", opts.BucketBytes)}
+	if g == nil {
+		return nil, &Error{Op: "data parallel", Kind: ErrInvalidArgument, Err: fmt.Errorf("nil group")}
 	}
 	if opts.BucketBytes == 0 {
 		opts.BucketBytes = DefaultBucketBytes
 	}
-	params, buffers := unique(m.Parameters()), unique(nn.Buffers(m))
-	for _, p := range params {
-		if p.Tensor.Closed() || !p.Tensor.DType().IsFloat() || p.Tensor.Device() != cgotorch.CPU {
-			return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("parameter %q is closed, not floating-point or not on the CPU", p.Name)}
-		}
-	}
-	for _, b := range buffers {
-		if b.Tensor.Closed() || b.Tensor.Device() != cgotorch.CPU {
-			return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("buffer %q is closed or not on the CPU", b.Name)}
-		}
+	// A rank with bad arguments still takes part in the agreement, with a fingerprint no
+	// good rank has, so that the others fail at once (ErrMismatch) rather than time out.
+	bad := check(m, opts)
+	fingerprint := int64(0)
+	var params, buffers []nn.NamedParameter
+	if bad == nil {
+		params, buffers = unique(m.Parameters()), unique(nn.Buffers(m))
+		fingerprint = layout(params, buffers, opts)
 	}
 	d := &DataParallel{g: g, m: m, grads: buckets(params, opts.BucketBytes)}
+	if err := d.agree(fingerprint); bad != nil || err != nil {
+		return nil, cmp.Or(bad, err)
+	}
 	if !opts.LocalBuffers {
 		d.buffers = buckets(buffers, opts.BucketBytes)
-	}
-	if err := d.agree(layout(params, buffers, opts)); err != nil {
-		return nil, err
 	}
 	if err := d.broadcast(append(buckets(params, opts.BucketBytes), buckets(buffers, opts.BucketBytes)...)); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// check is NewDataParallel's arguments' error, if any.
+func check(m nn.Module, opts DataParallelOptions) error {
+	const op = "data parallel"
+	if m == nil {
+		return &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("nil model")}
+	}
+	if opts.BucketBytes < 0 {
+		return &Error{Op: op, Kind: ErrConfig, Err: fmt.Errorf("negative bucket size %d", opts.BucketBytes)}
+	}
+	for _, p := range m.Parameters() {
+		if p.Tensor.Closed() || !p.Tensor.DType().IsFloat() || p.Tensor.Device() != cgotorch.CPU {
+			return &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("parameter %q is closed, not floating-point or not on the CPU", p.Name)}
+		}
+	}
+	for _, b := range nn.Buffers(m) {
+		if b.Tensor.Closed() || b.Tensor.Device() != cgotorch.CPU {
+			return &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("buffer %q is closed or not on the CPU", b.Name)}
+		}
+	}
+	return nil
 }
 
 // unique is ps with each tensor once, under its first name.
@@ -183,7 +201,7 @@ func (d *DataParallel) agree(fingerprint int64) error {
 	for r, fp := range fps {
 		if fp != fingerprint {
 			return &Error{Op: "data parallel", Kind: ErrMismatch, Err: fmt.Errorf(
-				"rank %d's model or options differ from rank %d's (parameter or buffer names, shapes, dtypes, bucket size, LocalBuffers)", r, d.g.Rank())}
+				"rank %d's model or options differ from rank %d's (parameter or buffer names, shapes, dtypes, bucket size, LocalBuffers), or are invalid", r, d.g.Rank())}
 		}
 	}
 	return nil

@@ -464,20 +464,32 @@ func scenarioDDPUnused(o Options) error {
 }
 
 // scenarioDDPMismatch: the last rank's model has another hidden size: NewDataParallel fails
-// with ErrMismatch on every rank.
+// with ErrMismatch on every rank. Then the last rank asks for a negative bucket size: it gets
+// ErrConfig, and the others ErrMismatch at once, not after the group's timeout.
 func scenarioDDPMismatch(o Options) error {
 	g, err := New(o)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
+	last := g.Rank() == g.WorldSize()-1
 	hidden := 16
-	if g.Rank() == g.WorldSize()-1 {
+	if last {
 		hidden = 17
 	}
 	_, err = NewDataParallel(g, mlp(ddpSeed, hidden), DataParallelOptions{})
 	if !errors.Is(err, ErrMismatch) {
 		return fmt.Errorf("got %v, want %v", err, ErrMismatch)
+	}
+	fmt.Printf("rank %d: %v\n", g.Rank(), err)
+	opts, want := DataParallelOptions{}, ErrMismatch
+	if last {
+		opts.BucketBytes, want = -1, ErrConfig
+	}
+	start := time.Now()
+	_, err = NewDataParallel(g, mlp(ddpSeed, 16), opts)
+	if !errors.Is(err, want) || time.Since(start) > o.Timeout/2 {
+		return fmt.Errorf("one rank's bad options: got %v after %v, want %v at once", err, time.Since(start), want)
 	}
 	fmt.Printf("rank %d: %v\n", g.Rank(), err)
 	return nil
