@@ -93,6 +93,7 @@ func newOptimizer(name string, r rule, m Trainable, lr, wd float64) (*Optimizer,
 		return nil, invalid("%s: nil model", name)
 	}
 	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}, lr: lr, wd: wd}
+	o.syncer, _ = m.(GradientSyncer)
 	if err := o.AddParamGroup(ParamGroup{Params: m.Parameters(), LR: lr, WeightDecay: wd}); err != nil {
 		return nil, err
 	}
@@ -103,7 +104,6 @@ func newOptimizer(name string, r rule, m Trainable, lr, wd float64) (*Optimizer,
 			o.steppers = append(o.steppers, s)
 		}
 	}
-	o.syncer, _ = m.(GradientSyncer)
 	return o, nil
 }
 
@@ -128,6 +128,9 @@ func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 		}
 		if o.state[p.Tensor] != nil {
 			return invalid("%s: parameter %q appears in more than one group", o.name, p.Name)
+		}
+		if s := claimant(p.Tensor); s != nil && s != o.syncer {
+			return invalid("%s: parameter %q is synchronized by a %T: make the optimizer from it, not from the model", o.name, p.Name, s)
 		}
 		if !p.Tensor.DType().IsFloat() {
 			return invalid("%s: parameter %q is %v, not a float tensor", o.name, p.Name, p.Tensor.DType())

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -93,4 +94,42 @@ func TestOptimizerSyncsGradients(t *testing.T) {
 	if want := []string{"sync"}; !slices.Equal(m.calls, want) {
 		t.Errorf("calls %v, want %v", m.calls, want)
 	}
+}
+
+// claimedMLP is a syncedMLP holding the Claim of its parameters.
+type claimedMLP struct {
+	syncedMLP
+	claim *nn.Claim
+}
+
+// Parameters claimed by a GradientSyncer are refused by an optimizer made from anything else
+// (the model, a ParamList, an added group), and taken by one made from the syncer; the claim
+// lapses when the syncer is dropped.
+func TestClaimedParameters(t *testing.T) {
+	m := newMLP()
+	s := &claimedMLP{syncedMLP: syncedMLP{Sequential: m}}
+	s.claim = nn.ClaimParameters(s)
+	if _, err := nn.NewAdam(m, nn.DefaultAdamOptions()); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("an optimizer from the model: %v, want %v", err, cgotorch.ErrInvalidArgument)
+	}
+	if _, err := nn.NewSGD(nn.ParamList(m.Parameters()[1:]), nn.SGDOptions{}); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("an optimizer from a ParamList: %v, want %v", err, cgotorch.ErrInvalidArgument)
+	}
+	opt, err := nn.NewSGD(nn.ParamList(nil), nn.SGDOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.AddParamGroup(nn.ParamGroup{Params: m.Parameters()}); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("an added group: %v, want %v", err, cgotorch.ErrInvalidArgument)
+	}
+	if _, err := nn.NewAdam(s, nn.DefaultAdamOptions()); err != nil {
+		t.Errorf("an optimizer from the syncer: %v", err)
+	}
+	for range 10 {
+		runtime.GC()
+		if _, err = nn.NewAdam(m, nn.DefaultAdamOptions()); err == nil {
+			return
+		}
+	}
+	t.Errorf("the claim outlived its syncer: %v", err)
 }
