@@ -55,6 +55,7 @@ type DataParallel struct {
 	grads   []bucket // the parameters' buckets
 	buffers []bucket // the buffers', empty under LocalBuffers
 	sum     bool     // tests only: sum the gradients instead of averaging them
+	claim   *nn.Claim
 
 	mu     sync.Mutex
 	synced bool // the gradients were synchronized since the last reset
@@ -71,7 +72,9 @@ type bucket struct {
 // parameters and buffers (names, shapes, dtypes) and options (ErrMismatch on every rank
 // otherwise), then copies rank 0's parameters and buffers to every rank, so ranks whose models
 // were initialised differently start from rank 0's. Every rank calls it, with the model on the
-// CPU (after nn.To) and before making the optimizer. A rank whose arguments are invalid gets
+// CPU (after nn.To) and before making the optimizer, from the DataParallel: the DataParallel
+// claims the model's parameters (nn.ClaimParameters), so that an optimizer made afterwards
+// from the model, which would not sync them, is refused. A rank whose arguments are invalid gets
 // ErrInvalidArgument or ErrConfig, and the others ErrMismatch, at once. Parameters listed
 // twice (a module shared under two names) are synchronized once.
 func NewDataParallel(g *Group, m nn.Module, opts DataParallelOptions) (*DataParallel, error) {
@@ -100,6 +103,7 @@ func NewDataParallel(g *Group, m nn.Module, opts DataParallelOptions) (*DataPara
 	if err := d.broadcast(append(buckets(params, opts.BucketBytes), buckets(buffers, opts.BucketBytes)...)); err != nil {
 		return nil, err
 	}
+	d.claim = nn.ClaimParameters(d)
 	return d, nil
 }
 

@@ -149,3 +149,21 @@ func TestDataParallelLocalFailure(t *testing.T) {
 		t.Errorf("the group after a local failure: %v", err)
 	}
 }
+
+// An optimizer made from the model of a DataParallel, which would step without the sync, is
+// refused.
+func TestDataParallelRefusesModelOptimizer(t *testing.T) {
+	m := mlp(1, 4)
+	ddp, err := NewDataParallel(oneRank(t), m, DataParallelOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nn.NewAdam(m, nn.DefaultAdamOptions()); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("an optimizer from the model: %v, want %v", err, cgotorch.ErrInvalidArgument)
+	} else {
+		t.Log(err)
+	}
+	if _, err := nn.NewAdam(ddp, nn.DefaultAdamOptions()); err != nil {
+		t.Errorf("an optimizer from the DataParallel: %v", err)
+	}
+}

@@ -65,7 +65,7 @@ func TestDataParallelEquivalence(t *testing.T) {
 }
 
 // The equivalence check catches a sum instead of an average, and a training loop whose
-// optimizer skips the synchronization (made from the model, not the DataParallel).
+// optimizer skips the synchronization (made from the model before the DataParallel).
 func TestDataParallelCatchesBrokenSync(t *testing.T) {
 	for _, variant := range []string{"sum", "nosync"} {
 		for _, optim := range []string{"adam", "sgd"} {
@@ -233,7 +233,8 @@ func checkTrained(g *Group, model, single nn.Module) error {
 // optimizer $GOREC_DDP_OPTIM and bucket cap $GOREC_DDP_BUCKET, and checks the weights against
 // one process's run on the whole batches. Variants ($GOREC_DDP_VARIANT): "avg", the
 // DataParallel; "sum", the gradients summed instead of averaged; "nosync", the optimizer made
-// from the model: the broken variants must fail the check.
+// from the model (before NewDataParallel, which would make it refuse them after): the broken
+// variants must fail the check.
 func scenarioDDPTrain(o Options) error {
 	g, err := New(o)
 	if err != nil {
@@ -250,6 +251,12 @@ func scenarioDDPTrain(o Options) error {
 	if r != 0 && maxDiff(flat(model.Parameters()), flat(single.Parameters())) == 0 {
 		return fmt.Errorf("rank %d's model starts as rank 0's: the test shows nothing", r)
 	}
+	var opt *nn.Optimizer
+	if variant == "nosync" { // made before the DataParallel claims the parameters
+		if opt, err = newOptim(kind, model); err != nil {
+			return err
+		}
+	}
 	ddp, err := NewDataParallel(g, model, DataParallelOptions{BucketBytes: capBytes})
 	if err != nil {
 		return err
@@ -261,13 +268,10 @@ func scenarioDDPTrain(o Options) error {
 		return fmt.Errorf("bucket cap %d: %d buckets, want several", capBytes, len(ddp.grads))
 	}
 	ddp.sum = variant == "sum"
-	var trained nn.Trainable = ddp
-	if variant == "nosync" {
-		trained = model
-	}
-	opt, err := newOptim(kind, trained)
-	if err != nil {
-		return err
+	if opt == nil {
+		if opt, err = newOptim(kind, ddp); err != nil {
+			return err
+		}
 	}
 	sopt, err := newOptim(kind, single)
 	if err != nil {
