@@ -150,6 +150,10 @@ struct Optim {
   void validate() const;
   int num_states() const;
   StateSpec state(int i) const;
+  // state(i) without its initial value: it reads the kind alone, not the parameters, which a
+  // swap of two tables' contents changes under the table's lock (so a check before the lock
+  // can use it).
+  StateSpec state_shape(int i) const;
   // SGD with momentum: rows absent from a step keep moving (PyTorch's semantics), applied
   // lazily from a per-row stamp (see table_math.hxx).
   bool has_momentum() const { return kind == CT_OPT_SGD && p[1] != 0; }

@@ -274,10 +274,11 @@ void Table::check_values(int64_t n, const float *rows, const float *const st[2],
     const float *v = st[s];
     const int64_t m = n * width_[s + 1];
     if (!all_finite(v, m)) fail("states contain NaN or Inf");
-    if (!opt_.state(s).nonneg) continue;
+    const StateSpec spec = opt_.state_shape(s);  // (import checks before the lock: no parameters)
+    if (!spec.nonneg) continue;
     bool neg = false;
     for (int64_t i = 0; i < m; i++) neg |= v[i] < 0;
-    if (neg) fail(std::string("state ") + opt_.state(s).name + " has negative values: the optimizer keeps it >= 0");
+    if (neg) fail(std::string("state ") + spec.name + " has negative values: the optimizer keeps it >= 0");
   }
 }
 

@@ -288,18 +288,25 @@ int Optim::num_states() const {
   }
 }
 
-StateSpec Optim::state(int i) const {
+StateSpec Optim::state_shape(int i) const {
   switch (kind) {
     case CT_OPT_SGD: return {"momentum_buffer", true, 0.f, false};
-    case CT_OPT_ADAGRAD: return {"sum", true, static_cast<float>(p[2]), true};
-    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, static_cast<float>(p[2]), true};
+    case CT_OPT_ADAGRAD: return {"sum", true, 0.f, true};
+    case CT_OPT_ROWWISE_ADAGRAD: return {"sum", false, 0.f, true};
     case CT_OPT_SPARSE_ADAM:
     case CT_OPT_ADAMW:
       return i == 0 ? StateSpec{"exp_avg", true, 0.f, false} : StateSpec{"exp_avg_sq", true, 0.f, true};
     case CT_OPT_FTRL:
-      return i == 0 ? StateSpec{"z", true, 0.f, false} : StateSpec{"n", true, static_cast<float>(p[4]), true};
+      return i == 0 ? StateSpec{"z", true, 0.f, false} : StateSpec{"n", true, 0.f, true};
     default: throw std::logic_error("optimizer has no state");
   }
+}
+
+StateSpec Optim::state(int i) const {
+  StateSpec s = state_shape(i);
+  if (kind == CT_OPT_ADAGRAD || kind == CT_OPT_ROWWISE_ADAGRAD) s.init = static_cast<float>(p[2]);
+  if (kind == CT_OPT_FTRL && i == 1) s.init = static_cast<float>(p[4]);
+  return s;
 }
 
 StepConsts Optim::begin(int64_t t) const {

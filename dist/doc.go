@@ -26,6 +26,18 @@
 // same shapes and dtypes (AllToAll: matching splits): Gloo pairs the ranks' calls by their
 // position in that order.
 //
+// # Data-parallel dense layers
+//
+// DataParallel replicates a model's dense layers as torch's DistributedDataParallel does:
+// NewDataParallel checks that every rank's model has the same parameters and buffers and
+// copies rank 0's to every rank; the optimizer made from the DataParallel (one made from the
+// model is refused) averages the gradients over the ranks at the start of each Step, one
+// all-reduce per bucket of parameters (DataParallelOptions.BucketBytes, 25 MiB by default),
+// and copies rank 0's buffers (BatchNorm1d's running statistics) to every rank. Each rank
+// trains on its slice of the global batch with a mean-reduced loss; the replicas stay equal,
+// and equal to one process's training on the whole batch up to float32 rounding. Embedding
+// tables are not averaged: they are the model's Steppers, stepped by the same optimizer.
+//
 // # Failures
 //
 // A dead peer (ErrPeer), a rank that skips a collective or stalls (ErrTimeout, after the

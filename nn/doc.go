@@ -31,9 +31,11 @@
 //	opt, _ := nn.NewAdam(model, nn.DefaultAdamOptions())
 //
 // makes one opt.ZeroGrad(), one opt.Step() and one opt.SetLR cover the whole model, tables
-// included. ParamList(ps) is a Trainable of bare parameters (no tables): an Embedding whose table
-// no optimizer steps panics after MaxLookupsWithoutStep training lookups instead of letting its
-// pending gradients grow without bound.
+// included. A model that is a GradientSyncer (dist.DataParallel) has its gradients combined
+// across processes at the start of Step; the parameters it claims (ClaimParameters) are refused
+// by an optimizer made from anything else. ParamList(ps) is a Trainable of bare parameters (no
+// tables): an Embedding whose table no optimizer steps panics after MaxLookupsWithoutStep
+// training lookups instead of letting its pending gradients grow without bound.
 //
 // A zero field of an options type (SGDOptions, AdamOptions, AdagradOptions, a ParamGroup's
 // LR and WeightDecay, LeakyReLU's Slope) means the documented default, PyTorch's, as in

@@ -49,6 +49,20 @@ type Optimizer struct {
 	groups   []*ParamGroup
 	state    map[*Tensor]*slot
 	steppers []Stepper
+	syncer   GradientSyncer // the model's, when it is one
+}
+
+// GradientSyncer is a Trainable whose dense gradients are combined with other processes'
+// before every update: dist.DataParallel, which averages them over the ranks of a process
+// group. An optimizer made from one calls SyncGradients at the start of Step, before it updates
+// anything (an error fails the step, which then changes nothing), and ResetGradientSync once
+// the step has used the gradients and in ZeroGrad: SyncGradients does its work once between
+// two resets, so a caller who needs the combined gradients before Step (to clip them) calls it
+// first and Step does not combine them again.
+type GradientSyncer interface {
+	Trainable
+	SyncGradients() error
+	ResetGradientSync()
 }
 
 // slot is the state of one parameter.
@@ -79,6 +93,7 @@ func newOptimizer(name string, r rule, m Trainable, lr, wd float64) (*Optimizer,
 		return nil, invalid("%s: nil model", name)
 	}
 	o := &Optimizer{name: name, rule: r, state: map[*Tensor]*slot{}, lr: lr, wd: wd}
+	o.syncer, _ = m.(GradientSyncer)
 	if err := o.AddParamGroup(ParamGroup{Params: m.Parameters(), LR: lr, WeightDecay: wd}); err != nil {
 		return nil, err
 	}
@@ -113,6 +128,9 @@ func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 		}
 		if o.state[p.Tensor] != nil {
 			return invalid("%s: parameter %q appears in more than one group", o.name, p.Name)
+		}
+		if s := claimant(p.Tensor); s != nil && s != o.syncer {
+			return invalid("%s: parameter %q is synchronized by a %T: make the optimizer from it, not from the model", o.name, p.Name, s)
 		}
 		if !p.Tensor.DType().IsFloat() {
 			return invalid("%s: parameter %q is %v, not a float tensor", o.name, p.Name, p.Tensor.DType())
@@ -165,7 +183,15 @@ func (o *Optimizer) LR() float64 {
 // Step updates every parameter that has a gradient (parameters without one are skipped, as in
 // PyTorch), with gradient recording off, then calls Step of each Stepper. A failing tensor
 // operation (a closed parameter, say) is returned as an error, as are the Steppers' errors.
+// When the model is a GradientSyncer, its gradients are synchronized first; if that fails,
+// Step returns the error and updates nothing.
 func (o *Optimizer) Step() error {
+	if o.syncer != nil {
+		if err := o.syncer.SyncGradients(); err != nil {
+			return fmt.Errorf("nn: %s step: %w", o.name, err)
+		}
+		defer o.syncer.ResetGradientSync()
+	}
 	err := cgotorch.Try(func() {
 		cgotorch.NoGrad(func() {
 			for _, g := range o.groups {
@@ -198,8 +224,12 @@ func (o *Optimizer) Step() error {
 }
 
 // ZeroGrad zeroes the gradients of every parameter (in place, as PyTorch 1.13's default
-// zero_grad(set_to_none=False)) and calls ZeroGrad of each Stepper.
+// zero_grad(set_to_none=False)) and calls ZeroGrad of each Stepper (and ResetGradientSync of a
+// GradientSyncer model).
 func (o *Optimizer) ZeroGrad() {
+	if o.syncer != nil {
+		o.syncer.ResetGradientSync()
+	}
 	for _, g := range o.groups {
 		ZeroGradParams(g.Params)
 	}
