@@ -174,8 +174,13 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
   }
   if (!done) return false;
   if (!st->error.empty()) throw std::runtime_error(st->error);
-  *rows = st->rows;
-  if (found != nullptr) *found = st->found;
+  // Moved, not copied: the worker may drop its reference to st after this returns, and the last
+  // reference to a tensor the caller was handed must not go with it. Python's torch ties a
+  // tensor's Python object to the tensor once Python has seen it, so the worker's release
+  // would need the GIL: at interpreter exit that ended the worker thread inside a destructor
+  // (std::terminate, with torch 2.15).
+  *rows = std::move(st->rows);
+  if (found != nullptr) *found = std::move(st->found);
   return true;
 }
 
