@@ -52,13 +52,14 @@ func (o EmbeddingOptions) forward(train bool) embedding.ForwardOptions {
 // embedding.Table methods return the same failures as errors.
 type Embedding struct {
 	Base
-	Table *embedding.Table
+	Table EmbeddingTable
 	EmbeddingOptions
 	guard lookupGuard
 }
 
-// NewEmbedding returns an Embedding over t, in training mode.
-func NewEmbedding(t *embedding.Table, opts EmbeddingOptions) *Embedding {
+// NewEmbedding returns an Embedding over t (an *embedding.Table, or a sharded table), in
+// training mode.
+func NewEmbedding(t EmbeddingTable, opts EmbeddingOptions) *Embedding {
 	return &Embedding{Table: t, EmbeddingOptions: opts}
 }
 
@@ -98,7 +99,7 @@ var (
 )
 
 // zeroTable drops t's pending gradients; a closed table has none to drop.
-func zeroTable(op string, t *embedding.Table) {
+func zeroTable(op string, t EmbeddingTable) {
 	if err := t.ZeroGrad(); err != nil && !errors.Is(err, embedding.ErrClosed) {
 		panic(tensorError(op, err))
 	}
