@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -105,10 +106,11 @@ func zeroTable(op string, t EmbeddingTable) {
 	}
 }
 
-// tensorError turns an error of package embedding into the *cgotorch.Error that module math
-// panics with, keeping its sentinel (ErrInvalidArgument for bad input, ErrClosed, ErrDevice).
+// tensorError turns an error of the table into the *cgotorch.Error that module math panics
+// with, keeping its sentinel (ErrInvalidArgument for bad input, ErrClosed, ErrDevice); any
+// other error (a sharded table's failed peer, say) stays in the chain under ErrTorch.
 func tensorError(op string, err error) *cgotorch.Error {
-	kind := cgotorch.ErrTorch
+	kind := fmt.Errorf("%w: %w", cgotorch.ErrTorch, err) // another table's (a sharded one's) failure, kept
 	switch {
 	case errors.Is(err, embedding.ErrBadInput):
 		kind = cgotorch.ErrInvalidArgument
