@@ -11,18 +11,18 @@ import (
 // Lookup returns the rows of ids (int64, any shape) as float32 [N, Dim] (N ids, in order),
 // inserting the ids not yet in the table on their owners (collective).
 func (s *ShardedTable) Lookup(ids *cgotorch.Tensor) (*cgotorch.Tensor, error) {
-	rows, _, err := s.rowsOf2("lookup", ids, true)
+	rows, _, err := s.lookupRows("lookup", ids, true)
 	return rows, err
 }
 
 // Read returns the rows of ids without inserting anything (ids not in the table get the
 // Config's ReadDefault row), and found (bool [N]): which ids were present (collective).
 func (s *ShardedTable) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error) {
-	return s.rowsOf2("read", ids, false)
+	return s.lookupRows("read", ids, false)
 }
 
-// rowsOf2 is Lookup (insert) and Read.
-func (s *ShardedTable) rowsOf2(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
+// lookupRows is Lookup (insert) and Read.
+func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
 	v, err := s.idsOf(op, ids)
 	if _, err := s.agree(op, err, false); err != nil {
 		return nil, nil, err

@@ -246,6 +246,9 @@ func scenarioShardedOps(o Options) error {
 	if fmt.Sprint(gv) != fmt.Sprint(wv) || fmt.Sprint(gf) != fmt.Sprint(wfound) {
 		return fmt.Errorf("read: %v %v, want %v %v", gv, gf, wv, wfound)
 	}
+	if err := sameLookups(st, ref, probe); err != nil {
+		return err
+	}
 	stats, err := st.Stats()
 	if err != nil || stats.Len != ref.Len() || stats.Step != 1 || stats.Dim != 3 {
 		return fmt.Errorf("stats %+v (%v), want len %d and step 1", stats, err, ref.Len())
@@ -483,4 +486,40 @@ func nanGradient(m *trainModel, opt *nn.Optimizer, bad bool) error {
 		}
 		out.Sum().MulScalar(scale).Backward()
 	})
+}
+
+// sameLookups compares the sharded table's lookups of ids with the local table's: inference
+// (nothing inserted), and a training bag with a padding id under no gradient, which inserts.
+func sameLookups(st *ShardedTable, ref *embedding.Table, ids []int64) error {
+	opts := []embedding.ForwardOptions{{}, {MaxNorm: 1}, {Train: true, Padding: true, PaddingID: ids[0]}}
+	for _, o := range opts {
+		var got, want []float32
+		err := cgotorch.TryWithScope(func() error {
+			var err error
+			cgotorch.NoGrad(func() {
+				t := cgotorch.MustFromSlice(ids)
+				offs := cgotorch.MustFromSlice([]int64{0, 2, 5})
+				var g, w *cgotorch.Tensor
+				if g, err = st.ForwardBag(t, offs, nil, embedding.Mean, o); err != nil {
+					return
+				}
+				if w, err = ref.ForwardBag(t, offs, nil, embedding.Mean, o); err != nil {
+					return
+				}
+				got, _ = cgotorch.ToSlice[float32](g)
+				want, _ = cgotorch.ToSlice[float32](w)
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("forward %+v: %w", o, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("forward %+v: %v, want %v", o, got, want)
+		}
+		if n, err := st.Len(); err != nil || n != ref.Len() {
+			return fmt.Errorf("forward %+v: len %d (%v), want %d", o, n, err, ref.Len())
+		}
+	}
+	return nil
 }
