@@ -87,7 +87,7 @@ func (s *ShardedTable) Step() error {
 	if err != nil || !anyHas {
 		return err
 	}
-	if err := s.applyGrads(ids, grads); err != nil {
+	if err := s.applyGrads(op, ids, grads); err != nil {
 		return err
 	}
 	return s.ZeroGrad()

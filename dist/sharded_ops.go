@@ -135,7 +135,7 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 	if err != nil {
 		return err
 	}
-	return s.shard.WriteIDs(r.ids, got)
+	return s.settle(op, s.shard.WriteIDs(r.ids, got))
 }
 
 // Update applies one step of the table's optimizer with grads (float32 [N, Dim], finite) for
@@ -152,7 +152,7 @@ func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
 		return err
 	}
 	u, sums := sumByID(v, g, s.cfg.Dim)
-	return s.applyGrads(u, sums)
+	return s.applyGrads(op, u, sums)
 }
 
 // sumByID returns the ids ascending without repeats, and the sum of each one's rows.
@@ -169,8 +169,9 @@ func sumByID(ids []int64, rows []float32, d int) ([]int64, []float32) {
 }
 
 // applyGrads sends the gradients of ids (unique on this rank) to their owners, which sum them
-// per id and step (every owner steps, even with no ids).
-func (s *ShardedTable) applyGrads(ids []int64, grads []float32) error {
+// per id and step (every owner steps, even with no ids); every rank learns whether they all
+// did.
+func (s *ShardedTable) applyGrads(op string, ids []int64, grads []float32) error {
 	d := s.cfg.Dim
 	if s.fault == faultLostGradient && len(ids) > 0 {
 		ids, grads = ids[1:], grads[d:]
@@ -183,7 +184,7 @@ func (s *ShardedTable) applyGrads(ids []int64, grads []float32) error {
 	if s.fault == faultNoSum {
 		recv, got = firstOfEach(recv, got, d)
 	}
-	return s.shard.UpdateIDs(recv, got)
+	return s.settle(op, s.shard.UpdateIDs(recv, got))
 }
 
 // firstOfEach keeps the first row of each id (the deliberate defect faultNoSum).
@@ -215,18 +216,21 @@ func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	}
 	// an id sent by several ranks is deleted once
 	n, err := s.shard.DeleteIDs(uniqueIDs(r.ids, false, 0))
-	all, gerr := s.gatherInt64s(op, []int64{int64(n), boolInt(err != nil)})
-	if err = errors.Join(err, gerr); err != nil {
+	if err := s.settle(op, err); err != nil {
 		return 0, err
 	}
-	total := 0
-	for r := 0; r < s.g.WorldSize(); r++ {
-		if all[2*r+1] != 0 {
-			return 0, &Error{Op: op, Kind: ErrMismatch, Err: errors.New("an owner failed to delete")}
-		}
-		total += int(all[2*r])
+	t, err := cgotorch.FromSlice([]int64{int64(n)})
+	if err != nil {
+		return 0, err
 	}
-	return total, nil
+	defer t.Close()
+	sum, err := s.g.AllReduce(t, Sum)
+	if err != nil {
+		return 0, err
+	}
+	defer sum.Close()
+	total, err := sum.Item()
+	return int(total), err
 }
 
 // ExportShard is a consistent snapshot of this rank's shard (not collective).

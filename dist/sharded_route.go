@@ -23,6 +23,18 @@ type routed struct {
 // changes: it returns local itself, or an ErrMismatch naming the ranks that refused theirs.
 // has, for each rank, is what it reported (Step: whether it has gradients).
 func (s *ShardedTable) agree(op string, local error, has bool) (anyHas bool, err error) {
+	return s.verdicts(op, local, has, "refused their input; no shard changed")
+}
+
+// settle tells every rank whether the owners applied a change the ranks had agreed on (an
+// owner whose shard fails, a closed one say, is the only way they do not): it returns local
+// itself, or an ErrMismatch naming the ranks that failed.
+func (s *ShardedTable) settle(op string, local error) error {
+	_, err := s.verdicts(op, local, false, "failed to apply it on their shard")
+	return err
+}
+
+func (s *ShardedTable) verdicts(op string, local error, has bool, failed string) (anyHas bool, err error) {
 	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), boolInt(has)})
 	if err != nil {
 		return false, errors.Join(err, local)
@@ -38,7 +50,7 @@ func (s *ShardedTable) agree(op string, local error, has bool) (anyHas bool, err
 		anyHas = anyHas || all[2*r+1] != 0
 	}
 	if refused != nil {
-		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", s.name, refused)}
+		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v %s", s.name, refused, failed)}
 	}
 	return anyHas, nil
 }

@@ -25,6 +25,7 @@ func init() {
 		"sharded-config": scenarioShardedConfig,
 		"sharded-bad":    scenarioShardedBad,
 		"sharded-killed": scenarioShardedKilled,
+		"sharded-closed": scenarioShardedClosed,
 	} {
 		scenarios[name] = f
 	}
@@ -519,6 +520,43 @@ func sameLookups(st *ShardedTable, ref *embedding.Table, ids []int64) error {
 		}
 		if n, err := st.Len(); err != nil || n != ref.Len() {
 			return fmt.Errorf("forward %+v: len %d (%v), want %d", o, n, err, ref.Len())
+		}
+	}
+	return nil
+}
+
+// scenarioShardedClosed: rank 1's shard is closed under the sharded table, so it fails to
+// apply what the ranks agreed on; every rank must get an error (ErrClosed there, ErrMismatch on
+// the others), not only the rank that failed.
+func scenarioShardedClosed(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	st, err := NewShardedTable(g, "closed", trainConfigs["sgd"])
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if g.Rank() == 1 {
+		st.Shard().Close()
+	}
+	var ids []int64
+	for k := 1; k < 30; k++ { // ids of every rank
+		ids = append(ids, trainID(k))
+	}
+	n := int64(len(ids))
+	calls := map[string]func() error{
+		"write":  func() error { return st.Write(cgotorch.MustFromSlice(ids), cgotorch.Zeros([]int64{n, trainDim})) },
+		"update": func() error { return st.Update(cgotorch.MustFromSlice(ids), cgotorch.Zeros([]int64{n, trainDim})) },
+		"delete": func() error { _, err := st.Delete(cgotorch.MustFromSlice(ids)); return err },
+	}
+	for _, name := range []string{"write", "update", "delete"} {
+		err := calls[name]()
+		fmt.Printf("rank %d: %s: %v\n", g.Rank(), name, err)
+		if g.Rank() == 1 && !errors.Is(err, embedding.ErrClosed) || g.Rank() != 1 && !errors.Is(err, ErrMismatch) {
+			return fmt.Errorf("%s with a closed shard on rank 1: %v", name, err)
 		}
 	}
 	return nil

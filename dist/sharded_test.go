@@ -124,3 +124,15 @@ func TestShardedKilledRank(t *testing.T) {
 		})
 	}
 }
+
+// A rank whose shard fails to apply an agreed change (closed under the table): every rank
+// gets an error, not only that one.
+func TestShardedOwnerFails(t *testing.T) {
+	for _, world := range []int{2, 3} {
+		t.Run(fmt.Sprint(world), func(t *testing.T) {
+			res := runSharded(t, "sharded-closed", world, 30*time.Second)
+			requirePassed(t, res)
+			t.Log(res[0].output)
+		})
+	}
+}
