@@ -53,6 +53,9 @@
 // over the slice (or divided by the global batch size). The owners then sum the ranks'
 // gradients per id, as one process would.
 //
+// Save writes every rank's shard into one directory, and rank 0 commits a manifest once they
+// are all durable. LoadShardedTable opens the table on any world size.
+//
 // # Who may join
 //
 // c10d's TCPStore and Gloo authenticate nobody: anyone who can reach the store's port or Gloo's

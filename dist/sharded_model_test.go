@@ -105,13 +105,18 @@ func backward(m *trainModel, opt *nn.Optimizer, samples []sample) error {
 
 // train trains a model over t for trainSteps steps, on this rank's slice of each global batch.
 func train(t nn.EmbeddingTable, rank, world int) error {
+	return trainFrom(t, rank, world, 0, trainSteps)
+}
+
+// trainFrom trains a model over t on the global batches of steps from to to-1.
+func trainFrom(t nn.EmbeddingTable, rank, world, from, to int) error {
 	m := newTrainModel(t)
 	opt, err := nn.NewAdam(m, nn.AdamOptions{LR: 1e-3})
 	if err != nil {
 		return err
 	}
 	per := trainBatch / world
-	for step := 0; step < trainSteps; step++ {
+	for step := from; step < to; step++ {
 		if err := trainStep(m, opt, globalBatch(step)[rank*per:(rank+1)*per]); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +27,8 @@ func init() {
 		"sharded-bad":    scenarioShardedBad,
 		"sharded-killed": scenarioShardedKilled,
 		"sharded-closed": scenarioShardedClosed,
+		"sharded-save":   scenarioShardedSave,
+		"sharded-load":   scenarioShardedLoad,
 	} {
 		scenarios[name] = f
 	}
@@ -68,20 +71,8 @@ func scenarioShardedTrain(o Options) error {
 	if err := ownsItsIDs(st); err != nil && f == noFault {
 		return err
 	}
-	got, err := st.Export()
-	if err != nil {
-		return err
-	}
-	defer got.Close()
-	want, err := ref.Export()
-	if err != nil {
-		return err
-	}
-	defer want.Close()
-	worst, err := sameSnapshot(got, want)
-	rows, _ := cgotorch.ToSlice[float32](want.Rows)
-	fmt.Printf("rank %d: %d ids, |row| up to %.3g; against one process: worst difference %.3g of the tolerance, %v\n",
-		g.Rank(), got.IDs.Numel(), maxAbs(rows), worst, err)
+	worst, err := against(st, ref)
+	fmt.Printf("rank %d: against one process: worst difference %.3g of the tolerance, %v\n", g.Rank(), worst, err)
 	if f != noFault {
 		if err == nil {
 			return fmt.Errorf("the defect %q went unnoticed", os.Getenv("GOREC_SHARD_FAULT"))
@@ -254,26 +245,8 @@ func scenarioShardedOps(o Options) error {
 	if err != nil || stats.Len != ref.Len() || stats.Step != 1 || stats.Dim != 3 {
 		return fmt.Errorf("stats %+v (%v), want len %d and step 1", stats, err, ref.Len())
 	}
-	got, err := st.Export()
-	if err != nil {
-		return err
-	}
-	defer got.Close()
-	want, err := ref.Export()
-	if err != nil {
-		return err
-	}
-	defer want.Close()
-	_, err = sameSnapshot(got, want)
+	_, err = against(st, ref)
 	return err
-}
-
-func maxAbs(v []float32) float64 {
-	m := 0.0
-	for _, x := range v {
-		m = max(m, math.Abs(float64(x)))
-	}
-	return m
 }
 
 // scenarioShardedConfig: rank 1 creates tables whose configuration differs from rank 0's by
@@ -322,14 +295,20 @@ func shardState(st *ShardedTable) (string, error) {
 		return "", err
 	}
 	defer snap.Close()
+	return snapshotText(snap), nil
+}
+
+// snapshotText is a snapshot as text, exact to the bit (float32s print in their shortest
+// round-tripping form).
+func snapshotText(snap *embedding.Snapshot) string {
 	ids, _ := cgotorch.ToSlice[int64](snap.IDs)
 	rows, _ := cgotorch.ToSlice[float32](snap.Rows)
 	out := fmt.Sprint(ids, rows, snap.Step)
 	for _, s := range snap.States {
 		v, _ := cgotorch.ToSlice[float32](s.Values)
-		out += fmt.Sprint(v)
+		out += fmt.Sprint(s.Name, v)
 	}
-	return out, nil
+	return out
 }
 
 // scenarioShardedBad: rank 1 gives bad input to each operation (ids of the wrong dtype to a
@@ -560,4 +539,127 @@ func scenarioShardedClosed(o Options) error {
 		}
 	}
 	return nil
+}
+
+// scenarioShardedSave trains a sharded table ($GOREC_SHARD_OPT) and saves it twice into
+// $GOREC_SHARD_DIR (the second save replaces the first generation); rank 0 writes the gathered
+// table's text to expected.txt there.
+func scenarioShardedSave(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	dir := os.Getenv("GOREC_SHARD_DIR")
+	st, err := NewShardedTable(g, "saved", trainConfigs[os.Getenv("GOREC_SHARD_OPT")])
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := train(st, g.Rank(), g.WorldSize()); err != nil {
+		return err
+	}
+	if err := st.SetLR(0.125); err != nil { // a rate of SetLR's is saved too
+		return err
+	}
+	for i := 0; i < 2; i++ {
+		if err := st.Save(dir); err != nil {
+			return fmt.Errorf("save %d: %w", i, err)
+		}
+	}
+	snap, err := st.Export()
+	if err != nil {
+		return err
+	}
+	defer snap.Close()
+	if g.Rank() != 0 {
+		return nil
+	}
+	gens, _ := filepath.Glob(filepath.Join(dir, "gen-*"))
+	if len(gens) != 1 {
+		return fmt.Errorf("generations left after two saves: %v", gens)
+	}
+	return os.WriteFile(dir+"/expected.txt", []byte(snapshotText(snap)), 0o644)
+}
+
+// scenarioShardedLoad loads the table saved in $GOREC_SHARD_DIR (by another world size) and
+// compares it, gathered, with expected.txt, bit for bit; every rank holds only its own ids.
+func scenarioShardedLoad(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	dir := os.Getenv("GOREC_SHARD_DIR")
+	st, err := LoadShardedTable(g, dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := ownsItsIDs(st); err != nil {
+		return err
+	}
+	if st.Name() != "saved" || st.LR() != 0.125 {
+		return fmt.Errorf("loaded %q at rate %v, want \"saved\" at 0.125", st.Name(), st.LR())
+	}
+	snap, err := st.Export()
+	if err != nil {
+		return err
+	}
+	defer snap.Close()
+	want, err := os.ReadFile(dir + "/expected.txt")
+	if err != nil {
+		return err
+	}
+	if got := snapshotText(snap); got != string(want) {
+		return fmt.Errorf("loaded table:\n%s\nwant:\n%s", got, want)
+	}
+	n, err := st.Len()
+	fmt.Printf("rank %d: %d ids loaded on %d ranks, %v\n", g.Rank(), n, g.WorldSize(), err)
+	if err != nil {
+		return err
+	}
+	return resumes(st, g, os.Getenv("GOREC_SHARD_OPT"))
+}
+
+// resumes trains the loaded table 5 more steps and compares it with one process trained
+// without interruption (20 steps, the rate set to 0.125, 5 steps), within the equivalence's
+// tolerance.
+func resumes(st *ShardedTable, g *Group, opt string) error {
+	ref, err := embedding.New("uninterrupted", trainConfigs[opt])
+	if err != nil {
+		return err
+	}
+	defer ref.Close()
+	if err := train(ref, 0, 1); err != nil {
+		return err
+	}
+	if err := ref.SetLR(0.125); err != nil {
+		return err
+	}
+	if err := trainFrom(ref, 0, 1, trainSteps, trainSteps+5); err != nil {
+		return err
+	}
+	if err := trainFrom(st, g.Rank(), g.WorldSize(), trainSteps, trainSteps+5); err != nil {
+		return err
+	}
+	if _, err := against(st, ref); err != nil {
+		return fmt.Errorf("resumed after loading: %w", err)
+	}
+	return nil
+}
+
+// against compares the sharded table, gathered, with a local table (sameSnapshot).
+func against(st *ShardedTable, ref *embedding.Table) (worst float64, err error) {
+	got, err := st.Export()
+	if err != nil {
+		return 0, err
+	}
+	defer got.Close()
+	want, err := ref.Export()
+	if err != nil {
+		return 0, err
+	}
+	defer want.Close()
+	return sameSnapshot(got, want)
 }
