@@ -41,7 +41,7 @@ func scenarioShardedBench(o Options) error {
 	defer idt.Close()
 	defer grads.Close()
 	// the raw form: ids grouped by owner once, as the sharded table groups them at every call
-	r, _, err := st.owners(ids, nil, 0, false)
+	r, _, err := st.owners(ids, nil, false)
 	if err != nil {
 		return err
 	}

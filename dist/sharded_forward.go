@@ -36,16 +36,17 @@ func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.Forw
 		return nil, err
 	}
 	u := uniqueIDs(v, o.Padding, o.PaddingID)
-	rows, _, err := s.fetch(op, u, o.Train)
+	rows, _, err := s.fetch(op, u, o.Train, false)
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	local := s.cache
 	if !o.Train {
 		local = s.view
 		defer local.Clear()
 	}
-	if err := local.WriteIDs(u, rows); err != nil {
+	if err := s.onShard(u, rows, local.Write); err != nil {
 		return nil, err
 	}
 	return look(local, o)
@@ -83,6 +84,7 @@ func (s *ShardedTable) checkForward(op string, ids *cgotorch.Tensor, o embedding
 func (s *ShardedTable) Step() error {
 	const op = "step"
 	ids, grads, err := s.pending(op)
+	defer grads.Close()
 	anyHas, err := s.agree(op, err, len(ids) > 0)
 	if err != nil || !anyHas {
 		return err
@@ -94,22 +96,21 @@ func (s *ShardedTable) Step() error {
 }
 
 // pending returns this rank's pending gradients, coalesced (ids ascending), checked finite.
-func (s *ShardedTable) pending(op string) ([]int64, []float32, error) {
+func (s *ShardedTable) pending(op string) ([]int64, *cgotorch.Tensor, error) {
 	it, gt, err := s.cache.PendingGrad()
 	if err != nil {
 		return nil, nil, err
 	}
 	defer it.Close()
-	defer gt.Close()
 	ids, err := cgotorch.ToSlice[int64](it)
+	if err == nil {
+		err = s.finite(op, "pending gradients", gt)
+	}
 	if err != nil {
+		gt.Close()
 		return nil, nil, err
 	}
-	g, err := cgotorch.ToSlice[float32](gt)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ids, g, s.finite(op, "pending gradients", g)
+	return ids, gt, nil
 }
 
 // ZeroGrad drops this rank's pending gradients and the rows it cached for them (not

@@ -28,20 +28,18 @@ func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) 
 		return nil, nil, err
 	}
 	u := uniqueIDs(v, false, 0)
-	urows, ufound, err := s.fetch(op, u, insert)
+	urows, ufound, err := s.fetch(op, u, insert, !insert)
 	if err != nil {
 		return nil, nil, err
 	}
-	d := s.cfg.Dim
-	out := make([]float32, len(v)*d)
-	f := make([]bool, len(v))
-	for i, id := range v {
-		k, _ := slices.BinarySearch(u, id)
-		copy(out[i*d:(i+1)*d], urows[k*d:(k+1)*d])
-		f[i] = ufound[k]
+	defer urows.Close()
+	pos := positions(v, u)
+	if rows, err = selectRows(urows, pos); err != nil || insert {
+		return rows, nil, err
 	}
-	if rows, err = cgotorch.FromSlice(out, int64(len(v)), int64(d)); err != nil {
-		return nil, nil, err
+	f := make([]bool, len(v))
+	for i, k := range pos {
+		f[i] = ufound[k] != 0
 	}
 	if found, err = cgotorch.FromSlice(f); err != nil {
 		rows.Close()
@@ -50,61 +48,53 @@ func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) 
 	return rows, found, nil
 }
 
-// fetch returns the rows of ids (unique) from their owners, which insert absent ids (insert)
-// or read them, and whether each was present.
-func (s *ShardedTable) fetch(op string, ids []int64, insert bool) ([]float32, []bool, error) {
-	r, _, err := s.owners(ids, nil, 0, false)
-	if err != nil {
-		return nil, nil, err
+// positions returns the position in u (ascending, without repeats) of each of ids.
+func positions(ids, u []int64) []int64 {
+	pos := make([]int64, len(ids))
+	for i, id := range ids {
+		k, _ := slices.BinarySearch(u, id)
+		pos[i] = int64(k)
 	}
-	d := s.cfg.Dim
-	ans, err := s.ownerRows(r.ids, insert) // [n, Dim+1]: the row and whether it was present
-	got, berr := s.back(r, ans, d+1)
-	if err = errors.Join(err, berr); err != nil {
-		return nil, nil, err
-	}
-	rows := make([]float32, len(ids)*d)
-	found := make([]bool, len(ids))
-	for i := range ids {
-		copy(rows[i*d:(i+1)*d], got[i*(d+1):i*(d+1)+d])
-		found[i] = got[i*(d+1)+d] != 0
-	}
-	return rows, found, nil
+	return pos
 }
 
-// ownerRows is the owner's part of fetch: the rows of ids, each followed by 1 if it was
-// present, else 0. On failure it returns no rows (the peers then see too few).
-func (s *ShardedTable) ownerRows(ids []int64, insert bool) ([]float32, error) {
+// fetch returns the rows of ids (unique; float32 [len(ids), Dim]) from their owners, which
+// insert absent ids (insert) or read them; with found, also whether each was present (1).
+func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgotorch.Tensor, []int64, error) {
+	r, _, err := s.owners(ids, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
 	var rows *cgotorch.Tensor
-	found := make([]bool, len(ids))
-	var err error
+	var present []bool
 	if insert {
-		var idx []int64
-		idx, err = s.shard.IndicesIDs(ids, false)
-		for i, x := range idx {
-			found[i] = x >= 0
-		}
-		if err == nil {
-			rows, err = s.shard.LookupIDs(ids)
-		}
+		rows, err = s.shard.LookupIDs(r.ids)
 	} else {
-		rows, found, err = s.shard.ReadIDs(ids)
+		rows, present, err = s.shard.ReadIDs(r.ids)
 	}
+	got, berr := s.back(r, rows, int64(s.cfg.Dim)) // (rows nil: this owner failed)
+	rows.Close()
+	if err = errors.Join(err, berr); err != nil || !found {
+		return got, nil, err
+	}
+	flags := make([]int64, len(present))
+	for i, p := range present {
+		flags[i] = boolInt(p)
+	}
+	ft, err := cgotorch.FromSlice(flags, int64(len(flags)), 1)
 	if err != nil {
-		return nil, err
+		got.Close()
+		return nil, nil, err
 	}
-	defer rows.Close()
-	v, err := cgotorch.ToSlice[float32](rows)
+	defer ft.Close()
+	back, err := s.back(r, ft, 1)
 	if err != nil {
-		return nil, err
+		got.Close()
+		return nil, nil, err
 	}
-	d := s.cfg.Dim
-	out := make([]float32, len(ids)*(d+1))
-	for i := range ids {
-		copy(out[i*(d+1):], v[i*d:(i+1)*d])
-		out[i*(d+1)+d] = float32(boolInt(found[i]))
-	}
-	return out, nil
+	defer back.Close()
+	v, err := cgotorch.ToSlice[int64](back)
+	return got, v, err
 }
 
 // Write sets the rows of ids (int64 [N]) to values (float32 [N, Dim], finite), inserting
@@ -113,29 +103,38 @@ func (s *ShardedTable) ownerRows(ids []int64, insert bool) ([]float32, error) {
 func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 	const op = "write"
 	v, err := s.idsOf(op, ids)
-	var rows []float32
 	if err == nil {
-		rows, err = s.rowsOf(op, "values", values, len(v))
+		err = s.rowsOf(op, "values", values, len(v))
 	}
 	if _, err := s.agree(op, err, false); err != nil {
 		return err
 	}
-	d := s.cfg.Dim
-	last := map[int64]int{}
-	for i, id := range v {
-		last[id] = i
-	}
 	u := uniqueIDs(v, false, 0)
-	urows := make([]float32, len(u)*d)
-	for k, id := range u {
-		i := last[id]
-		copy(urows[k*d:(k+1)*d], rows[i*d:(i+1)*d])
+	last := make([]int64, len(u))
+	for i, k := range positions(v, u) {
+		last[k] = int64(i)
 	}
-	r, got, err := s.owners(u, urows, d, false)
+	urows, err := selectRows(values, last)
 	if err != nil {
 		return err
 	}
-	return s.settle(op, s.shard.WriteIDs(r.ids, got))
+	defer urows.Close()
+	r, got, err := s.owners(u, urows, false)
+	if err != nil {
+		return err
+	}
+	defer got.Close()
+	return s.settle(op, s.onShard(r.ids, got, s.shard.Write))
+}
+
+// onShard runs f (the shard's Write or Update) on ids and rows.
+func (s *ShardedTable) onShard(ids []int64, rows *cgotorch.Tensor, f func(ids, rows *cgotorch.Tensor) error) error {
+	t, err := cgotorch.FromSlice(ids)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return f(t, rows)
 }
 
 // Update applies one step of the table's optimizer with grads (float32 [N, Dim], finite) for
@@ -144,62 +143,75 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
 	const op = "update"
 	v, err := s.idsOf(op, ids)
-	var g []float32
 	if err == nil {
-		g, err = s.rowsOf(op, "gradients", grads, len(v))
+		err = s.rowsOf(op, "gradients", grads, len(v))
 	}
 	if _, err := s.agree(op, err, false); err != nil {
 		return err
 	}
-	u, sums := sumByID(v, g, s.cfg.Dim)
-	return s.applyGrads(op, u, sums)
-}
-
-// sumByID returns the ids ascending without repeats, and the sum of each one's rows.
-func sumByID(ids []int64, rows []float32, d int) ([]int64, []float32) {
-	u := uniqueIDs(ids, false, 0)
-	sums := make([]float32, len(u)*d)
-	for i, id := range ids {
-		k, _ := slices.BinarySearch(u, id)
-		for j := 0; j < d; j++ {
-			sums[k*d+j] += rows[i*d+j]
-		}
+	u := uniqueIDs(v, false, 0)
+	var sums *cgotorch.Tensor
+	err = cgotorch.Try(func() {
+		pos := cgotorch.MustFromSlice(positions(v, u))
+		defer pos.Close()
+		sums = cgotorch.Zeros([]int64{int64(len(u)), int64(s.cfg.Dim)}).IndexAddInPlace(0, pos, grads)
+	})
+	if err != nil {
+		return err
 	}
-	return u, sums
+	defer sums.Close()
+	return s.applyGrads(op, u, sums)
 }
 
 // applyGrads sends the gradients of ids (unique on this rank) to their owners, which sum them
 // per id and step (every owner steps, even with no ids); every rank learns whether they all
 // did.
-func (s *ShardedTable) applyGrads(op string, ids []int64, grads []float32) error {
-	d := s.cfg.Dim
+func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor) error {
 	if s.fault == faultLostGradient && len(ids) > 0 {
-		ids, grads = ids[1:], grads[d:]
+		rest, err := selectRows(grads, span(1, len(ids)))
+		if err != nil {
+			return err
+		}
+		defer rest.Close()
+		ids, grads = ids[1:], rest
 	}
-	r, got, err := s.owners(ids, grads, d, true)
+	r, got, err := s.owners(ids, grads, true)
 	if err != nil {
 		return err
 	}
+	defer got.Close()
 	recv := r.ids
 	if s.fault == faultNoSum {
-		recv, got = firstOfEach(recv, got, d)
+		var keep []int64
+		recv, keep = firstOfEach(recv)
+		if got, err = selectRows(got, keep); err != nil {
+			return err
+		}
+		defer got.Close()
 	}
-	return s.settle(op, s.shard.UpdateIDs(recv, got))
+	return s.settle(op, s.onShard(recv, got, s.shard.Update))
 }
 
-// firstOfEach keeps the first row of each id (the deliberate defect faultNoSum).
-func firstOfEach(ids []int64, rows []float32, d int) ([]int64, []float32) {
+// span is from, from+1, ..., to-1.
+func span(from, to int) []int64 {
+	out := make([]int64, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, int64(i))
+	}
+	return out
+}
+
+// firstOfEach returns the ids without repeats and the position of each one's first occurrence
+// (the deliberate defect faultNoSum keeps only those rows).
+func firstOfEach(ids []int64) (first, at []int64) {
 	seen := map[int64]bool{}
-	var outIDs []int64
-	var outRows []float32
 	for i, id := range ids {
 		if !seen[id] {
 			seen[id] = true
-			outIDs = append(outIDs, id)
-			outRows = append(outRows, rows[i*d:(i+1)*d]...)
+			first, at = append(first, id), append(at, int64(i))
 		}
 	}
-	return outIDs, outRows
+	return first, at
 }
 
 // Delete removes ids (int64, any shape) from their owners and returns how many distinct ids
@@ -210,7 +222,7 @@ func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	if _, err := s.agree(op, err, false); err != nil {
 		return 0, err
 	}
-	r, _, err := s.owners(uniqueIDs(v, false, 0), nil, 0, false)
+	r, _, err := s.owners(uniqueIDs(v, false, 0), nil, false)
 	if err != nil {
 		return 0, err
 	}

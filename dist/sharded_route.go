@@ -3,7 +3,6 @@ package dist
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -13,7 +12,7 @@ import (
 // routed is a batch of ids sent to their owners: what this rank sent, and what it received as
 // an owner.
 type routed struct {
-	perm []int   // perm[k]: the position in the caller's ids of the k-th id sent
+	perm []int64 // perm[k]: the position in the caller's ids of the k-th id sent
 	send []int64 // how many ids went to each rank
 	ids  []int64 // the ids this rank received, in rank order
 	recv []int64 // how many came from each rank
@@ -70,12 +69,12 @@ func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
 	return cgotorch.ToSlice[int64](all)
 }
 
-// owners sends ids (and rows, [len(ids), width] floats, when width > 0) to their owners; grads
-// says the rows are gradients.
-func (s *ShardedTable) owners(ids []int64, rows []float32, width int, grads bool) (*routed, []float32, error) {
+// owners sends ids to their owners, with rows ([len(ids), ...] in the same order) when not nil;
+// grads says the rows are gradients. It returns the rows this rank received as an owner.
+func (s *ShardedTable) owners(ids []int64, rows *cgotorch.Tensor, grads bool) (*routed, *cgotorch.Tensor, error) {
 	w := s.g.WorldSize()
 	owner := make([]int, len(ids))
-	r := &routed{send: make([]int64, w), perm: make([]int, len(ids))}
+	r := &routed{send: make([]int64, w), perm: make([]int64, len(ids))}
 	for i, id := range ids {
 		owner[i] = Owner(id, w)
 		if s.fault == faultWrongOwner && grads {
@@ -91,66 +90,73 @@ func (s *ShardedTable) owners(ids []int64, rows []float32, width int, grads bool
 	for i := range ids {
 		k := start[owner[i]]
 		start[owner[i]]++
-		r.perm[k], sent[k] = i, ids[i]
+		r.perm[k], sent[k] = int64(i), ids[i]
 	}
-	var err error
-	if r.ids, r.recv, err = allToAllOf(s.g, s.name, sent, r.send, 1); err != nil {
-		return nil, nil, err
-	}
-	if width == 0 {
-		return r, nil, nil
-	}
-	out := make([]float32, len(rows))
-	for k, i := range r.perm {
-		copy(out[k*width:(k+1)*width], rows[i*width:(i+1)*width])
-	}
-	got, _, err := allToAllOf(s.g, s.name, out, r.send, width)
-	return r, got, err
-}
-
-// back returns the owners' answers (rows, [len(r.ids), width], in the order received) to the
-// ranks that sent the ids, in the order of the caller's ids.
-func (s *ShardedTable) back(r *routed, rows []float32, width int) ([]float32, error) {
-	send, n := r.recv, 0
-	for _, c := range send {
-		n += int(c)
-	}
-	if len(rows) != n*width { // this owner failed: it sends nothing, and the peers see it
-		rows, send = nil, make([]int64, len(send))
-	}
-	got, _, err := allToAllOf(s.g, s.name, rows, send, width)
-	if err != nil {
-		return nil, err
-	}
-	if len(got) != len(r.perm)*width {
-		return nil, &Error{Op: "sharded rows", Kind: ErrMismatch, Err: fmt.Errorf("table %q: %d values came back, want %d (an owner failed)", s.name, len(got), len(r.perm)*width)}
-	}
-	out := make([]float32, len(got))
-	for k, i := range r.perm {
-		copy(out[i*width:(i+1)*width], got[k*width:(k+1)*width])
-	}
-	return out, nil
-}
-
-// allToAllOf sends v ([sum(send), width]) with splits send and returns what came, with the
-// receive splits.
-func allToAllOf[T cgotorch.Element](g *Group, name string, v []T, send []int64, width int) ([]T, []int64, error) {
-	shape := []int64{int64(len(v) / width)}
-	if width > 1 {
-		shape = append(shape, int64(width))
-	}
-	t, err := cgotorch.FromSlice(v, shape...)
+	t, err := cgotorch.FromSlice(sent)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer t.Close()
-	out, recv, err := g.AllToAll(t, send)
+	got, recv, err := s.allToAll(t, r.send)
 	if err != nil {
-		return nil, nil, fmt.Errorf("table %q: %w", name, err)
+		return nil, nil, err
 	}
-	defer out.Close()
-	got, err := cgotorch.ToSlice[T](out)
-	return got, recv, err
+	r.recv = recv
+	r.ids, err = cgotorch.ToSlice[int64](got)
+	got.Close()
+	if err != nil || rows == nil {
+		return r, nil, err
+	}
+	permuted, err := selectRows(rows, r.perm)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer permuted.Close()
+	out, _, err := s.allToAll(permuted, r.send)
+	return r, out, err
+}
+
+// back returns the owners' answers (rows, [len(r.ids), ...] in the order received; nil: this
+// owner failed) to the ranks that sent the ids, in the order of the caller's ids.
+func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64) (*cgotorch.Tensor, error) {
+	send := r.recv
+	if rows == nil { // this owner failed: it sends nothing, and the peers see it
+		rows, send = cgotorch.Zeros([]int64{0, width}), make([]int64, len(send))
+		defer rows.Close()
+	}
+	got, _, err := s.allToAll(rows, send)
+	if err != nil {
+		return nil, err
+	}
+	defer got.Close()
+	if n := got.Shape()[0]; n != int64(len(r.perm)) {
+		return nil, &Error{Op: "sharded rows", Kind: ErrMismatch, Err: fmt.Errorf("table %q: %d rows came back, want %d (an owner failed)", s.name, n, len(r.perm))}
+	}
+	inv := make([]int64, len(r.perm))
+	for k, i := range r.perm {
+		inv[i] = int64(k)
+	}
+	return selectRows(got, inv)
+}
+
+// allToAll is the group's AllToAll, its error naming the table.
+func (s *ShardedTable) allToAll(t *cgotorch.Tensor, send []int64) (*cgotorch.Tensor, []int64, error) {
+	out, recv, err := s.g.AllToAll(t, send)
+	if err != nil {
+		return nil, nil, fmt.Errorf("table %q: %w", s.name, err)
+	}
+	return out, recv, nil
+}
+
+// selectRows returns rows[idx] (along the first dimension), a new tensor.
+func selectRows(rows *cgotorch.Tensor, idx []int64) (out *cgotorch.Tensor, err error) {
+	it, err := cgotorch.FromSlice(idx)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	err = cgotorch.Try(func() { out = rows.IndexSelect(0, it) })
+	return out, err
 }
 
 // uniqueIDs returns ids ascending without repeats, leaving out the padding id when padding.
@@ -177,34 +183,33 @@ func (s *ShardedTable) idsOf(op string, ids *cgotorch.Tensor) ([]int64, error) {
 	return cgotorch.ToSlice[int64](ids)
 }
 
-// rowsOf checks that rows is a finite float32 CPU tensor of n rows of Dim and returns its
-// elements.
-func (s *ShardedTable) rowsOf(op, what string, rows *cgotorch.Tensor, n int) ([]float32, error) {
+// rowsOf checks that rows is a finite float32 CPU tensor of n rows of Dim.
+func (s *ShardedTable) rowsOf(op, what string, rows *cgotorch.Tensor, n int) error {
 	if rows == nil || rows.Closed() {
-		return nil, s.badInput(op, "%s are nil or closed", what)
+		return s.badInput(op, "%s are nil or closed", what)
 	}
 	if rows.DType() != cgotorch.Float32 || rows.Device().Type != cgotorch.DeviceCPU {
-		return nil, s.badInput(op, "%s must be float32 on the CPU, got %v on %v", what, rows.DType(), rows.Device())
+		return s.badInput(op, "%s must be float32 on the CPU, got %v on %v", what, rows.DType(), rows.Device())
 	}
 	if sh := rows.Shape(); len(sh) != 2 || sh[0] != int64(n) || sh[1] != int64(s.cfg.Dim) {
-		return nil, s.badInput(op, "%s have shape %v, want [%d %d]", what, sh, n, s.cfg.Dim)
+		return s.badInput(op, "%s have shape %v, want [%d %d]", what, sh, n, s.cfg.Dim)
 	}
-	v, err := cgotorch.ToSlice[float32](rows)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.finite(op, what, v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return s.finite(op, what, rows)
 }
 
-// finite returns ErrBadInput when v holds a NaN or an Inf.
-func (s *ShardedTable) finite(op, what string, v []float32) error {
-	for _, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return s.badInput(op, "%s hold NaN or Inf", what)
-		}
+// finite returns ErrBadInput when t holds a NaN or an Inf: x - x is 0 for every finite x, NaN
+// for the others, so the sum of t - t is 0 exactly when t is finite.
+func (s *ShardedTable) finite(op, what string, t *cgotorch.Tensor) error {
+	var sum float64
+	err := cgotorch.TryWithScope(func() (err error) {
+		sum, err = t.Sub(t).Sum().Item()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if sum != 0 {
+		return s.badInput(op, "%s hold NaN or Inf", what)
 	}
 	return nil
 }
