@@ -20,8 +20,9 @@ import (
 // differ, and may be none). Each rank deduplicates its ids, sends them to their owners, and
 // gets their rows back; gradients go to the owners, which sum them per id and step their
 // optimizer. Input is validated on every rank and the ranks agree before any shard changes:
-// bad input on one rank (ErrBadInput there) makes every other rank return an error wrapping
-// ErrMismatch, and no shard changes. A failed peer or a timeout breaks the group (ErrBroken).
+// bad input on one rank (embedding.ErrBadInput there) makes every other rank return an error
+// wrapping ErrMismatch, and no shard changes. A failed peer or a timeout breaks the group
+// (ErrBroken). Save and LoadShardedTable checkpoint it, into any world size.
 //
 // nn.Embedding and nn.EmbeddingBag take it as their table (it is an nn.EmbeddingTable): the
 // rows a training Forward returns are cached on this rank, a backward pass leaves their
