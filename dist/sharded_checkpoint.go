@@ -83,6 +83,9 @@ func (s *ShardedTable) Save(dir string) error {
 		return err
 	}
 	if s.g.Rank() == 0 {
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
 		err = commitManifest(dir, m)
 	}
 	if err := s.settle(op, err); err != nil {

@@ -29,6 +29,7 @@ func init() {
 		"sharded-closed": scenarioShardedClosed,
 		"sharded-save":   scenarioShardedSave,
 		"sharded-load":   scenarioShardedLoad,
+		"sharded-crash":  scenarioShardedCrash,
 	} {
 		scenarios[name] = f
 	}
@@ -662,4 +663,51 @@ func against(st *ShardedTable, ref *embedding.Table) (worst float64, err error) 
 	}
 	defer want.Close()
 	return sameSnapshot(got, want)
+}
+
+// scenarioShardedCrash saves as scenarioShardedSave does (once), trains 2 more steps, and
+// saves again, but rank 0 is killed after every shard is written and before its commit: the
+// other ranks' Save must fail, and the directory must still hold the first save (the test
+// then loads it).
+func scenarioShardedCrash(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	dir := os.Getenv("GOREC_SHARD_DIR")
+	st, err := NewShardedTable(g, "saved", trainConfigs[os.Getenv("GOREC_SHARD_OPT")])
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := train(st, g.Rank(), g.WorldSize()); err != nil {
+		return err
+	}
+	if err := st.SetLR(0.125); err != nil {
+		return err
+	}
+	if err := st.Save(dir); err != nil {
+		return err
+	}
+	snap, err := st.Export()
+	if err != nil {
+		return err
+	}
+	defer snap.Close()
+	if g.Rank() == 0 {
+		if err := os.WriteFile(dir+"/expected.txt", []byte(snapshotText(snap)), 0o644); err != nil {
+			return err
+		}
+		st.beforeCommit = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	}
+	if err := trainFrom(st, g.Rank(), g.WorldSize(), trainSteps, trainSteps+2); err != nil {
+		return err
+	}
+	err = st.Save(dir)
+	fmt.Printf("rank %d: the save whose commit crashed: %v\n", g.Rank(), err)
+	if err == nil {
+		return fmt.Errorf("a save whose commit crashed succeeded")
+	}
+	return nil
 }

@@ -38,8 +38,9 @@ type ShardedTable struct {
 	shard *embedding.Table // the rows this rank owns
 	// cache holds the rows of this rank's training lookups since the last step (their gradients
 	// pending in it); view those of one inference lookup.
-	cache, view *embedding.Table
-	fault       fault // a deliberate defect, set by tests only
+	cache, view  *embedding.Table
+	fault        fault  // a deliberate defect, set by tests only
+	beforeCommit func() // run by Save on rank 0 before it commits (tests: a crash there)
 }
 
 // fault is a deliberate defect of the gradient exchange, which the equivalence tests inject

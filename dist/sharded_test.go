@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -163,5 +164,26 @@ func TestShardedSaveLoad(t *testing.T) {
 				t.Log(res[0].output)
 			})
 		}
+	}
+}
+
+// Rank 0 killed after every shard of a second save is written, before its commit: the other
+// ranks' Save fails, and the first save loads (into 2 and 3 ranks) as it was.
+func TestShardedSaveCrash(t *testing.T) {
+	for _, load := range []int{2, 3} {
+		t.Run(fmt.Sprint(load), func(t *testing.T) {
+			dir := t.TempDir()
+			env := []string{"GOREC_SHARD_OPT=sparseadam", "GOREC_SHARD_DIR=" + dir}
+			res := runSharded(t, "sharded-crash", 2, 5*time.Second, env...)
+			if !killedBySignal(res[0].err, syscall.SIGKILL) {
+				t.Fatalf("rank 0 was not killed: %v\n%s", res[0].err, res[0].output)
+			}
+			requirePassed(t, res[1:])
+			gens, _ := filepath.Glob(filepath.Join(dir, "gen-*"))
+			if len(gens) != 2 {
+				t.Errorf("generations after the crash: %v, want the committed one and the torn one", gens)
+			}
+			requirePassed(t, runSharded(t, "sharded-load", load, 30*time.Second, env...))
+		})
 	}
 }
