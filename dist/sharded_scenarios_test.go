@@ -546,12 +546,17 @@ func scenarioShardedClosed(o Options) error {
 // $GOREC_SHARD_DIR (the second save replaces the first generation); rank 0 writes the gathered
 // table's text to expected.txt there.
 func scenarioShardedSave(o Options) error {
+	return withTrained(o, scenarioShardedSaveTrained)
+}
+
+// withTrained runs f on a group and a sharded table ($GOREC_SHARD_OPT) trained for trainSteps,
+// its rate then set to 0.125 (a rate of SetLR's is saved too).
+func withTrained(o Options, f func(g *Group, st *ShardedTable, dir string) error) error {
 	g, err := New(o)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	dir := os.Getenv("GOREC_SHARD_DIR")
 	st, err := NewShardedTable(g, "saved", trainConfigs[os.Getenv("GOREC_SHARD_OPT")])
 	if err != nil {
 		return err
@@ -560,9 +565,13 @@ func scenarioShardedSave(o Options) error {
 	if err := train(st, g.Rank(), g.WorldSize()); err != nil {
 		return err
 	}
-	if err := st.SetLR(0.125); err != nil { // a rate of SetLR's is saved too
+	if err := st.SetLR(0.125); err != nil {
 		return err
 	}
+	return f(g, st, os.Getenv("GOREC_SHARD_DIR"))
+}
+
+func scenarioShardedSaveTrained(g *Group, st *ShardedTable, dir string) error {
 	for i := 0; i < 2; i++ {
 		if err := st.Save(dir); err != nil {
 			return fmt.Errorf("save %d: %w", i, err)
@@ -670,23 +679,10 @@ func against(st *ShardedTable, ref *embedding.Table) (worst float64, err error) 
 // other ranks' Save must fail, and the directory must still hold the first save (the test
 // then loads it).
 func scenarioShardedCrash(o Options) error {
-	g, err := New(o)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	dir := os.Getenv("GOREC_SHARD_DIR")
-	st, err := NewShardedTable(g, "saved", trainConfigs[os.Getenv("GOREC_SHARD_OPT")])
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := train(st, g.Rank(), g.WorldSize()); err != nil {
-		return err
-	}
-	if err := st.SetLR(0.125); err != nil {
-		return err
-	}
+	return withTrained(o, scenarioShardedCrashTrained)
+}
+
+func scenarioShardedCrashTrained(g *Group, st *ShardedTable, dir string) error {
 	if err := st.Save(dir); err != nil {
 		return err
 	}
