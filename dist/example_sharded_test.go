@@ -48,3 +48,36 @@ func ExampleShardedTable() {
 	fmt.Printf("%d ids, %d step; id 42 is on rank %d\n", st.Len, st.Step, dist.Owner(42, g.WorldSize()))
 	// Output: 2 ids, 1 step; id 42 is on rank 0
 }
+
+// A sharded table saved into one directory and loaded back; a table saved by N ranks loads
+// into any number of ranks, each keeping the ids it owns.
+func ExampleShardedTable_Save() {
+	dir, _ := os.MkdirTemp("", "dist-example")
+	defer os.RemoveAll(dir)
+	g, err := dist.New(dist.Options{WorldSize: 1, Store: dist.FileStore(filepath.Join(dir, "store"))})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	items, err := dist.NewShardedTable(g, "items", embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := cgotorch.MustFromSlice([]int64{3, 5, 8})
+	defer ids.Close()
+	rows, _ := items.Lookup(ids) // inserts the ids on their owners
+	rows.Close()
+	if err := items.Save(filepath.Join(dir, "ckpt")); err != nil {
+		log.Fatal(err) // every rank gets the error
+	}
+	items.Close()
+
+	loaded, err := dist.LoadShardedTable(g, filepath.Join(dir, "ckpt"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer loaded.Close()
+	n, err := loaded.Len()
+	fmt.Println(loaded.Name(), n, err)
+	// Output: items 3 <nil>
+}
