@@ -72,9 +72,9 @@ func globalBatch(step int) []sample {
 	return b
 }
 
-// trainStep runs one step on samples: forward, the summed squared error, backward, the
+// shardedTrainStep runs one step on samples: forward, the summed squared error, backward, the
 // optimizer's step.
-func trainStep(m *trainModel, opt *nn.Optimizer, samples []sample) error {
+func shardedTrainStep(m *trainModel, opt *nn.Optimizer, samples []sample) error {
 	if err := backward(m, opt, samples); err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func trainFrom(t nn.EmbeddingTable, rank, world, from, to int) error {
 	}
 	per := trainBatch / world
 	for step := from; step < to; step++ {
-		if err := trainStep(m, opt, globalBatch(step)[rank*per:(rank+1)*per]); err != nil {
+		if err := shardedTrainStep(m, opt, globalBatch(step)[rank*per:(rank+1)*per]); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
 	}

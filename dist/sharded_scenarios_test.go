@@ -334,7 +334,7 @@ func scenarioShardedBad(o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := trainStep(m, opt, globalBatch(0)[:2]); err != nil { // some rows in every shard
+	if err := shardedTrainStep(m, opt, globalBatch(0)[:2]); err != nil { // some rows in every shard
 		return err
 	}
 	ids := func(v ...int64) *cgotorch.Tensor {
@@ -407,7 +407,7 @@ func scenarioShardedBad(o Options) error {
 		}
 	}
 	opt.ZeroGrad()
-	return trainStep(m, opt, globalBatch(1)[:2]) // the table and the group still work
+	return shardedTrainStep(m, opt, globalBatch(1)[:2]) // the table and the group still work
 }
 
 // scenarioShardedKilled: the rank $GOREC_DIST_KILL dies between its backward pass and its
@@ -434,7 +434,7 @@ func scenarioShardedKilled(o Options) error {
 	}
 	per := trainBatch / g.WorldSize()
 	mine := globalBatch(0)[g.Rank()*per : (g.Rank()+1)*per]
-	if err := trainStep(m, opt, mine); err != nil {
+	if err := shardedTrainStep(m, opt, mine); err != nil {
 		return err
 	}
 	if err := backward(m, opt, mine); err != nil {
