@@ -64,6 +64,11 @@ func scenarioBench(o Options) error {
 		out.Close()
 		return err
 	}
+	return timed(g, n, run)
+}
+
+// timed runs run n times after a warm-up; rank 0 prints the mean time of one.
+func timed(g *Group, n int, run func() error) error {
 	for range 20 {
 		if err := run(); err != nil {
 			return err
@@ -85,22 +90,26 @@ func scenarioBench(o Options) error {
 // measurement, at least 200 calls after a warm-up; the processes' start is not counted).
 func BenchmarkCollectives(b *testing.B) {
 	for _, op := range benchOps {
-		b.Run(op, func(b *testing.B) {
-			n := max(b.N, 200)
-			res := launch(b, "bench", 2, store(b, "file"), time.Minute, func(int) []string {
-				return []string{"GOREC_DIST_BENCH_OP=" + op, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
-			})
-			for _, r := range res {
-				if r.err != nil {
-					b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
-				}
-			}
-			_, v, ok := strings.Cut(res[0].output, "bench-ns-per-op ")
-			ns, err := strconv.ParseFloat(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 64)
-			if !ok || err != nil {
-				b.Fatalf("no timing in rank 0's output:\n%s", res[0].output)
-			}
-			b.ReportMetric(ns, "ns/op")
-		})
+		b.Run(op, func(b *testing.B) { benchRanks(b, "bench", op) })
 	}
+}
+
+// benchRanks runs scenario's op on 2 local rank processes, max(b.N, 200) times, and reports
+// the mean time of one that rank 0 printed.
+func benchRanks(b *testing.B, scenario, op string) {
+	n := max(b.N, 200)
+	res := launch(b, scenario, 2, store(b, "file"), time.Minute, func(int) []string {
+		return []string{"GOREC_DIST_BENCH_OP=" + op, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
+	})
+	for _, r := range res {
+		if r.err != nil {
+			b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
+		}
+	}
+	_, v, ok := strings.Cut(res[0].output, "bench-ns-per-op ")
+	ns, err := strconv.ParseFloat(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 64)
+	if !ok || err != nil {
+		b.Fatalf("no timing in rank 0's output:\n%s", res[0].output)
+	}
+	b.ReportMetric(ns, "ns/op")
 }

@@ -47,6 +47,27 @@
 // The group is then out of step and unusable: the error also wraps ErrBroken, and so does every
 // later call. Close every rank's group and start again, for example from the last checkpoint.
 //
+// # Sharded tables
+//
+// A ShardedTable is an embedding table sharded by id: Owner(id, WorldSize) (a splitmix64 mix
+// of the id, modulo the world size) holds an id's row and optimizer state in its shard, an
+// embedding.Table. Rows start at f(Seed, id) whatever the world size. Its operations (Lookup,
+// Read, Write, Update, Delete, Len, Stats, Export) are collective. Each rank deduplicates its ids
+// and sends them to their owners. The ranks validate their input and agree before any shard
+// changes. NewShardedTable fails on every rank when their Configs differ. It is an
+// nn.EmbeddingTable, so model code trains it unchanged:
+//
+//	users, err := dist.NewShardedTable(g, "users", embedding.Config{Dim: 64, Optimizer: embedding.Adagrad{}})
+//	emb := nn.NewEmbedding(users, nn.EmbeddingOptions{}) // in the model
+//	opt, err := nn.NewAdam(model, nn.AdamOptions{})      // Step sends the gradients to the owners
+//
+// Each rank trains on its own slice of the global batch, and its loss is summed, not averaged,
+// over the slice (or divided by the global batch size). The owners then sum the ranks'
+// gradients per id, as one process would.
+//
+// Save writes every rank's shard into one directory, and rank 0 commits a manifest once they
+// are all durable. LoadShardedTable opens the table on any world size.
+//
 // # Who may join
 //
 // c10d's TCPStore and Gloo authenticate nobody: anyone who can reach the store's port or Gloo's

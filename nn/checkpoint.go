@@ -24,11 +24,19 @@ type TableModule interface {
 	Tables() []*embedding.Table
 }
 
-// Tables returns the Embedding's table.
-func (e *Embedding) Tables() []*embedding.Table { return []*embedding.Table{e.Table} }
+// Tables returns the Embedding's table when it is an *embedding.Table (a sharded table is
+// not in a model checkpoint of this package).
+func (e *Embedding) Tables() []*embedding.Table { return localTables(e.Table) }
 
-// Tables returns the EmbeddingBag's table.
-func (b *EmbeddingBag) Tables() []*embedding.Table { return []*embedding.Table{b.Table} }
+// Tables returns the EmbeddingBag's table when it is an *embedding.Table.
+func (b *EmbeddingBag) Tables() []*embedding.Table { return localTables(b.Table) }
+
+func localTables(t EmbeddingTable) []*embedding.Table {
+	if lt, ok := t.(*embedding.Table); ok {
+		return []*embedding.Table{lt}
+	}
+	return nil
+}
 
 // Tables returns the embedding tables of m and of its descendants (TableModule, through
 // Children), each once, in module order.

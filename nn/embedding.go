@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -52,13 +53,14 @@ func (o EmbeddingOptions) forward(train bool) embedding.ForwardOptions {
 // embedding.Table methods return the same failures as errors.
 type Embedding struct {
 	Base
-	Table *embedding.Table
+	Table EmbeddingTable
 	EmbeddingOptions
 	guard lookupGuard
 }
 
-// NewEmbedding returns an Embedding over t, in training mode.
-func NewEmbedding(t *embedding.Table, opts EmbeddingOptions) *Embedding {
+// NewEmbedding returns an Embedding over t (an *embedding.Table, or a sharded table), in
+// training mode.
+func NewEmbedding(t EmbeddingTable, opts EmbeddingOptions) *Embedding {
 	return &Embedding{Table: t, EmbeddingOptions: opts}
 }
 
@@ -98,16 +100,17 @@ var (
 )
 
 // zeroTable drops t's pending gradients; a closed table has none to drop.
-func zeroTable(op string, t *embedding.Table) {
+func zeroTable(op string, t EmbeddingTable) {
 	if err := t.ZeroGrad(); err != nil && !errors.Is(err, embedding.ErrClosed) {
 		panic(tensorError(op, err))
 	}
 }
 
-// tensorError turns an error of package embedding into the *cgotorch.Error that module math
-// panics with, keeping its sentinel (ErrInvalidArgument for bad input, ErrClosed, ErrDevice).
+// tensorError turns an error of the table into the *cgotorch.Error that module math panics
+// with, keeping its sentinel (ErrInvalidArgument for bad input, ErrClosed, ErrDevice); any
+// other error (a sharded table's failed peer, say) stays in the chain under ErrTorch.
 func tensorError(op string, err error) *cgotorch.Error {
-	kind := cgotorch.ErrTorch
+	kind := fmt.Errorf("%w: %w", cgotorch.ErrTorch, err) // another table's (a sharded one's) failure, kept
 	switch {
 	case errors.Is(err, embedding.ErrBadInput):
 		kind = cgotorch.ErrInvalidArgument

@@ -12,14 +12,14 @@ import "github.com/gorec/gorec/embedding"
 // from the model steps its table.
 type EmbeddingBag struct {
 	Base
-	Table *embedding.Table
+	Table EmbeddingTable
 	Mode  embedding.BagMode
 	EmbeddingOptions
 	guard lookupGuard
 }
 
 // NewEmbeddingBag returns an EmbeddingBag over t, in training mode.
-func NewEmbeddingBag(t *embedding.Table, mode embedding.BagMode, opts EmbeddingOptions) *EmbeddingBag {
+func NewEmbeddingBag(t EmbeddingTable, mode embedding.BagMode, opts EmbeddingOptions) *EmbeddingBag {
 	return &EmbeddingBag{Table: t, Mode: mode, EmbeddingOptions: opts}
 }
 

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/gorec/gorec/cgotorch"
-	"github.com/gorec/gorec/embedding"
 )
 
 // MaxLookupsWithoutStep bounds the gradients that an Embedding's or EmbeddingBag's table keeps
@@ -27,7 +26,7 @@ type lookupGuard struct {
 // check counts a lookup whose result out may leave gradients pending (it requires a gradient,
 // and the module is not fused), and panics when the table took no step during the last
 // MaxLookupsWithoutStep of them.
-func (g *lookupGuard) check(op string, t *embedding.Table, fused bool, out *Tensor) {
+func (g *lookupGuard) check(op string, t EmbeddingTable, fused bool, out *Tensor) {
 	if fused || !out.RequiresGrad() || g.n.Add(1) <= MaxLookupsWithoutStep {
 		return
 	}

@@ -218,7 +218,7 @@ func countUnseen(m *DeepFM, samples []Sample, unseen *[numFields]int) error {
 		for i, s := range samples {
 			ids[i] = s.IDs[f]
 		}
-		rows, found, err := m.fields[f].Table.ReadIDs(ids)
+		rows, found, err := m.tables[f].ReadIDs(ids)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,228 @@
+package dist
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/atomicfile"
+)
+
+// shardedManifestFile names the committed generation of a sharded table's checkpoint
+// directory.
+const shardedManifestFile = "sharded.json"
+
+// shardedManifest is the JSON of shardedManifestFile.
+type shardedManifest struct {
+	Format     string   `json:"format"` // "gorec-sharded-table"
+	Version    int      `json:"version"`
+	Table      string   `json:"table"`
+	WorldSize  int      `json:"world_size"` // of the ranks that saved it
+	Generation int64    `json:"generation"`
+	Shards     []string `json:"shards"` // rank r's embedding checkpoint, relative to the directory
+}
+
+const shardedFormat = "gorec-sharded-table"
+
+func readShardedManifest(dir string) (shardedManifest, error) {
+	var m shardedManifest
+	b, err := os.ReadFile(filepath.Join(dir, shardedManifestFile))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.Format != shardedFormat || m.Version != 1 ||
+		m.WorldSize < 1 || len(m.Shards) != m.WorldSize {
+		return m, fmt.Errorf("%w: %s is not a sharded table manifest of version 1 (%v)", embedding.ErrCorrupt, filepath.Join(dir, shardedManifestFile), err)
+	}
+	for _, s := range m.Shards {
+		if !filepath.IsLocal(s) {
+			return m, fmt.Errorf("%w: shard path %q leaves the directory", embedding.ErrCorrupt, s)
+		}
+	}
+	return m, nil
+}
+
+// generationDir is the directory of a generation's shards.
+func generationDir(gen int64) string { return fmt.Sprintf("gen-%08d", gen) }
+
+// Save writes the table into the directory dir (collective). Each rank saves its shard as an
+// embedding checkpoint (embedding.Save) under dir/gen-N/rank-R; once every rank's is durable,
+// rank 0 commits dir/sharded.json (atomically replaced) naming generation N, then removes the
+// older generations. A crash at any point leaves the last committed checkpoint loadable. dir
+// must be one directory that every rank reaches (one machine, or a shared file system).
+func (s *ShardedTable) Save(dir string) error {
+	const op = "save"
+	var gen int64
+	var err error
+	if s.g.Rank() == 0 {
+		gen, err = nextGeneration(dir)
+	}
+	all, gerr := s.gatherInt64s(op, []int64{boolInt(err != nil), gen})
+	if gerr != nil {
+		return errors.Join(gerr, err)
+	}
+	if err != nil || all[0] != 0 {
+		return s.settle(op, err) // rank 0's failure, on every rank
+	}
+	gen = all[1]
+	m := shardedManifest{Format: shardedFormat, Version: 1, Table: s.name, WorldSize: s.g.WorldSize(), Generation: gen}
+	for r := 0; r < m.WorldSize; r++ {
+		m.Shards = append(m.Shards, filepath.Join(generationDir(gen), fmt.Sprintf("rank-%05d", r)))
+	}
+	mine := filepath.Join(dir, m.Shards[s.g.Rank()])
+	err = os.RemoveAll(mine) // left by a save that crashed before its commit
+	if err == nil {
+		err = embedding.Save(mine, s.shard)
+	}
+	if err := s.settle(op, err); err != nil {
+		return err
+	}
+	if s.g.Rank() == 0 {
+		if s.beforeCommit != nil {
+			s.beforeCommit()
+		}
+		err = commitManifest(dir, m)
+	}
+	if err := s.settle(op, err); err != nil {
+		return err
+	}
+	if s.g.Rank() == 0 {
+		removeOtherGenerations(dir, gen)
+	}
+	return nil
+}
+
+// nextGeneration is the generation after the one committed in dir (1 when there is none),
+// creating dir.
+func nextGeneration(dir string) (int64, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	m, err := readShardedManifest(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 1, nil
+	}
+	return m.Generation + 1, err
+}
+
+func commitManifest(dir string, m shardedManifest) error {
+	err := atomicfile.Replace(filepath.Join(dir, shardedManifestFile), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m)
+	})
+	if err == nil {
+		err = atomicfile.SyncDir(dir)
+	}
+	return err
+}
+
+// removeOtherGenerations removes the generations other than gen (best effort: a leftover is
+// only disk space, never read).
+func removeOtherGenerations(dir string, gen int64) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "gen-") && e.Name() != generationDir(gen) {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// LoadShardedTable opens the sharded table that Save committed in dir, on g (collective),
+// whatever the world size that saved it: every rank reads every saved shard and keeps the ids
+// it owns in g (Owner), with their rows, optimizer states and metadata; the step counter,
+// configuration and learning rate are the saved ones. The table takes its saved name.
+func LoadShardedTable(g *Group, dir string) (*ShardedTable, error) {
+	const op = "load"
+	m, err := readShardedManifest(dir)
+	var cfg embedding.Config
+	var lr float64
+	if err == nil {
+		cfg, lr, err = savedConfig(dir, m)
+	}
+	agreeing := &ShardedTable{g: g, name: m.Table}
+	if _, err := agreeing.agree(op, err, false); err != nil {
+		return nil, err
+	}
+	s, err := NewShardedTable(g, m.Table, cfg)
+	if err != nil {
+		return nil, err
+	}
+	err = s.shard.SetLR(lr)
+	for k := 0; err == nil && k < len(m.Shards); k++ {
+		err = s.takeOwnIDs(filepath.Join(dir, m.Shards[k]))
+	}
+	if err := s.settle(op, err); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return s, nil
+}
+
+// savedConfig is the configuration and learning rate of the saved table (its shard 0's).
+func savedConfig(dir string, m shardedManifest) (embedding.Config, float64, error) {
+	t, err := loadShard(filepath.Join(dir, m.Shards[0]), m.Table+"#config")
+	if err != nil {
+		return embedding.Config{}, 0, err
+	}
+	defer t.Close()
+	return t.Config(), t.LR(), nil
+}
+
+// loadShard opens the one table of a saved shard under name.
+func loadShard(path, name string) (*embedding.Table, error) {
+	tables, err := embedding.LoadRenamed(path, func(string) string { return name })
+	if err != nil {
+		return nil, err
+	}
+	if len(tables) != 1 {
+		for _, t := range tables {
+			t.Close()
+		}
+		return nil, fmt.Errorf("%w: %s holds %d tables, want 1", embedding.ErrCorrupt, path, len(tables))
+	}
+	return tables[0], nil
+}
+
+// takeOwnIDs merges into this rank's shard the ids it owns from the saved shard at path: the
+// saved shard's whole-table delta, filtered, applied without a chain (embedding.ApplyDelta).
+func (s *ShardedTable) takeOwnIDs(path string) error {
+	t, err := loadShard(path, s.name+"#load")
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	d, err := t.Delta(false)
+	if err != nil {
+		return err
+	}
+	return s.shard.ApplyDelta(ownDelta(d, s.g.Rank(), s.g.WorldSize(), s.cfg.Dim))
+}
+
+// ownDelta is d with only the ids that rank owns among world ranks, and no chain.
+func ownDelta(d *embedding.Delta, rank, world, dim int) *embedding.Delta {
+	out := &embedding.Delta{Step: d.Step, Optimizer: d.Optimizer, States: make([][]float32, len(d.States))}
+	widths := make([]int, len(d.States))
+	for j, st := range d.States {
+		if len(d.IDs) > 0 {
+			widths[j] = len(st) / len(d.IDs)
+		}
+	}
+	const metaWidth = 3
+	for i, id := range d.IDs {
+		if Owner(id, world) != rank {
+			continue
+		}
+		out.IDs = append(out.IDs, id)
+		out.Rows = append(out.Rows, d.Rows[i*dim:(i+1)*dim]...)
+		out.Meta = append(out.Meta, d.Meta[i*metaWidth:(i+1)*metaWidth]...)
+		for j, st := range d.States {
+			out.States[j] = append(out.States[j], st[i*widths[j]:(i+1)*widths[j]]...)
+		}
+	}
+	return out
+}

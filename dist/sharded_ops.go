@@ -1,0 +1,285 @@
+package dist
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// Lookup returns the rows of ids (int64, any shape) as float32 [N, Dim] (N ids, in order),
+// inserting the ids not yet in the table on their owners (collective).
+func (s *ShardedTable) Lookup(ids *cgotorch.Tensor) (*cgotorch.Tensor, error) {
+	rows, _, err := s.lookupRows("lookup", ids, true)
+	return rows, err
+}
+
+// Read returns the rows of ids without inserting anything (ids not in the table get the
+// Config's ReadDefault row), and found (bool [N]): which ids were present (collective).
+func (s *ShardedTable) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error) {
+	return s.lookupRows("read", ids, false)
+}
+
+// lookupRows is Lookup (insert) and Read.
+func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
+	v, err := s.idsOf(op, ids)
+	if _, err := s.agree(op, err, false); err != nil {
+		return nil, nil, err
+	}
+	u := uniqueIDs(v, false, 0)
+	urows, ufound, err := s.fetch(op, u, insert, !insert)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer urows.Close()
+	pos := positions(v, u)
+	if rows, err = selectRows(urows, pos); err != nil || insert {
+		return rows, nil, err
+	}
+	f := make([]bool, len(v))
+	for i, k := range pos {
+		f[i] = ufound[k] != 0
+	}
+	if found, err = cgotorch.FromSlice(f); err != nil {
+		rows.Close()
+		return nil, nil, err
+	}
+	return rows, found, nil
+}
+
+// positions returns the position in u (ascending, without repeats) of each of ids.
+func positions(ids, u []int64) []int64 {
+	pos := make([]int64, len(ids))
+	for i, id := range ids {
+		k, _ := slices.BinarySearch(u, id)
+		pos[i] = int64(k)
+	}
+	return pos
+}
+
+// fetch returns the rows of ids (unique; float32 [len(ids), Dim]) from their owners, which
+// insert absent ids (insert) or read them; with found, also whether each was present (1).
+func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgotorch.Tensor, []int64, error) {
+	r, _, err := s.owners(ids, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows *cgotorch.Tensor
+	var present []bool
+	if insert {
+		rows, err = s.shard.LookupIDs(r.ids)
+	} else {
+		rows, present, err = s.shard.ReadIDs(r.ids)
+	}
+	got, berr := s.back(r, rows, int64(s.cfg.Dim)) // (rows nil: this owner failed)
+	rows.Close()
+	if err = errors.Join(err, berr); err != nil || !found {
+		return got, nil, err
+	}
+	flags := make([]int64, len(present))
+	for i, p := range present {
+		flags[i] = boolInt(p)
+	}
+	ft, err := cgotorch.FromSlice(flags, int64(len(flags)), 1)
+	if err != nil {
+		got.Close()
+		return nil, nil, err
+	}
+	defer ft.Close()
+	back, err := s.back(r, ft, 1)
+	if err != nil {
+		got.Close()
+		return nil, nil, err
+	}
+	defer back.Close()
+	v, err := cgotorch.ToSlice[int64](back)
+	return got, v, err
+}
+
+// Write sets the rows of ids (int64 [N]) to values (float32 [N, Dim], finite), inserting
+// absent ids (collective). For an id given more than once the last occurrence wins: on a rank,
+// its last position; across ranks, the highest rank.
+func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
+	const op = "write"
+	v, err := s.idsOf(op, ids)
+	if err == nil {
+		err = s.rowsOf(op, "values", values, len(v))
+	}
+	if _, err := s.agree(op, err, false); err != nil {
+		return err
+	}
+	u := uniqueIDs(v, false, 0)
+	last := make([]int64, len(u))
+	for i, k := range positions(v, u) {
+		last[k] = int64(i)
+	}
+	urows, err := selectRows(values, last)
+	if err != nil {
+		return err
+	}
+	defer urows.Close()
+	r, got, err := s.owners(u, urows, false)
+	if err != nil {
+		return err
+	}
+	defer got.Close()
+	return s.settle(op, s.onShard(r.ids, got, s.shard.Write))
+}
+
+// onShard runs f (the shard's Write or Update) on ids and rows.
+func (s *ShardedTable) onShard(ids []int64, rows *cgotorch.Tensor, f func(ids, rows *cgotorch.Tensor) error) error {
+	t, err := cgotorch.FromSlice(ids)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return f(t, rows)
+}
+
+// Update applies one step of the table's optimizer with grads (float32 [N, Dim], finite) for
+// ids (int64 [N]), on every shard (collective): the gradients of an id, from every rank, are
+// summed on its owner. Every shard counts the step, as embedding.Table.Update does.
+func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
+	const op = "update"
+	v, err := s.idsOf(op, ids)
+	if err == nil {
+		err = s.rowsOf(op, "gradients", grads, len(v))
+	}
+	if _, err := s.agree(op, err, false); err != nil {
+		return err
+	}
+	u := uniqueIDs(v, false, 0)
+	var sums *cgotorch.Tensor
+	err = cgotorch.Try(func() {
+		pos := cgotorch.MustFromSlice(positions(v, u))
+		defer pos.Close()
+		sums = cgotorch.Zeros([]int64{int64(len(u)), int64(s.cfg.Dim)}).IndexAddInPlace(0, pos, grads)
+	})
+	if err != nil {
+		return err
+	}
+	defer sums.Close()
+	return s.applyGrads(op, u, sums)
+}
+
+// applyGrads sends the gradients of ids (unique on this rank) to their owners, which sum them
+// per id and step (every owner steps, even with no ids); every rank learns whether they all
+// did.
+func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor) error {
+	if s.fault == faultLostGradient && len(ids) > 0 {
+		rest, err := selectRows(grads, span(1, len(ids)))
+		if err != nil {
+			return err
+		}
+		defer rest.Close()
+		ids, grads = ids[1:], rest
+	}
+	r, got, err := s.owners(ids, grads, true)
+	if err != nil {
+		return err
+	}
+	defer got.Close()
+	recv := r.ids
+	if s.fault == faultNoSum {
+		var keep []int64
+		recv, keep = firstOfEach(recv)
+		if got, err = selectRows(got, keep); err != nil {
+			return err
+		}
+		defer got.Close()
+	}
+	return s.settle(op, s.onShard(recv, got, s.shard.Update))
+}
+
+// span is from, from+1, ..., to-1.
+func span(from, to int) []int64 {
+	out := make([]int64, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, int64(i))
+	}
+	return out
+}
+
+// firstOfEach returns the ids without repeats and the position of each one's first occurrence
+// (the deliberate defect faultNoSum keeps only those rows).
+func firstOfEach(ids []int64) (first, at []int64) {
+	seen := map[int64]bool{}
+	for i, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			first, at = append(first, id), append(at, int64(i))
+		}
+	}
+	return first, at
+}
+
+// Delete removes ids (int64, any shape) from their owners and returns how many distinct ids
+// were present in the whole table (collective).
+func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
+	const op = "delete"
+	v, err := s.idsOf(op, ids)
+	if _, err := s.agree(op, err, false); err != nil {
+		return 0, err
+	}
+	r, _, err := s.owners(uniqueIDs(v, false, 0), nil, false)
+	if err != nil {
+		return 0, err
+	}
+	// an id sent by several ranks is deleted once
+	n, err := s.shard.DeleteIDs(uniqueIDs(r.ids, false, 0))
+	if err := s.settle(op, err); err != nil {
+		return 0, err
+	}
+	t, err := cgotorch.FromSlice([]int64{int64(n)})
+	if err != nil {
+		return 0, err
+	}
+	defer t.Close()
+	sum, err := s.g.AllReduce(t, Sum)
+	if err != nil {
+		return 0, err
+	}
+	defer sum.Close()
+	total, err := sum.Item()
+	return int(total), err
+}
+
+// ExportShard is a consistent snapshot of this rank's shard (not collective).
+func (s *ShardedTable) ExportShard() (*embedding.Snapshot, error) { return s.shard.Export() }
+
+// Export returns the whole table on every rank (collective): every id (ascending), its row and
+// optimizer states, gathered from the shards.
+func (s *ShardedTable) Export() (*embedding.Snapshot, error) {
+	const op = "export"
+	snap, err := s.shard.Export()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Close()
+	gat := &gatherer{s: s}
+	ids, err := cgotorch.ToSlice[int64](snap.IDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := gat.start(op, ids); err != nil {
+		return nil, err
+	}
+	out := &embedding.Snapshot{Step: snap.Step}
+	if out.IDs, err = cgotorch.FromSlice(gat.ids); err != nil {
+		return nil, err
+	}
+	if out.Rows, err = gat.rows(op, snap.Rows); err != nil {
+		out.Close()
+		return nil, err
+	}
+	for _, st := range snap.States {
+		v, err := gat.rows(op, st.Values)
+		if err != nil {
+			out.Close()
+			return nil, err
+		}
+		out.States = append(out.States, embedding.State{Name: st.Name, Values: v})
+	}
+	return out, nil
+}

@@ -1,0 +1,220 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// routed is a batch of ids sent to their owners: what this rank sent, and what it received as
+// an owner.
+type routed struct {
+	perm []int64 // perm[k]: the position in the caller's ids of the k-th id sent
+	send []int64 // how many ids went to each rank
+	ids  []int64 // the ids this rank received, in rank order
+	recv []int64 // how many came from each rank
+}
+
+// agree exchanges every rank's verdict on its input (local: nil or its error) before anything
+// changes: it returns local itself, or an ErrMismatch naming the ranks that refused theirs.
+// has, for each rank, is what it reported (Step: whether it has gradients).
+func (s *ShardedTable) agree(op string, local error, has bool) (anyHas bool, err error) {
+	return s.verdicts(op, local, has, "refused their input; no shard changed")
+}
+
+// settle tells every rank whether the owners applied a change the ranks had agreed on (an
+// owner whose shard fails, a closed one say, is the only way they do not): it returns local
+// itself, or an ErrMismatch naming the ranks that failed.
+func (s *ShardedTable) settle(op string, local error) error {
+	_, err := s.verdicts(op, local, false, "failed to apply it on their shard")
+	return err
+}
+
+func (s *ShardedTable) verdicts(op string, local error, has bool, failed string) (anyHas bool, err error) {
+	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), boolInt(has)})
+	if err != nil {
+		return false, errors.Join(err, local)
+	}
+	if local != nil {
+		return false, local
+	}
+	var refused []int
+	for r := 0; r < s.g.WorldSize(); r++ {
+		if all[2*r] != 0 {
+			refused = append(refused, r)
+		}
+		anyHas = anyHas || all[2*r+1] != 0
+	}
+	if refused != nil {
+		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v %s", s.name, refused, failed)}
+	}
+	return anyHas, nil
+}
+
+// gatherInt64s returns every rank's v (the same length on every rank), in rank order.
+func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
+	t, err := cgotorch.FromSlice(v)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	all, err := s.g.AllGather(t)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %s: %w", s.name, op, err)
+	}
+	defer all.Close()
+	return cgotorch.ToSlice[int64](all)
+}
+
+// owners sends ids to their owners, with rows ([len(ids), ...] in the same order) when not nil;
+// grads says the rows are gradients. It returns the rows this rank received as an owner.
+func (s *ShardedTable) owners(ids []int64, rows *cgotorch.Tensor, grads bool) (*routed, *cgotorch.Tensor, error) {
+	w := s.g.WorldSize()
+	owner := make([]int, len(ids))
+	r := &routed{send: make([]int64, w), perm: make([]int64, len(ids))}
+	for i, id := range ids {
+		owner[i] = Owner(id, w)
+		if s.fault == faultWrongOwner && grads {
+			owner[i] = (owner[i] + 1) % w
+		}
+		r.send[owner[i]]++
+	}
+	start := make([]int64, w)
+	for j := 1; j < w; j++ {
+		start[j] = start[j-1] + r.send[j-1]
+	}
+	sent := make([]int64, len(ids))
+	for i := range ids {
+		k := start[owner[i]]
+		start[owner[i]]++
+		r.perm[k], sent[k] = int64(i), ids[i]
+	}
+	t, err := cgotorch.FromSlice(sent)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.Close()
+	got, recv, err := s.allToAll(t, r.send)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.recv = recv
+	r.ids, err = cgotorch.ToSlice[int64](got)
+	got.Close()
+	if err != nil || rows == nil {
+		return r, nil, err
+	}
+	permuted, err := selectRows(rows, r.perm)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer permuted.Close()
+	out, _, err := s.allToAll(permuted, r.send)
+	return r, out, err
+}
+
+// back returns the owners' answers (rows, [len(r.ids), ...] in the order received; nil: this
+// owner failed) to the ranks that sent the ids, in the order of the caller's ids.
+func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64) (*cgotorch.Tensor, error) {
+	send := r.recv
+	if rows == nil { // this owner failed: it sends nothing, and the peers see it
+		rows, send = cgotorch.Zeros([]int64{0, width}), make([]int64, len(send))
+		defer rows.Close()
+	}
+	got, _, err := s.allToAll(rows, send)
+	if err != nil {
+		return nil, err
+	}
+	defer got.Close()
+	if n := got.Shape()[0]; n != int64(len(r.perm)) {
+		return nil, &Error{Op: "sharded rows", Kind: ErrMismatch, Err: fmt.Errorf("table %q: %d rows came back, want %d (an owner failed)", s.name, n, len(r.perm))}
+	}
+	inv := make([]int64, len(r.perm))
+	for k, i := range r.perm {
+		inv[i] = int64(k)
+	}
+	return selectRows(got, inv)
+}
+
+// allToAll is the group's AllToAll, its error naming the table.
+func (s *ShardedTable) allToAll(t *cgotorch.Tensor, send []int64) (*cgotorch.Tensor, []int64, error) {
+	out, recv, err := s.g.AllToAll(t, send)
+	if err != nil {
+		return nil, nil, fmt.Errorf("table %q: %w", s.name, err)
+	}
+	return out, recv, nil
+}
+
+// selectRows returns rows[idx] (along the first dimension), a new tensor.
+func selectRows(rows *cgotorch.Tensor, idx []int64) (out *cgotorch.Tensor, err error) {
+	it, err := cgotorch.FromSlice(idx)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	err = cgotorch.Try(func() { out = rows.IndexSelect(0, it) })
+	return out, err
+}
+
+// uniqueIDs returns ids ascending without repeats, leaving out the padding id when padding.
+func uniqueIDs(ids []int64, padding bool, paddingID int64) []int64 {
+	u := slices.Clone(ids)
+	slices.Sort(u)
+	u = slices.Compact(u)
+	if padding {
+		if i, ok := slices.BinarySearch(u, paddingID); ok {
+			u = slices.Delete(u, i, i+1)
+		}
+	}
+	return u
+}
+
+// idsOf checks that ids is an int64 CPU tensor and returns its elements.
+func (s *ShardedTable) idsOf(op string, ids *cgotorch.Tensor) ([]int64, error) {
+	if ids == nil || ids.Closed() {
+		return nil, s.badInput(op, "ids are nil or closed")
+	}
+	if ids.DType() != cgotorch.Int64 || ids.Device().Type != cgotorch.DeviceCPU {
+		return nil, s.badInput(op, "ids must be int64 on the CPU, got %v on %v", ids.DType(), ids.Device())
+	}
+	return cgotorch.ToSlice[int64](ids)
+}
+
+// rowsOf checks that rows is a finite float32 CPU tensor of n rows of Dim.
+func (s *ShardedTable) rowsOf(op, what string, rows *cgotorch.Tensor, n int) error {
+	if rows == nil || rows.Closed() {
+		return s.badInput(op, "%s are nil or closed", what)
+	}
+	if rows.DType() != cgotorch.Float32 || rows.Device().Type != cgotorch.DeviceCPU {
+		return s.badInput(op, "%s must be float32 on the CPU, got %v on %v", what, rows.DType(), rows.Device())
+	}
+	if sh := rows.Shape(); len(sh) != 2 || sh[0] != int64(n) || sh[1] != int64(s.cfg.Dim) {
+		return s.badInput(op, "%s have shape %v, want [%d %d]", what, sh, n, s.cfg.Dim)
+	}
+	return s.finite(op, what, rows)
+}
+
+// finite returns ErrBadInput when t holds a NaN or an Inf: x - x is 0 for every finite x, NaN
+// for the others, so the sum of t - t is 0 exactly when t is finite.
+func (s *ShardedTable) finite(op, what string, t *cgotorch.Tensor) error {
+	var sum float64
+	err := cgotorch.TryWithScope(func() (err error) {
+		sum, err = t.Sub(t).Sum().Item()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if sum != 0 {
+		return s.badInput(op, "%s hold NaN or Inf", what)
+	}
+	return nil
+}
+
+// badInput is an error of this rank's input, wrapping embedding.ErrBadInput.
+func (s *ShardedTable) badInput(op, format string, args ...any) error {
+	return fmt.Errorf("%w: sharded table %q: %s: %s", embedding.ErrBadInput, s.name, op, fmt.Sprintf(format, args...))
+}
