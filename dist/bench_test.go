@@ -16,15 +16,25 @@ import (
 // before its data moves.
 var benchOps = []string{"barrier", "all-reduce-1MB", "broadcast-1MB", "all-to-all-ids-4096", "all-to-all-rows-4096x64"}
 
+// benchGroup starts a benchmark scenario's group and reads from the variable name how many
+// calls it times.
+func benchGroup(o Options, name string) (*Group, int, error) {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil {
+		return nil, 0, err
+	}
+	g, err := New(o)
+	if err != nil {
+		return nil, 0, err
+	}
+	return g, n, nil
+}
+
 // scenarioBench runs $GOREC_DIST_BENCH_OP $GOREC_DIST_BENCH_N times after a warm-up; rank 0
 // prints the mean time of one.
 func scenarioBench(o Options) error {
 	op := os.Getenv("GOREC_DIST_BENCH_OP")
-	n, err := strconv.Atoi(os.Getenv("GOREC_DIST_BENCH_N"))
-	if err != nil {
-		return err
-	}
-	g, err := New(o)
+	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
 	if err != nil {
 		return err
 	}

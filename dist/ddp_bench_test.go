@@ -2,7 +2,6 @@ package dist
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,19 +25,15 @@ func ddpBenchModel() *nn.Sequential {
 // bytes (the gradients and the flags), interleaved in rounds of 10 after a warm-up so that
 // both see the same load; rank 0 prints the mean time of each.
 func scenarioDDPBench(o Options) error {
-	n, err := strconv.Atoi(os.Getenv("GOREC_DDP_BENCH_N"))
-	if err != nil {
-		return err
-	}
-	capBytes, err := strconv.ParseInt(env("GOREC_DDP_BUCKET", "0"), 10, 64)
-	if err != nil {
-		return err
-	}
-	g, err := New(o)
+	g, n, err := benchGroup(o, "GOREC_DDP_BENCH_N")
 	if err != nil {
 		return err
 	}
 	defer g.Close()
+	capBytes, err := strconv.ParseInt(env("GOREC_DDP_BUCKET", "0"), 10, 64)
+	if err != nil {
+		return err
+	}
 	model := ddpBenchModel()
 	ddp, err := NewDataParallel(g, model, DataParallelOptions{BucketBytes: capBytes})
 	if err != nil {

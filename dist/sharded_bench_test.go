@@ -3,7 +3,6 @@ package dist
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -17,11 +16,7 @@ func init() { scenarios["sharded-bench"] = scenarioShardedBench }
 // all-to-alls that move the same bytes (ids to the owners, rows back, ids and gradients to the
 // owners), without the agreement, the deduplication or the table.
 func scenarioShardedBench(o Options) error {
-	n, err := strconv.Atoi(os.Getenv("GOREC_DIST_BENCH_N"))
-	if err != nil {
-		return err
-	}
-	g, err := New(o)
+	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
 	if err != nil {
 		return err
 	}
