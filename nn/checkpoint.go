@@ -43,8 +43,7 @@ func localTables(t EmbeddingTable) []*embedding.Table {
 func Tables(m Module) []*embedding.Table {
 	var out []*embedding.Table
 	seen := map[string]bool{}
-	var walk func(Module)
-	walk = func(m Module) {
+	walkModules(m, func(m Module) {
 		if tm, ok := m.(TableModule); ok {
 			for _, t := range tm.Tables() {
 				if t != nil && !seen[t.Name()] {
@@ -53,14 +52,39 @@ func Tables(m Module) []*embedding.Table {
 				}
 			}
 		}
-		if c, ok := m.(interface{ Children() []NamedModule }); ok {
-			for _, ch := range c.Children() {
-				walk(ch.Module)
-			}
+	})
+	return out
+}
+
+// walkModules calls f on m and on each of its descendants (through Children), in module order.
+func walkModules(m Module, f func(Module)) {
+	f(m)
+	if c, ok := m.(interface{ Children() []NamedModule }); ok {
+		for _, ch := range c.Children() {
+			walkModules(ch.Module, f)
 		}
 	}
-	walk(m)
-	return out
+}
+
+// checkLocalTables refuses a model whose Embedding or EmbeddingBag looks up in a table that a
+// model checkpoint cannot hold (a dist.ShardedTable): saving the model without it would lose
+// its rows, and loading would leave it as it was.
+func checkLocalTables(op string, m Module) error {
+	var err error
+	walkModules(m, func(m Module) {
+		var t EmbeddingTable
+		switch e := m.(type) {
+		case *Embedding:
+			t = e.Table
+		case *EmbeddingBag:
+			t = e.Table
+		}
+		if _, local := t.(*embedding.Table); t != nil && !local && err == nil {
+			err = badCheckpoint(op, "table %q is not in this process (%T): a model checkpoint cannot hold it; "+
+				"checkpoint it with its own Save", t.Name(), t)
+		}
+	})
+	return err
 }
 
 // SaveCheckpoint writes a checkpoint of the whole model to dir in one call: every embedding
@@ -84,6 +108,9 @@ func SaveCheckpointWith(dir string, m Module, o embedding.SaveOptions) error {
 }
 
 func saveModel(dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
+	if err := checkLocalTables("save", m); err != nil {
+		return err
+	}
 	files, err := withReserved("save", o.Files, savers(m, opt))
 	if err != nil {
 		return err
@@ -108,6 +135,9 @@ func LoadCheckpointWith(dir string, m Module, files map[string]func(io.Reader) e
 }
 
 func loadModel(dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
+	if err := checkLocalTables("load", m); err != nil {
+		return err
+	}
 	var read modelReads
 	defer read.close()
 	all, err := withReserved("load", files, read.readers(m, opt))

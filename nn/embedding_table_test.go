@@ -2,6 +2,7 @@ package nn
 
 import (
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -32,5 +33,26 @@ func TestEmbeddingOverOtherTable(t *testing.T) {
 	}
 	if got := e.Tables(); got != nil {
 		t.Errorf("Tables() = %v for a table that is not an *embedding.Table", got)
+	}
+}
+
+// A model checkpoint refuses a model whose table lives elsewhere (a sharded table): saving
+// without it would silently lose its rows.
+func TestCheckpointRefusesOtherTables(t *testing.T) {
+	tab, err := embedding.New("other-table-ckpt", embedding.Config{Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	m := NewSequential(NewEmbedding(failingTable{tab}, EmbeddingOptions{}), NewLinear(2, 1, true))
+	dir := t.TempDir()
+	if err := SaveCheckpoint(dir, m); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("SaveCheckpoint: %v, want ErrBadInput", err)
+	}
+	if err := LoadCheckpoint(dir, m); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("LoadCheckpoint: %v, want ErrBadInput", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused save wrote %d entries", len(entries))
 	}
 }
