@@ -52,7 +52,8 @@ type DataParallelOptions struct {
 //	}
 //
 // With a mean-reduced loss and slices of equal size, the averaged gradient is the gradient of
-// the global batch's mean loss. A caller who needs the averaged gradients before the step
+// the global batch's mean loss (a model with a ShardedTable needs SumGradients instead, see
+// DataParallelOptions). A caller who needs the averaged gradients before the step
 // (nn.ClipGradNorm) calls SyncGradients after the last Backward; Step then uses them as they
 // are. A DataParallel is safe for use by one training goroutine.
 type DataParallel struct {
