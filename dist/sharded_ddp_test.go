@@ -27,17 +27,7 @@ func init() {
 // equal on every rank and within ddpTol of that process's, for SGD (with momentum), Adagrad
 // and SparseAdam tables under Adam (with weight decay) on the dense layers. Measured: the
 // tables at most 0.0023 of their tolerance, the dense weights at most 6e-8 off.
-func TestShardedDataParallelEquivalence(t *testing.T) {
-	for _, opt := range []string{"sgd", "adagrad", "sparseadam"} {
-		for _, world := range []int{1, 2, 3} {
-			t.Run(fmt.Sprintf("%s/%d", opt, world), func(t *testing.T) {
-				res := runSharded(t, "sharded-ddp-train", world, 30*time.Second, "GOREC_SHARD_OPT="+opt)
-				requirePassed(t, res)
-				t.Log(res[0].output)
-			})
-		}
-	}
-}
+func TestShardedDataParallelEquivalence(t *testing.T) { runEquivalence(t, "sharded-ddp-train") }
 
 // The whole model's equivalence check catches what a user would naturally get wrong: each
 // rank's loss a mean over its slice, as with DataParallel alone ("mean": the tables'
@@ -95,28 +85,14 @@ func shardedDDPStep(m *shardedDDPModel, opt *nn.Optimizer, samples []sample, div
 // TestShardedDataParallelCatchesWrongScaling. The scenario fails unless a mistake or a
 // $GOREC_SHARD_FAULT defect fails the comparison.
 func scenarioShardedDDPTrain(o Options) error {
-	cfg, ok := trainConfigs[os.Getenv("GOREC_SHARD_OPT")]
-	f, fok := faults[os.Getenv("GOREC_SHARD_FAULT")]
-	variant := env("GOREC_HYBRID_VARIANT", "sum")
-	if !ok || !fok {
-		return fmt.Errorf("bad $GOREC_SHARD_OPT or $GOREC_SHARD_FAULT")
-	}
-	g, err := New(o)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	st, err := NewShardedTable(g, "users", cfg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	st.fault = f
-	ref, err := embedding.New("reference", cfg)
-	if err != nil {
-		return err
-	}
-	defer ref.Close()
+	return withTrainTables(o, func(g *Group, st *ShardedTable, ref *embedding.Table) error {
+		return shardedDDPTrain(g, st, ref, env("GOREC_HYBRID_VARIANT", "sum"))
+	})
+}
+
+// shardedDDPTrain is scenarioShardedDDPTrain's training and check, over st and ref.
+func shardedDDPTrain(g *Group, st *ShardedTable, ref *embedding.Table, variant string) error {
+	var err error
 	r, w := g.Rank(), g.WorldSize()
 	model, single := newShardedDDPModel(st, ddpSeed+uint64(r)), newShardedDDPModel(ref, ddpSeed)
 	var opt *nn.Optimizer
@@ -158,9 +134,9 @@ func scenarioShardedDDPTrain(o Options) error {
 		return denseErr
 	}
 	switch {
-	case variant == "sum" && f == noFault:
+	case variant == "sum" && st.fault == noFault:
 		return errors.Join(tableErr, denseErr)
-	case variant == "mean" || f != noFault:
+	case variant == "mean" || st.fault != noFault:
 		if tableErr == nil {
 			return fmt.Errorf("variant %q, fault %q: the tables equal one process's", variant, os.Getenv("GOREC_SHARD_FAULT"))
 		}
