@@ -25,6 +25,12 @@ type DataParallelOptions struct {
 	// default, as torch DDP's broadcast_buffers=True, every synchronization copies rank 0's
 	// buffers to the other ranks.
 	LocalBuffers bool
+	// SumGradients sums the gradients over the ranks instead of averaging them. A model with
+	// a ShardedTable needs it: the table's owners sum the ranks' gradients, so each rank's
+	// loss is summed over its slice and divided by the global batch size, and the dense
+	// gradients must then be summed too (see the package doc, "Sharded tables and dense
+	// layers together").
+	SumGradients bool
 }
 
 // DataParallel replicates a model's dense layers on every rank of a group, as torch's
@@ -46,7 +52,8 @@ type DataParallelOptions struct {
 //	}
 //
 // With a mean-reduced loss and slices of equal size, the averaged gradient is the gradient of
-// the global batch's mean loss. A caller who needs the averaged gradients before the step
+// the global batch's mean loss (a model with a ShardedTable needs SumGradients instead, see
+// DataParallelOptions). A caller who needs the averaged gradients before the step
 // (nn.ClipGradNorm) calls SyncGradients after the last Backward; Step then uses them as they
 // are. A DataParallel is safe for use by one training goroutine.
 type DataParallel struct {
@@ -54,7 +61,7 @@ type DataParallel struct {
 	m       nn.Module
 	grads   []bucket // the parameters' buckets
 	buffers []bucket // the buffers', empty under LocalBuffers
-	sum     bool     // tests only: sum the gradients instead of averaging them
+	sum     bool     // SumGradients (tests set it after NewDataParallel too)
 	claim   *nn.Claim
 
 	mu     sync.Mutex
@@ -93,7 +100,7 @@ func NewDataParallel(g *Group, m nn.Module, opts DataParallelOptions) (*DataPara
 		params, buffers = unique(m.Parameters()), unique(nn.Buffers(m))
 		fingerprint = layout(params, buffers, opts)
 	}
-	d := &DataParallel{g: g, m: m, grads: buckets(params, opts.BucketBytes)}
+	d := &DataParallel{g: g, m: m, grads: buckets(params, opts.BucketBytes), sum: opts.SumGradients}
 	if err := d.agree(fingerprint); bad != nil || err != nil {
 		return nil, cmp.Or(bad, err)
 	}
@@ -177,7 +184,7 @@ func buckets(ps []nn.NamedParameter, capBytes int64) []bucket {
 // shapes and dtypes, and the options that shape the collectives.
 func layout(params, buffers []nn.NamedParameter, o DataParallelOptions) int64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "bucket %d, local buffers %v\n", o.BucketBytes, o.LocalBuffers)
+	fmt.Fprintf(h, "bucket %d, local buffers %v, sum %v\n", o.BucketBytes, o.LocalBuffers, o.SumGradients)
 	for i, ps := range [][]nn.NamedParameter{params, buffers} {
 		for _, p := range ps {
 			fmt.Fprintf(h, "%d %q %v %v\n", i, p.Name, p.Tensor.Shape(), p.Tensor.DType())
@@ -205,7 +212,7 @@ func (d *DataParallel) agree(fingerprint int64) error {
 	for r, fp := range fps {
 		if fp != fingerprint {
 			return &Error{Op: "data parallel", Kind: ErrMismatch, Err: fmt.Errorf(
-				"rank %d's model or options differ from rank %d's (parameter or buffer names, shapes, dtypes, bucket size, LocalBuffers), or are invalid", r, d.g.Rank())}
+				"rank %d's model or options differ from rank %d's (parameter or buffer names, shapes, dtypes, bucket size, LocalBuffers, SumGradients), or are invalid", r, d.g.Rank())}
 		}
 	}
 	return nil
@@ -263,10 +270,10 @@ func (d *DataParallel) exchange(op string, bs []bucket, flatten func(bucket) *cg
 	return err
 }
 
-// SyncGradients averages the gradients of the model's parameters over the ranks, one
-// all-reduce per bucket, and (unless LocalBuffers) copies rank 0's buffers to every rank. A
-// parameter without a gradient on a rank counts as zeros there; one without a gradient on
-// every rank keeps none (the optimizer skips it on every rank). Every rank must call it, after
+// SyncGradients averages (SumGradients: sums) the gradients of the model's parameters over
+// the ranks, one all-reduce per bucket, and (unless LocalBuffers) copies rank 0's buffers to
+// every rank. A parameter without a gradient on a rank counts as zeros there; one without a
+// gradient on every rank keeps none (the optimizer skips it on every rank). Every rank must call it, after
 // the last Backward of the step: the optimizer made from the DataParallel calls it at the
 // start of Step. It does its work once until the gradients are used (Step) or zeroed
 // (ZeroGrad): calling it again meanwhile does nothing. On an error (a dead peer, a timeout) no

@@ -467,9 +467,10 @@ func scenarioDDPUnused(o Options) error {
 	return nil
 }
 
-// scenarioDDPMismatch: the last rank's model has another hidden size: NewDataParallel fails
-// with ErrMismatch on every rank. Then the last rank asks for a negative bucket size: it gets
-// ErrConfig, and the others ErrMismatch at once, not after the group's timeout.
+// scenarioDDPMismatch: the last rank's model has another hidden size, then the last rank
+// alone sums the gradients: NewDataParallel fails with ErrMismatch on every rank. Then the
+// last rank asks for a negative bucket size: it gets ErrConfig, and the others ErrMismatch at
+// once, not after the group's timeout.
 func scenarioDDPMismatch(o Options) error {
 	g, err := New(o)
 	if err != nil {
@@ -486,6 +487,10 @@ func scenarioDDPMismatch(o Options) error {
 		return fmt.Errorf("got %v, want %v", err, ErrMismatch)
 	}
 	fmt.Printf("rank %d: %v\n", g.Rank(), err)
+	_, err = NewDataParallel(g, mlp(ddpSeed, 16), DataParallelOptions{SumGradients: last})
+	if !errors.Is(err, ErrMismatch) {
+		return fmt.Errorf("SumGradients on one rank: got %v, want %v", err, ErrMismatch)
+	}
 	opts, want := DataParallelOptions{}, ErrMismatch
 	if last {
 		opts.BucketBytes, want = -1, ErrConfig

@@ -34,9 +34,10 @@
 // model is refused) averages the gradients over the ranks at the start of each Step, one
 // all-reduce per bucket of parameters (DataParallelOptions.BucketBytes, 25 MiB by default),
 // and copies rank 0's buffers (BatchNorm1d's running statistics) to every rank. Each rank
-// trains on its slice of the global batch with a mean-reduced loss; the replicas stay equal,
-// and equal to one process's training on the whole batch up to float32 rounding. Embedding
-// tables are not averaged: they are the model's Steppers, stepped by the same optimizer.
+// trains on its slice of the global batch with a mean-reduced loss (with sharded tables, see
+// below); the replicas stay equal, and equal to one process's training on the whole batch up
+// to float32 rounding. Embedding tables are not averaged: they are the model's Steppers,
+// stepped by the same optimizer.
 //
 // # Failures
 //
@@ -64,6 +65,21 @@
 // Each rank trains on its own slice of the global batch, and its loss is summed, not averaged,
 // over the slice (or divided by the global batch size). The owners then sum the ranks'
 // gradients per id, as one process would.
+//
+// # Sharded tables and dense layers together
+//
+// The two scale a rank's gradients differently: DataParallel averages the dense gradients
+// over the ranks, while a sharded table's owners sum theirs. A loss averaged over each rank's
+// slice, as with DataParallel alone, makes the tables' gradients world-size times too large
+// (with SGD, momentum, Adagrad or SparseAdam alike). Divide each rank's summed loss by the
+// global batch size instead, and make the DataParallel sum the dense gradients too:
+//
+//	ddp, err := dist.NewDataParallel(g, model, dist.DataParallelOptions{SumGradients: true})
+//	opt, err := nn.NewAdam(ddp, nn.AdamOptions{})
+//	loss := lossSum(model.Forward(x), y).DivScalar(globalBatch) // x: this rank's slice
+//
+// Both parts then get the gradients of the global batch's mean loss, and train as one process
+// would on the whole batch, up to float32 rounding.
 //
 // Save writes every rank's shard into one directory, and rank 0 commits a manifest once they
 // are all durable. LoadShardedTable opens the table on any world size.

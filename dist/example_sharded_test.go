@@ -81,3 +81,56 @@ func ExampleShardedTable_Save() {
 	fmt.Println(loaded.Name(), n, err)
 	// Output: items 3 <nil>
 }
+
+// A model with both parts: a sharded table, and dense layers in a DataParallel that sums the
+// gradients (SumGradients), as the tables' owners do. Each rank's loss is its slice's summed
+// loss divided by the global batch size: both parts then train as one process would on the
+// whole batch. The group has one rank here.
+func ExampleDataParallelOptions_shardedTables() {
+	dir, _ := os.MkdirTemp("", "dist-example")
+	defer os.RemoveAll(dir)
+	g, err := dist.New(dist.Options{WorldSize: 1, Store: dist.FileStore(filepath.Join(dir, "store"))})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close()
+	users, err := dist.NewShardedTable(g, "users", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{LR: 0.1}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer users.Close()
+
+	cgotorch.ManualSeed(1)
+	emb, head := nn.NewEmbedding(users, nn.EmbeddingOptions{}), nn.NewLinear(4, 1, true)
+	var model nn.Container
+	model.Add("users", emb)
+	model.Add("head", head)
+	ddp, err := dist.NewDataParallel(g, &model, dist.DataParallelOptions{SumGradients: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	opt, err := nn.NewAdam(ddp, nn.AdamOptions{LR: 0.05}) // Adam on head, Adagrad on users
+	if err != nil {
+		log.Fatal(err)
+	}
+	const globalBatch = 6 // the samples of all the ranks' slices
+
+	// this rank's slice
+	ids, y := cgotorch.MustFromSlice([]int64{1, 2, 3, 4, 5, 6}), cgotorch.Ones([]int64{6, 1})
+	var first, last float64
+	for step := range 30 {
+		opt.ZeroGrad()
+		loss := nn.MSE(nn.ReduceSum)(head.Forward(emb.Forward(ids)), y).DivScalar(globalBatch)
+		loss.Backward()
+		if err := opt.Step(); err != nil { // sums the dense gradients, sends the rows' to the owners
+			log.Fatal(err)
+		}
+		v, _ := loss.Item()
+		if step == 0 {
+			first = v
+		}
+		last = v
+	}
+	fmt.Println("loss went down:", last < first)
+	// Output: loss went down: true
+}

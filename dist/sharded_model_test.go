@@ -83,24 +83,29 @@ func shardedTrainStep(m *trainModel, opt *nn.Optimizer, samples []sample) error 
 
 // backward zeroes the gradients, and runs the forward and backward passes of samples.
 func backward(m *trainModel, opt *nn.Optimizer, samples []sample) error {
+	opt.ZeroGrad()
+	return cgotorch.TryWithScope(func() error {
+		proj := cgotorch.MustFromSlice([]float32{0.5, -1, 0.25, 2}, trainDim, 1)
+		x, y := m.features(samples)
+		x.MM(proj).Sub(y).Square().Sum().Backward()
+		return nil
+	})
+}
+
+// features is the model's output for samples, the bag's sum plus the single id's row
+// ([n, trainDim]), and the samples' targets ([n, 1]).
+func (m *trainModel) features(samples []sample) (x, y *cgotorch.Tensor) {
 	var ids, offs, one []int64
-	var y []float32
+	var ys []float32
 	for _, s := range samples {
 		offs = append(offs, int64(len(ids)))
 		ids = append(ids, s.bag...)
 		one = append(one, s.one)
-		y = append(y, s.y)
+		ys = append(ys, s.y)
 	}
-	opt.ZeroGrad()
-	return cgotorch.TryWithScope(func() error {
-		proj := cgotorch.MustFromSlice([]float32{0.5, -1, 0.25, 2}, trainDim, 1)
-		n := int64(len(samples))
-		out := m.bag.Forward(cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(offs)).
-			Add(m.one.Forward(cgotorch.MustFromSlice(one)))
-		loss := out.MM(proj).Sub(cgotorch.MustFromSlice(y, n, 1)).Square().Sum()
-		loss.Backward()
-		return nil
-	})
+	x = m.bag.Forward(cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(offs)).
+		Add(m.one.Forward(cgotorch.MustFromSlice(one)))
+	return x, cgotorch.MustFromSlice(ys, int64(len(samples)), 1)
 }
 
 // train trains a model over t for trainSteps steps, on this rank's slice of each global batch.

@@ -42,8 +42,34 @@ var faults = map[string]fault{"": noFault, "wrong-owner": faultWrongOwner, "lost
 // whole batches, and compares the tables. With $GOREC_SHARD_FAULT set, the sharded table has
 // that defect, and the scenario fails unless the comparison catches it.
 func scenarioShardedTrain(o Options) error {
+	return withTrainTables(o, func(g *Group, st *ShardedTable, ref *embedding.Table) error {
+		if err := train(st, g.Rank(), g.WorldSize()); err != nil {
+			return err
+		}
+		if err := train(ref, 0, 1); err != nil {
+			return err
+		}
+		if err := ownsItsIDs(st); err != nil && st.fault == noFault {
+			return err
+		}
+		worst, err := against(st, ref)
+		fmt.Printf("rank %d: against one process: worst difference %.3g of the tolerance, %v\n", g.Rank(), worst, err)
+		if st.fault != noFault {
+			if err == nil {
+				return fmt.Errorf("the defect %q went unnoticed", os.Getenv("GOREC_SHARD_FAULT"))
+			}
+			return nil
+		}
+		return err
+	})
+}
+
+// withTrainTables starts the group, makes a sharded table of $GOREC_SHARD_OPT's configuration
+// with the defect $GOREC_SHARD_FAULT (none if empty) and a local table of that configuration,
+// and runs f on them.
+func withTrainTables(o Options, f func(g *Group, st *ShardedTable, ref *embedding.Table) error) error {
 	cfg, ok := trainConfigs[os.Getenv("GOREC_SHARD_OPT")]
-	f, fok := faults[os.Getenv("GOREC_SHARD_FAULT")]
+	defect, fok := faults[os.Getenv("GOREC_SHARD_FAULT")]
 	if !ok || !fok {
 		return fmt.Errorf("bad $GOREC_SHARD_OPT or $GOREC_SHARD_FAULT")
 	}
@@ -57,30 +83,13 @@ func scenarioShardedTrain(o Options) error {
 		return err
 	}
 	defer st.Close()
-	st.fault = f
+	st.fault = defect
 	ref, err := embedding.New("reference", cfg)
 	if err != nil {
 		return err
 	}
 	defer ref.Close()
-	if err := train(st, g.Rank(), g.WorldSize()); err != nil {
-		return err
-	}
-	if err := train(ref, 0, 1); err != nil {
-		return err
-	}
-	if err := ownsItsIDs(st); err != nil && f == noFault {
-		return err
-	}
-	worst, err := against(st, ref)
-	fmt.Printf("rank %d: against one process: worst difference %.3g of the tolerance, %v\n", g.Rank(), worst, err)
-	if f != noFault {
-		if err == nil {
-			return fmt.Errorf("the defect %q went unnoticed", os.Getenv("GOREC_SHARD_FAULT"))
-		}
-		return nil
-	}
-	return err
+	return f(g, st, ref)
 }
 
 // ownsItsIDs checks that the rank's shard holds only ids that Owner gives it.

@@ -52,11 +52,14 @@ func runSharded(t *testing.T, scenario string, world int, timeout time.Duration,
 // ends with the rows, optimizer states and step of one process trained on the whole batches,
 // within the tolerance equalAbs + equalRel*|want|, for SGD (with momentum), Adagrad and
 // SparseAdam tables; every rank's shard holds only the ids it owns.
-func TestShardedEquivalence(t *testing.T) {
+func TestShardedEquivalence(t *testing.T) { runEquivalence(t, "sharded-train") }
+
+// runEquivalence runs an equivalence scenario on 1, 2 and 3 ranks, for each table optimizer.
+func runEquivalence(t *testing.T, scenario string) {
 	for _, opt := range []string{"sgd", "adagrad", "sparseadam"} {
 		for _, world := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/%d", opt, world), func(t *testing.T) {
-				res := runSharded(t, "sharded-train", world, 30*time.Second, "GOREC_SHARD_OPT="+opt)
+				res := runSharded(t, scenario, world, 30*time.Second, "GOREC_SHARD_OPT="+opt)
 				requirePassed(t, res)
 				t.Log(res[0].output)
 			})
