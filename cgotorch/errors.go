@@ -11,6 +11,10 @@ import (
 )
 
 // Sentinel errors; every error of this package wraps one of them (test with errors.Is).
+//
+// They are the one definition of each kind of failure the C ABI reports: embedding and dist
+// re-export them as aliases (embedding.ErrBadInput = ErrInvalidArgument, dist.ErrTimeout =
+// ErrTimeout, as os.ErrNotExist = fs.ErrNotExist), so no package maps one sentinel to another.
 var (
 	// ErrTorch: libtorch rejected the operation (wrong shape, dtype, device, ...).
 	ErrTorch = errors.New("cgotorch: libtorch error")

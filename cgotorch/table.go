@@ -20,10 +20,11 @@ import (
 var (
 	// ErrNameTaken: an open table already has that name.
 	ErrNameTaken = errors.New("cgotorch: table name taken")
-	// ErrNotFound: no open table has that name.
-	ErrNotFound = errors.New("cgotorch: no such table")
-	// ErrIncompatible: a delta that does not follow the table's position in its delta chain.
-	ErrIncompatible = errors.New("cgotorch: incompatible delta")
+	// ErrNotFound: no open table has that name (embedding.ErrNotFound, also for a missing file).
+	ErrNotFound = errors.New("cgotorch: not found")
+	// ErrIncompatible: a delta that does not follow the table's position in its delta chain
+	// (embedding.ErrIncompatible, also for a checkpoint that does not fit the table).
+	ErrIncompatible = errors.New("cgotorch: incompatible checkpoint or delta")
 	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
 	// discarded.
 	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
