@@ -5,8 +5,8 @@
  *  - Handles are typed opaque pointers (ct_tensor, ct_scope, ...), created by the library and
  *    released with the matching _free/_end function; every _free accepts NULL.
  *  - Every function that can fail returns ct_error: NULL on success, otherwise a heap string
- *    describing the failure (libtorch's message without its C++ backtrace). The caller releases
- *    it with ct_error_free. No error state is kept anywhere else (no thread-local "last error").
+ *    describing the failure (libtorch's message without its C++ backtrace) with a code saying its
+ *    kind (ct_error_code, CT_ERR_*). The caller releases it with ct_error_free. No error state is kept anywhere else (no thread-local "last error").
  *  - Results come back through out-parameters, which are listed first. On failure the
  *    out-parameters are left untouched.
  *  - No function keeps a pointer to caller memory after it returns: data is copied in and out.
@@ -25,9 +25,30 @@ extern "C" {
 /* ------------------------------------------------------------------------------------------ */
 /* Errors and strings                                                                          */
 
-/* An error message; NULL means success. Release with ct_error_free. */
+/* An error message; NULL means success. Release with ct_error_free, never with free: the code is
+ * stored in front of the message. */
 typedef char *ct_error;
 void ct_error_free(ct_error err);
+
+/* The kinds of errors. The messages keep their prefixes ("invalid argument: ", "closed: ", ...)
+ * for people; callers that act on the kind read the code. */
+enum {
+  CT_OK = 0,                   /* no error (a NULL ct_error) */
+  CT_ERR_TORCH = 1,            /* libtorch or the C layer failed for another reason */
+  CT_ERR_INVALID_ARGUMENT = 2, /* "invalid argument: " */
+  CT_ERR_CLOSED = 3,           /* "closed: " a NULL, closed or released handle */
+  CT_ERR_NAME_TAKEN = 4,       /* "name taken: " */
+  CT_ERR_NOT_FOUND = 5,        /* "not found: " */
+  CT_ERR_UNKNOWN_PREFETCH = 6, /* "unknown prefetch: " */
+  CT_ERR_INCOMPATIBLE = 7,     /* "incompatible: " */
+  CT_ERR_TIMEOUT = 8,          /* "timeout: " a process group's peers did not take part in time */
+  CT_ERR_PEER = 9,             /* "peer: " a process group's peer failed or left */
+  CT_ERR_REFUSED = 10,         /* "refused: " a rank of another job or world size */
+  CT_ERR_MISMATCH = 11,        /* "mismatch: " the ranks' collectives do not match */
+  CT_ERR_BROKEN = 12           /* "broken: " the process group is out of step */
+};
+/* The code of err (CT_ERR_*); CT_OK for NULL. */
+int32_t ct_error_code(ct_error err);
 /* Strings returned by the library (ct_tensor_string, ...). */
 void ct_string_free(char *s);
 
@@ -396,8 +417,9 @@ ct_error ct_loss(ct_tensor *out, int32_t op, ct_tensor input, ct_tensor target,
  * gradient of 1e20 squared by Adagrad, say), leaving every row as it was. Written values must
  * also be below 2^64 (1.8446744e19) in magnitude, the floats whose square is finite.
  *
- * Error message prefixes: "invalid argument: ", "closed: " (the table was closed),
- * "name taken: ", "not found: " (no open table of that name), "unknown prefetch: ".
+ * Error codes (and message prefixes): CT_ERR_INVALID_ARGUMENT, CT_ERR_CLOSED (the table was
+ * closed), CT_ERR_NAME_TAKEN, CT_ERR_NOT_FOUND (no open table of that name),
+ * CT_ERR_UNKNOWN_PREFETCH, CT_ERR_INCOMPATIBLE.
  */
 
 typedef struct ct_table_s *ct_table;

@@ -11,23 +11,34 @@ import (
 )
 
 // Option configures a tensor factory.
-type Option func(*C.ct_options)
+type Option func(*tensorOptions)
+
+// tensorOptions are a factory's settings, kept in Go types (no C type in the exported API).
+type tensorOptions struct {
+	dtype        DType
+	device       Device
+	requiresGrad bool
+}
 
 // WithDType sets the element type (default Float32).
-func WithDType(d DType) Option { return func(o *C.ct_options) { o.dtype = C.int32_t(d) } }
+func WithDType(d DType) Option { return func(o *tensorOptions) { o.dtype = d } }
 
 // WithDevice sets the device (default CPU).
-func WithDevice(d Device) Option { return func(o *C.ct_options) { o.device = d.c() } }
+func WithDevice(d Device) Option { return func(o *tensorOptions) { o.device = d } }
 
 // RequiresGrad makes the new tensor a leaf that records gradients.
-func RequiresGrad() Option { return func(o *C.ct_options) { o.requires_grad = 1 } }
+func RequiresGrad() Option { return func(o *tensorOptions) { o.requiresGrad = true } }
 
 func options(opts []Option) C.ct_options {
-	o := C.ct_options{dtype: C.CT_FLOAT32, device: CPU.c()}
+	o := tensorOptions{dtype: Float32, device: CPU}
 	for _, f := range opts {
 		f(&o)
 	}
-	return o
+	c := C.ct_options{dtype: C.int32_t(o.dtype), device: o.device.c()}
+	if o.requiresGrad {
+		c.requires_grad = 1
+	}
+	return c
 }
 
 func cShape(shape []int64) (*C.int64_t, C.int32_t) {

@@ -14,8 +14,8 @@
 namespace ct {
 namespace dist {
 
-struct mismatch_error : std::runtime_error {
-  explicit mismatch_error(const std::string &m) : std::runtime_error("mismatch: " + m) {}
+struct mismatch_error : prefixed_error<CT_ERR_MISMATCH> {
+  explicit mismatch_error(const std::string &m) : prefixed_error("mismatch: ", m) {}
 };
 
 enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, all_to_all, barrier };
@@ -120,18 +120,21 @@ void run(ct_dist_group h, Kind k, Prepare &&prepare, Agree &&agree,
   const char *what = kind_name(static_cast<int64_t>(k));
   Header mine(g.size, k);
   std::string refused;
+  int32_t refused_code = CT_ERR_INVALID_ARGUMENT;
   try {
     prepare(mine);
     mine.v[Header::valid] = 1;
   } catch (const std::exception &e) {
     refused = message_of(e);
-    if (refused.rfind("invalid argument: ", 0) != 0 && refused.rfind("closed: ", 0) != 0) {
+    refused_code = code_of(e);
+    if (refused_code != CT_ERR_INVALID_ARGUMENT && refused_code != CT_ERR_CLOSED) {
       refused = "invalid argument: " + std::string(what) + ": " + refused;
+      refused_code = CT_ERR_INVALID_ARGUMENT;
     }
     mine = Header(g.size, k);  // valid = 0: the peers learn that this rank refused its arguments
   }
   const at::Tensor all = exchange(g, what, mine);
-  if (!refused.empty()) throw std::invalid_argument(refused);
+  if (!refused.empty()) throw coded_error(refused_code, refused);
   const int64_t *rows = all.data_ptr<int64_t>();
   const int64_t stride = all.size(1);
   for (int r = 0; r < g.size; r++) {

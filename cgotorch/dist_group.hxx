@@ -52,18 +52,18 @@ struct ct_dist_group_s {
 namespace ct {
 namespace dist {
 
-// The prefixes the Go side maps to its sentinels (cgotorch/errors.go).
-struct timeout_error : std::runtime_error {
-  explicit timeout_error(const std::string &m) : std::runtime_error("timeout: " + m) {}
+// The process group's errors, with their codes (CT_ERR_*).
+struct timeout_error : prefixed_error<CT_ERR_TIMEOUT> {
+  explicit timeout_error(const std::string &m) : prefixed_error("timeout: ", m) {}
 };
-struct peer_error : std::runtime_error {
-  explicit peer_error(const std::string &m) : std::runtime_error("peer: " + m) {}
+struct peer_error : prefixed_error<CT_ERR_PEER> {
+  explicit peer_error(const std::string &m) : prefixed_error("peer: ", m) {}
 };
-struct refused_error : std::runtime_error {
-  explicit refused_error(const std::string &m) : std::runtime_error("refused: " + m) {}
+struct refused_error : prefixed_error<CT_ERR_REFUSED> {
+  explicit refused_error(const std::string &m) : prefixed_error("refused: ", m) {}
 };
-struct broken_error : std::runtime_error {
-  explicit broken_error(const std::string &m) : std::runtime_error("broken: " + m) {}
+struct broken_error : prefixed_error<CT_ERR_BROKEN> {
+  explicit broken_error(const std::string &m) : prefixed_error("broken: ", m) {}
 };
 
 // The message of an exception from c10d or Gloo, without libtorch's C++ backtrace.

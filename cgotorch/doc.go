@@ -16,7 +16,10 @@
 //     operation of the embedding tables.
 //
 // Every error wraps one of the sentinels ErrTorch, ErrClosed, ErrInvalidArgument and ErrDevice
-// (use errors.Is). Nothing crashes the process: the C layer catches every C++ exception.
+// (the tables' and process groups' add theirs: ErrNameTaken, ErrTimeout, ...; use errors.Is).
+// The C layer's errors carry a code (ct_error_code), which gives the sentinel. Packages embedding
+// and dist re-export these sentinels as aliases, never as sentinels of their own. Nothing crashes
+// the process: the C layer catches every C++ exception.
 //
 // # Memory policy
 //

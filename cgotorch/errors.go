@@ -7,10 +7,13 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Sentinel errors; every error of this package wraps one of them (test with errors.Is).
+//
+// They are the one definition of each kind of failure the C ABI reports: embedding and dist
+// re-export them as aliases (embedding.ErrBadInput = ErrInvalidArgument, dist.ErrTimeout =
+// ErrTimeout, as os.ErrNotExist = fs.ErrNotExist), so no package maps one sentinel to another.
 var (
 	// ErrTorch: libtorch rejected the operation (wrong shape, dtype, device, ...).
 	ErrTorch = errors.New("cgotorch: libtorch error")
@@ -46,29 +49,32 @@ func (e *Error) Error() string { return fmt.Sprintf("cgotorch: %s: %s", e.Op, e.
 // Unwrap returns the sentinel the error belongs to.
 func (e *Error) Unwrap() error { return e.Kind }
 
-// toError converts (and frees) an error string returned by the C ABI; nil stays nil.
+// kinds are the sentinels of the C ABI's error codes; any other code is ErrTorch.
+var kinds = map[C.int32_t]error{
+	C.CT_ERR_INVALID_ARGUMENT: ErrInvalidArgument,
+	C.CT_ERR_CLOSED:           ErrClosed,
+	C.CT_ERR_NAME_TAKEN:       ErrNameTaken,
+	C.CT_ERR_NOT_FOUND:        ErrNotFound,
+	C.CT_ERR_UNKNOWN_PREFETCH: ErrUnknownPrefetch,
+	C.CT_ERR_INCOMPATIBLE:     ErrIncompatible,
+	C.CT_ERR_TIMEOUT:          ErrTimeout,
+	C.CT_ERR_PEER:             ErrPeer,
+	C.CT_ERR_REFUSED:          ErrRefused,
+	C.CT_ERR_MISMATCH:         ErrMismatch,
+	C.CT_ERR_BROKEN:           ErrBroken,
+}
+
+// toError converts (and frees) an error of the C ABI, whose code gives the sentinel; nil stays
+// nil.
 func toError(op string, e C.ct_error) error {
 	if e == nil {
 		return nil
 	}
 	msg := C.GoString(e)
+	kind, ok := kinds[C.ct_error_code(e)]
 	C.ct_error_free(e)
-	kind := ErrTorch
-	switch {
-	case strings.HasPrefix(msg, "closed: "):
-		kind = ErrClosed
-	case strings.HasPrefix(msg, "invalid argument: "):
-		kind = ErrInvalidArgument
-	case strings.HasPrefix(msg, "timeout: "):
-		kind = ErrTimeout
-	case strings.HasPrefix(msg, "peer: "):
-		kind = ErrPeer
-	case strings.HasPrefix(msg, "refused: "):
-		kind = ErrRefused
-	case strings.HasPrefix(msg, "mismatch: "):
-		kind = ErrMismatch
-	case strings.HasPrefix(msg, "broken: "):
-		kind = ErrBroken
+	if !ok {
+		kind = ErrTorch
 	}
 	return &Error{Op: op, Msg: msg, Kind: kind}
 }

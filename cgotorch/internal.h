@@ -22,8 +22,29 @@ struct ct_tensor_s {
 
 namespace ct {
 
-// An error message on the heap (ct_error); never NULL.
-ct_error make_error(const char *msg) noexcept;
+// An error on the heap (ct_error) with its code (CT_ERR_*); never NULL.
+ct_error make_error(int32_t code, const char *msg) noexcept;
+
+// The code of a ct_error, carried by the exceptions of the C layer (a base next to the standard
+// exception class); guard reads it. Any other exception is CT_ERR_TORCH.
+struct coded {
+  explicit coded(int32_t c) : code(c) {}
+  virtual ~coded() = default;
+  int32_t code;
+};
+inline int32_t code_of(const std::exception &e) {
+  const auto *c = dynamic_cast<const coded *>(&e);
+  return c != nullptr ? c->code : CT_ERR_TORCH;
+}
+// An exception whose message is given whole (its prefix included) with its code.
+struct coded_error : std::runtime_error, coded {
+  coded_error(int32_t c, const std::string &m) : std::runtime_error(m), coded(c) {}
+};
+// An exception of code C whose message is prefix + m (the prefix of the code, for people).
+template <int32_t C, class Base = std::runtime_error>
+struct prefixed_error : Base, coded {
+  prefixed_error(const char *prefix, const std::string &m) : Base(prefix + m), coded(C) {}
+};
 
 // The intra-op thread count is per OS thread in OpenMP builds of libtorch (omp_set_num_threads
 // sets the calling thread's value, and a thread takes libtorch's count only the first time it runs
@@ -49,21 +70,20 @@ ct_error guard(F &&f) noexcept {
     f();
     return nullptr;
   } catch (const c10::Error &e) {
-    return make_error(e.what_without_backtrace());
+    return make_error(CT_ERR_TORCH, e.what_without_backtrace());
   } catch (const std::exception &e) {
-    return make_error(e.what());
+    return make_error(code_of(e), e.what());
   } catch (...) {
-    return make_error("unknown C++ exception");
+    return make_error(CT_ERR_TORCH, "unknown C++ exception");
   }
 }
 
-// Thrown for invalid arguments detected by the wrapper itself. The message prefixes
-// "invalid argument: " and "closed: " let the Go side map errors to its sentinels.
-struct arg_error : std::invalid_argument {
-  explicit arg_error(const std::string &m) : std::invalid_argument("invalid argument: " + m) {}
+// Thrown for invalid arguments detected by the wrapper itself, and for NULL or closed handles.
+struct arg_error : prefixed_error<CT_ERR_INVALID_ARGUMENT, std::invalid_argument> {
+  explicit arg_error(const std::string &m) : prefixed_error("invalid argument: ", m) {}
 };
-struct closed_error : std::runtime_error {
-  explicit closed_error(const std::string &m) : std::runtime_error("closed: " + m) {}
+struct closed_error : prefixed_error<CT_ERR_CLOSED> {
+  explicit closed_error(const std::string &m) : prefixed_error("closed: ", m) {}
 };
 
 // The tensor behind a handle; throws if the handle is NULL or its scope released it.

@@ -51,7 +51,7 @@ func lookupLoopC(t *Table, keys []*Tensor, n int) (time.Duration, error) {
 	ns := C.ct_lookup_loop_ns(p, &ks[0], C.int(len(ks)), C.int(n), &e)
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(t)
-	if err := tableError(op, e); err != nil {
+	if err := toError(op, e); err != nil {
 		return 0, err
 	}
 	return time.Duration(ns), nil

@@ -20,10 +20,11 @@ import (
 var (
 	// ErrNameTaken: an open table already has that name.
 	ErrNameTaken = errors.New("cgotorch: table name taken")
-	// ErrNotFound: no open table has that name.
-	ErrNotFound = errors.New("cgotorch: no such table")
-	// ErrIncompatible: a delta that does not follow the table's position in its delta chain.
-	ErrIncompatible = errors.New("cgotorch: incompatible delta")
+	// ErrNotFound: no open table has that name (embedding.ErrNotFound, also for a missing file).
+	ErrNotFound = errors.New("cgotorch: not found")
+	// ErrIncompatible: a delta that does not follow the table's position in its delta chain
+	// (embedding.ErrIncompatible, also for a checkpoint that does not fit the table).
+	ErrIncompatible = errors.New("cgotorch: incompatible checkpoint or delta")
 	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
 	// discarded.
 	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
@@ -155,31 +156,6 @@ func newTableHandle(p C.ct_table, name string) *Table {
 
 func freeTableHandle(p C.ct_table) { C.ct_table_free(p) }
 
-// tableError converts (and frees) an error string of the table ABI.
-func tableError(op string, e C.ct_error) error {
-	if e == nil {
-		return nil
-	}
-	msg := C.GoString(e)
-	C.ct_error_free(e)
-	kind := ErrTorch
-	switch {
-	case strings.HasPrefix(msg, "closed: "):
-		kind = ErrClosed
-	case strings.HasPrefix(msg, "invalid argument: "):
-		kind = ErrInvalidArgument
-	case strings.HasPrefix(msg, "name taken: "):
-		kind = ErrNameTaken
-	case strings.HasPrefix(msg, "not found: "):
-		kind = ErrNotFound
-	case strings.HasPrefix(msg, "unknown prefetch: "):
-		kind = ErrUnknownPrefetch
-	case strings.HasPrefix(msg, "incompatible: "):
-		kind = ErrIncompatible
-	}
-	return &Error{Op: op, Msg: msg, Kind: kind}
-}
-
 // tensorArg is the handle of a tensor argument; nil or closed tensors are bad input.
 func tensorArg(op, what string, t *Tensor) (C.ct_tensor, error) {
 	if t == nil {
@@ -273,7 +249,7 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 	}
 	defer C.free(unsafe.Pointer(cname))
 	var p C.ct_table
-	if err := tableError("new table", C.ct_table_new(&p, cname, &c)); err != nil {
+	if err := toError("new table", C.ct_table_new(&p, cname, &c)); err != nil {
 		return nil, err
 	}
 	return newTableHandle(p, name), nil
@@ -287,7 +263,7 @@ func OpenTable(name string) (*Table, error) {
 	}
 	defer C.free(unsafe.Pointer(cname))
 	var p C.ct_table
-	if err := tableError("open table", C.ct_table_open(&p, cname)); err != nil {
+	if err := toError("open table", C.ct_table_open(&p, cname)); err != nil {
 		return nil, err
 	}
 	return newTableHandle(p, name), nil
@@ -296,7 +272,7 @@ func OpenTable(name string) (*Table, error) {
 // TableNames lists the open tables, sorted.
 func TableNames() []string {
 	var s *C.char
-	if err := tableError("table names", C.ct_table_names(&s)); err != nil {
+	if err := toError("table names", C.ct_table_names(&s)); err != nil {
 		return nil
 	}
 	defer C.ct_string_free(s)
@@ -333,7 +309,7 @@ func UpdateTableByName(name string, keys, grads *Tensor) error {
 		return err
 	}
 	defer C.free(unsafe.Pointer(cname))
-	err = tableError("update", C.ct_table_update_by_name(cname, k, g))
+	err = toError("update", C.ct_table_update_by_name(cname, k, g))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(grads)
 	return err
@@ -352,7 +328,7 @@ func (t *Table) Close() error {
 	if t.p == nil {
 		return nil
 	}
-	err := tableError("close", C.ct_table_close(t.p))
+	err := toError("close", C.ct_table_close(t.p))
 	t.cleanup.Stop()
 	C.ct_table_free(t.p)
 	t.p = nil
@@ -373,7 +349,7 @@ func (t *Table) Lookup(keys *Tensor) (*Tensor, error) {
 	}
 	defer t.mu.RUnlock()
 	var out C.ct_tensor
-	err = tableError(op, C.ct_table_lookup(&out, p, k))
+	err = toError(op, C.ct_table_lookup(&out, p, k))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(t)
 	if err != nil {
@@ -400,7 +376,7 @@ func (t *Table) Indices(keys *Tensor, insert bool) (*Tensor, error) {
 		ins = 1
 	}
 	var out C.ct_tensor
-	err = tableError(op, C.ct_table_indices(&out, p, k, ins))
+	err = toError(op, C.ct_table_indices(&out, p, k, ins))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(t)
 	if err != nil {
@@ -423,7 +399,7 @@ func (t *Table) Read(keys *Tensor, def ReadDefault) (rows, found *Tensor, err er
 	}
 	defer t.mu.RUnlock()
 	var r, f C.ct_tensor
-	err = tableError(op, C.ct_table_read(&r, &f, p, k, C.int32_t(def)))
+	err = toError(op, C.ct_table_read(&r, &f, p, k, C.int32_t(def)))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(t)
 	if err != nil {
@@ -462,7 +438,7 @@ func (t *Table) keysRows(op string, keys, rows *Tensor, what string, f func(C.ct
 		return err
 	}
 	defer t.mu.RUnlock()
-	err = tableError(op, f(p, k, r))
+	err = toError(op, f(p, k, r))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(rows)
 	runtime.KeepAlive(t)
@@ -482,7 +458,7 @@ func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
 	}
 	defer t.mu.RUnlock()
 	var id C.int64_t
-	err = tableError(op, C.ct_table_prefetch(&id, p, k, C.int32_t(def)))
+	err = toError(op, C.ct_table_prefetch(&id, p, k, C.int32_t(def)))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(t)
 	return int64(id), err
@@ -517,7 +493,7 @@ func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tens
 	}
 	var r, f C.ct_tensor
 	var rd C.int32_t
-	err = tableError(op, C.ct_table_prefetch_wait(&r, &f, &rd, p, C.int64_t(id), us))
+	err = toError(op, C.ct_table_prefetch_wait(&r, &f, &rd, p, C.int64_t(id), us))
 	runtime.KeepAlive(t)
 	if err != nil || rd == 0 {
 		return nil, nil, false, err
@@ -535,7 +511,7 @@ func (t *Table) PrefetchDiscard(id int64) error {
 		return err
 	}
 	defer t.mu.RUnlock()
-	err = tableError(op, C.ct_table_prefetch_discard(p, C.int64_t(id)))
+	err = toError(op, C.ct_table_prefetch_discard(p, C.int64_t(id)))
 	runtime.KeepAlive(t)
 	return err
 }
@@ -554,7 +530,7 @@ func (t *Table) Delete(keys *Tensor) (int64, error) {
 	}
 	defer t.mu.RUnlock()
 	var n C.int64_t
-	err = tableError(op, C.ct_table_delete(&n, p, k))
+	err = toError(op, C.ct_table_delete(&n, p, k))
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(t)
 	return int64(n), err
@@ -569,7 +545,7 @@ func (t *Table) Clear() error {
 		return err
 	}
 	defer t.mu.RUnlock()
-	err = tableError(op, C.ct_table_clear(p))
+	err = toError(op, C.ct_table_clear(p))
 	runtime.KeepAlive(t)
 	return err
 }
@@ -583,7 +559,7 @@ func (t *Table) Stats() (TableStats, error) {
 	}
 	defer t.mu.RUnlock()
 	var s C.ct_table_stats
-	err = tableError(op, C.ct_table_stats_get(&s, p))
+	err = toError(op, C.ct_table_stats_get(&s, p))
 	runtime.KeepAlive(t)
 	if err != nil {
 		return TableStats{}, err
@@ -606,10 +582,10 @@ func (t *Table) Export() (*TableSnapshot, error) {
 	var states [2]C.ct_tensor
 	var step C.int64_t
 	var s C.ct_table_stats
-	if err := tableError(op, C.ct_table_stats_get(&s, p)); err != nil {
+	if err := toError(op, C.ct_table_stats_get(&s, p)); err != nil {
 		return nil, err
 	}
-	err = tableError(op, C.ct_table_export(&ids, &rows, &states[0], 2, &step, p))
+	err = toError(op, C.ct_table_export(&ids, &rows, &states[0], 2, &step, p))
 	runtime.KeepAlive(t)
 	if err != nil {
 		return nil, err

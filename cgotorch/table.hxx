@@ -339,6 +339,7 @@ struct Prefetch {
   bool discarded = false;
   at::Tensor rows, found;
   std::string error;
+  int32_t error_code = CT_OK;  // error's code (CT_ERR_*)
 };
 
 struct Snapshot {

@@ -69,7 +69,7 @@ func (t *Table) Forward(ids *Tensor, opts ForwardOptions) (*Tensor, error) {
 	defer t.mu.RUnlock()
 	o := opts.c()
 	var out C.ct_tensor
-	err = tableError(op, C.ct_table_forward(&out, p, k, &o))
+	err = toError(op, C.ct_table_forward(&out, p, k, &o))
 	runtime.KeepAlive(ids)
 	runtime.KeepAlive(t)
 	if err != nil {
@@ -106,7 +106,7 @@ func (t *Table) ForwardBag(ids, offsets, weights *Tensor, mode BagMode, opts For
 	defer t.mu.RUnlock()
 	o := opts.c()
 	var out C.ct_tensor
-	err = tableError(op, C.ct_table_forward_bag(&out, p, k, off, w, C.int32_t(mode), &o))
+	err = toError(op, C.ct_table_forward_bag(&out, p, k, off, w, C.int32_t(mode), &o))
 	runtime.KeepAlive(ids)
 	runtime.KeepAlive(offsets)
 	runtime.KeepAlive(weights)
@@ -128,7 +128,7 @@ func (t *Table) Step() (stepped bool, err error) {
 	}
 	defer t.mu.RUnlock()
 	var s C.int32_t
-	err = tableError(op, C.ct_table_step(&s, p))
+	err = toError(op, C.ct_table_step(&s, p))
 	runtime.KeepAlive(t)
 	return s != 0, err
 }
@@ -141,7 +141,7 @@ func (t *Table) ZeroGrad() error {
 		return err
 	}
 	defer t.mu.RUnlock()
-	err = tableError(op, C.ct_table_zero_grad(p))
+	err = toError(op, C.ct_table_zero_grad(p))
 	runtime.KeepAlive(t)
 	return err
 }
@@ -156,7 +156,7 @@ func (t *Table) PendingGrad() (ids, grads *Tensor, err error) {
 	}
 	defer t.mu.RUnlock()
 	var i, g C.ct_tensor
-	err = tableError(op, C.ct_table_pending_grad(&i, &g, p))
+	err = toError(op, C.ct_table_pending_grad(&i, &g, p))
 	runtime.KeepAlive(t)
 	if err != nil {
 		return nil, nil, err

@@ -14,20 +14,19 @@
 namespace ct {
 namespace table {
 
-// Thrown for "unknown prefetch id" and "name already taken"; the prefixes let the Go side map
-// them to its sentinels (like "invalid argument: " and "closed: ").
-struct prefetch_error : std::runtime_error {
-  explicit prefetch_error(const std::string &m) : std::runtime_error("unknown prefetch: " + m) {}
+// The table's errors, with their codes (CT_ERR_*; see arg_error and closed_error).
+struct prefetch_error : prefixed_error<CT_ERR_UNKNOWN_PREFETCH> {
+  explicit prefetch_error(const std::string &m) : prefixed_error("unknown prefetch: ", m) {}
 };
-struct name_taken_error : std::runtime_error {
-  explicit name_taken_error(const std::string &m) : std::runtime_error("name taken: " + m) {}
+struct name_taken_error : prefixed_error<CT_ERR_NAME_TAKEN> {
+  explicit name_taken_error(const std::string &m) : prefixed_error("name taken: ", m) {}
 };
-struct not_found_error : std::runtime_error {
-  explicit not_found_error(const std::string &m) : std::runtime_error("not found: " + m) {}
+struct not_found_error : prefixed_error<CT_ERR_NOT_FOUND> {
+  explicit not_found_error(const std::string &m) : prefixed_error("not found: ", m) {}
 };
 // A delta out of the table's chain (ct_table_apply_delta).
-struct incompatible_error : std::runtime_error {
-  explicit incompatible_error(const std::string &m) : std::runtime_error("incompatible: " + m) {}
+struct incompatible_error : prefixed_error<CT_ERR_INCOMPATIBLE> {
+  explicit incompatible_error(const std::string &m) : prefixed_error("incompatible: ", m) {}
 };
 
 // Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in

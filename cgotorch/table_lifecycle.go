@@ -102,7 +102,7 @@ func (t *Table) call(op string, f func(p C.ct_table) C.ct_error) error {
 		return err
 	}
 	defer t.mu.RUnlock()
-	err = tableError(op, f(p))
+	err = toError(op, f(p))
 	runtime.KeepAlive(t)
 	return err
 }

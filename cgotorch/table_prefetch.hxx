@@ -88,6 +88,7 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
   auto task = [self, st, copy, mode]() mutable {
     at::Tensor rows, found;
     std::string err;
+    int32_t code = CT_ERR_TORCH;
     try {
       ct::sync_thread_count();  // this worker thread follows SetNumThreads too
       c10::NoGradGuard no_grad;
@@ -96,6 +97,7 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
       err = e.what_without_backtrace();
     } catch (const std::exception &e) {
       err = e.what();
+      code = ct::code_of(e);
     } catch (...) {
       err = "unknown C++ exception";
     }
@@ -104,6 +106,7 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
       st->rows = std::move(rows);
       st->found = std::move(found);
       st->error = std::move(err);
+      st->error_code = code;
       st->done = true;
     }
     st->cv.notify_all();
@@ -173,7 +176,7 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
                          "\" was discarded while waited for");
   }
   if (!done) return false;
-  if (!st->error.empty()) throw std::runtime_error(st->error);
+  if (!st->error.empty()) throw ct::coded_error(st->error_code, st->error);
   // Moved, not copied: the worker may drop its reference to st after this returns, and the last
   // reference to a tensor the caller was handed must not go with it. Python's torch ties a
   // tensor's Python object to the tensor once Python has seen it, so the worker's release

@@ -1,6 +1,7 @@
 // tensor_core.hxx: errors, handle lifecycle, conversions between C and libtorch types, tensor
 // properties and copies in and out.
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -9,14 +10,27 @@
 
 namespace {
 std::atomic<int64_t> live_handles{0};
-char oom_message[] = "out of memory while reporting an error";
+// A ct_error points at msg of an error block: its code sits in front of the message, so that
+// the error stays a plain C string for its readers.
+constexpr size_t error_header = 8;
+struct {
+  int32_t code;
+  int32_t pad;
+  char msg[48];
+} oom_error = {CT_ERR_TORCH, 0, "out of memory while reporting an error"};
+static_assert(offsetof(decltype(oom_error), msg) == error_header, "error header size");
 }  // namespace
 
 namespace ct {
 
-ct_error make_error(const char *msg) noexcept {
-  char *s = strdup(msg != nullptr ? msg : "error");
-  return s != nullptr ? s : oom_message;
+ct_error make_error(int32_t code, const char *msg) noexcept {
+  if (msg == nullptr) msg = "error";
+  const size_t n = std::strlen(msg) + 1;
+  char *b = static_cast<char *>(std::malloc(error_header + n));
+  if (b == nullptr) return oom_error.msg;
+  std::memcpy(b, &code, sizeof code);
+  std::memcpy(b + error_header, msg, n);
+  return b + error_header;
 }
 
 const at::Tensor &get(ct_tensor h) {
@@ -83,7 +97,14 @@ using ct::need_out;
 extern "C" {
 
 void ct_error_free(ct_error err) {
-  if (err != nullptr && err != oom_message) std::free(err);
+  if (err != nullptr && err != oom_error.msg) std::free(err - error_header);
+}
+
+int32_t ct_error_code(ct_error err) {
+  if (err == nullptr) return CT_OK;
+  int32_t code;
+  std::memcpy(&code, err - error_header, sizeof code);
+  return code;
 }
 
 void ct_string_free(char *s) { std::free(s); }

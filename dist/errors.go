@@ -8,27 +8,31 @@ import (
 )
 
 // Sentinel errors; every error of this package wraps one of them (test with errors.Is).
+//
+// A sentinel is defined once and re-exported as an alias (as os.ErrNotExist = fs.ErrNotExist):
+// those the C layer reports live in cgotorch, so errors.Is(err, ErrTimeout) and errors.Is(err,
+// cgotorch.ErrTimeout) give the same answer for any error. Only ErrConfig is this package's own.
 var (
 	// ErrTimeout: a rank did not take part in time (it skipped the collective, is stuck, or
 	// never joined the group).
-	ErrTimeout = errors.New("dist: timeout")
+	ErrTimeout = cgotorch.ErrTimeout
 	// ErrPeer: a peer failed or left (its connection closed or broke).
-	ErrPeer = errors.New("dist: peer failed")
+	ErrPeer = cgotorch.ErrPeer
 	// ErrRefused: a rank of another job, or announcing another world size, or a second process
 	// claiming a rank, was refused at the start.
-	ErrRefused = errors.New("dist: rank refused")
+	ErrRefused = cgotorch.ErrRefused
 	// ErrBroken: the group is out of step after a failed collective and unusable: every rank
 	// must close it and start again (e.g. from the last checkpoint).
-	ErrBroken = errors.New("dist: process group broken")
+	ErrBroken = cgotorch.ErrBroken
 	// ErrClosed: the group was closed, or a tensor argument was.
-	ErrClosed = errors.New("dist: closed")
+	ErrClosed = cgotorch.ErrClosed
 	// ErrInvalidArgument: this rank's arguments were refused before anything was sent (the
 	// other ranks get ErrMismatch); the group stays usable.
-	ErrInvalidArgument = errors.New("dist: invalid argument")
+	ErrInvalidArgument = cgotorch.ErrInvalidArgument
 	// ErrMismatch: the ranks called different collectives, or the same with different dtypes,
 	// shapes, reductions or roots, or another rank refused its arguments. Every rank gets it
 	// (or ErrInvalidArgument) and nothing was sent: the group stays usable.
-	ErrMismatch = errors.New("dist: ranks disagree")
+	ErrMismatch = cgotorch.ErrMismatch
 	// ErrConfig: the options or torchrun's environment are incomplete or inconsistent.
 	ErrConfig = errors.New("dist: invalid configuration")
 )
@@ -69,24 +73,17 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
-// kinds maps cgotorch's sentinels to this package's.
-var kinds = []struct{ from, to error }{
-	{cgotorch.ErrTimeout, ErrTimeout},
-	{cgotorch.ErrPeer, ErrPeer},
-	{cgotorch.ErrRefused, ErrRefused},
-	{cgotorch.ErrBroken, ErrBroken},
-	{cgotorch.ErrClosed, ErrClosed},
-	{cgotorch.ErrInvalidArgument, ErrInvalidArgument},
-	{cgotorch.ErrMismatch, ErrMismatch},
-}
+// kinds are the sentinels an error of cgotorch can carry into this package, in the order wrap
+// tests them; any other failure is ErrPeer.
+var kinds = []error{ErrTimeout, ErrPeer, ErrRefused, ErrBroken, ErrClosed, ErrInvalidArgument, ErrMismatch}
 
 // wrap turns an error of cgotorch into an *Error of op. Timeouts and failed peers break the
 // group: the ranks are out of step.
 func wrap(op string, err error) *Error {
 	kind := ErrPeer
 	for _, k := range kinds {
-		if errors.Is(err, k.from) {
-			kind = k.to
+		if errors.Is(err, k) {
+			kind = k
 			break
 		}
 	}

@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -97,7 +98,7 @@ func (g *Group) do(op string, f func(*cgotorch.DistGroup) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.g == nil {
-		return &Error{Op: op, Kind: ErrClosed}
+		return &Error{Op: op, Kind: ErrClosed, Err: errors.New("the group is closed")}
 	}
 	if g.broken != nil {
 		return &Error{Op: op, Kind: ErrBroken, Err: g.broken}

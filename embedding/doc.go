@@ -84,7 +84,8 @@
 // if the table was closed meanwhile or (Fused) a gradient is NaN or Inf. Every error wraps one of
 // ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrDevice, ErrCorrupt,
 // ErrIncompatible or ErrInternal (use errors.Is), and the *cgotorch.Error it came from when there
-// is one. A failed call changes nothing: inputs are checked (dtype, rank, contiguity, sizes, NaN
+// is one. All but ErrCorrupt and ErrInternal are cgotorch's sentinels re-exported (ErrBadInput is
+// cgotorch.ErrInvalidArgument). A failed call changes nothing: inputs are checked (dtype, rank, contiguity, sizes, NaN
 // and Inf; an update whose result would overflow float32 is refused too) and every allocation
 // is made before the table changes. Nil tables and tensors are ErrBadInput.
 //

@@ -10,23 +10,29 @@ import (
 
 // Sentinel errors: every error of this package wraps one of them (test with errors.Is) and,
 // when the C layer reported it, the *cgotorch.Error it came from.
+//
+// A sentinel is defined once, in the package whose layer detects the failure, and re-exported
+// elsewhere as an alias (as os.ErrNotExist = fs.ErrNotExist): those of the C ABI live in
+// cgotorch, so errors.Is(err, ErrBadInput) and errors.Is(err, cgotorch.ErrInvalidArgument) give
+// the same answer for any error. Only ErrCorrupt and ErrInternal are this package's own.
 var (
 	// ErrBadInput: wrong dtype, rank, shape, device, contiguity, a NaN or Inf gradient or value,
 	// a bad configuration. The table is exactly as it was before the call.
-	ErrBadInput = errors.New("embedding: bad input")
+	ErrBadInput = cgotorch.ErrInvalidArgument
 	// ErrClosed: the table was closed (by any of its handles).
-	ErrClosed = errors.New("embedding: table is closed")
+	ErrClosed = cgotorch.ErrClosed
 	// ErrNameTaken: an open table already has that name.
-	ErrNameTaken = errors.New("embedding: table name is taken")
+	ErrNameTaken = cgotorch.ErrNameTaken
 	// ErrNotFound: no open table has that name, or the checkpoint or delta file to load is not
 	// there (the OS error is wrapped too: errors.Is(err, fs.ErrNotExist)).
-	ErrNotFound = errors.New("embedding: no such table")
+	ErrNotFound = cgotorch.ErrNotFound
 	// ErrUnknownPrefetch: the prefetch was already waited for or discarded (a Wait during which
 	// another goroutine discards it returns this too), or another Wait is waiting for it.
-	ErrUnknownPrefetch = errors.New("embedding: unknown prefetch")
+	ErrUnknownPrefetch = cgotorch.ErrUnknownPrefetch
 	// ErrDevice: the requested device is not available.
-	ErrDevice = errors.New("embedding: device not available")
-	// ErrInternal: libtorch or the C layer failed for another reason (out of memory, ...).
+	ErrDevice = cgotorch.ErrDevice
+	// ErrInternal: libtorch or the C layer failed for another reason (out of memory, ...), or
+	// reading or writing a file failed.
 	ErrInternal = errors.New("embedding: internal error")
 	// ErrCorrupt: a checkpoint or delta is malformed (bad magic or version, truncated, lengths
 	// that do not add up, checksum mismatch). Nothing was loaded.
@@ -34,7 +40,7 @@ var (
 	// ErrIncompatible: a checkpoint's table does not fit the table it is loaded into (dim,
 	// optimizer, layout, block rows), or a delta does not fit the table it is applied to (another
 	// optimizer, or not the next delta of the table's chain: see ApplyDelta). Nothing changed.
-	ErrIncompatible = errors.New("embedding: incompatible checkpoint")
+	ErrIncompatible = cgotorch.ErrIncompatible
 )
 
 // Error is a failed table operation: the operation, the table, the sentinel it belongs to
@@ -56,27 +62,21 @@ func (e *Error) Error() string {
 // Unwrap gives both the sentinel and the underlying error to errors.Is and errors.As.
 func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
 
-// wrap turns an error of cgotorch into an *Error with the matching sentinel.
+// kinds are the sentinels an error of cgotorch can carry into this package, in the order wrap
+// tests them; any other failure is ErrInternal.
+var kinds = []error{ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrDevice, ErrIncompatible}
+
+// wrap turns an error of cgotorch into an *Error whose Kind is the sentinel it wraps.
 func wrap(op, table string, err error) error {
 	if err == nil {
 		return nil
 	}
 	kind := ErrInternal
-	switch {
-	case errors.Is(err, cgotorch.ErrInvalidArgument):
-		kind = ErrBadInput
-	case errors.Is(err, cgotorch.ErrClosed):
-		kind = ErrClosed
-	case errors.Is(err, cgotorch.ErrNameTaken):
-		kind = ErrNameTaken
-	case errors.Is(err, cgotorch.ErrNotFound):
-		kind = ErrNotFound
-	case errors.Is(err, cgotorch.ErrUnknownPrefetch):
-		kind = ErrUnknownPrefetch
-	case errors.Is(err, cgotorch.ErrDevice):
-		kind = ErrDevice
-	case errors.Is(err, cgotorch.ErrIncompatible):
-		kind = ErrIncompatible
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			kind = k
+			break
+		}
 	}
 	return &Error{Op: op, Table: table, Kind: kind, Err: err}
 }

@@ -111,13 +111,11 @@ func zeroTable(op string, t EmbeddingTable) {
 // other error (a sharded table's failed peer, say) stays in the chain under ErrTorch.
 func tensorError(op string, err error) *cgotorch.Error {
 	kind := fmt.Errorf("%w: %w", cgotorch.ErrTorch, err) // another table's (a sharded one's) failure, kept
-	switch {
-	case errors.Is(err, embedding.ErrBadInput):
-		kind = cgotorch.ErrInvalidArgument
-	case errors.Is(err, embedding.ErrClosed):
-		kind = cgotorch.ErrClosed
-	case errors.Is(err, embedding.ErrDevice):
-		kind = cgotorch.ErrDevice
+	for _, k := range []error{cgotorch.ErrInvalidArgument, cgotorch.ErrClosed, cgotorch.ErrDevice} {
+		if errors.Is(err, k) { // embedding's sentinels are cgotorch's: nothing to map
+			kind = k
+			break
+		}
 	}
 	return &cgotorch.Error{Op: op, Msg: err.Error(), Kind: kind}
 }

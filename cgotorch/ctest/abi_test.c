@@ -767,6 +767,46 @@ static void test_dist_group(void) {
   CHECK(ct_live_handles() == handles);
 }
 
+/* 1 when err has the code and contains want (its message keeps the code's prefix); frees err. */
+static int fails_with_code(ct_error err, int32_t code, const char *want) {
+  int32_t got = ct_error_code(err);
+  int good = got == code && err != NULL && strstr(err, want) != NULL;
+  if (!good) fprintf(stderr, "expected code %d and \"%s\", got code %d: %s\n", code, want, got, err ? err : "NULL");
+  ct_error_free(err);
+  return good;
+}
+
+/* Every error carries the code of its kind: the callers act on it, not on the message. */
+static void test_error_codes(void) {
+  int64_t shape[1] = {2}, other[1] = {3};
+  int32_t nd = 0;
+  float v[3] = {1, 2, 3};
+  ct_tensor a = NULL, b = NULL, keep = NULL;
+  ct_table t = NULL, none = NULL;
+  ct_table_config cfg;
+  CHECK(ct_error_code(NULL) == CT_OK);
+  CHECK(ok(ct_tensor_from_data(&a, v, 2 * sizeof v[0], CT_FLOAT32, shape, 1)));
+  CHECK(ok(ct_tensor_from_data(&b, v, sizeof v, CT_FLOAT32, other, 1)));
+  CHECK(fails_with_code(ct_tensor_ndim(NULL, a), CT_ERR_INVALID_ARGUMENT, "invalid argument: "));
+  CHECK(fails_with_code(ct_tensor_ndim(&nd, NULL), CT_ERR_CLOSED, "closed: "));
+  CHECK(fails_with_code(ct_binary(&keep, CT_OP_ADD, a, b), CT_ERR_TORCH, "size"));
+  CHECK(keep == NULL);
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dim = 4;
+  cfg.optimizer = CT_OPT_SGD;
+  cfg.opt_params[0] = 0.1;
+  cfg.device.type = CT_CPU;
+  cfg.device.index = -1;
+  CHECK(ok(ct_table_new(&t, "abi_error_codes", &cfg)));
+  CHECK(fails_with_code(ct_table_new(&none, "abi_error_codes", &cfg), CT_ERR_NAME_TAKEN, "name taken: "));
+  CHECK(fails_with_code(ct_table_open(&none, "abi_error_codes_missing"), CT_ERR_NOT_FOUND, "not found: "));
+  CHECK(none == NULL);
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+  ct_tensor_free(a);
+  ct_tensor_free(b);
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -783,6 +823,7 @@ int main(void) {
   test_errors_leave_outputs();
   test_empty_with_null_pointers();
   test_dist_group();
+  test_error_codes();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
