@@ -178,6 +178,9 @@ inline std::string announced(const std::string &claim) { return claim.substr(0, 
 // another process is refused), then reads every other rank's claim as it arrives. A difference
 // is refused on the rank that sees it, which also posts the reason under a key every rank polls,
 // so that the ranks whose peers are all alike learn of it too. Nothing but these keys has moved.
+// The rank that serves a TCPStore waits, within the timeout, until the others have read the
+// refusal (each adds itself to a count): its process may end as soon as it returns, and the
+// others would then see the store's connection break (ErrPeer) instead of the reason.
 inline void check_identity(c10d::Store &store, const ct_dist_config &cfg,
                            std::chrono::milliseconds timeout) {
   const std::string identity = "job \"" + str(cfg.job) + "\" of world size " +
@@ -185,10 +188,22 @@ inline void check_identity(c10d::Store &store, const ct_dist_config &cfg,
   std::random_device rd;
   const std::string claim = identity + "\n" + std::to_string(getpid()) + "-" +
                             std::to_string(rd()) + "-" + std::to_string(rd());
-  const std::string key = "gorec/identity/", refused = "gorec/refused";
+  const std::string key = "gorec/identity/", refused = "gorec/refused", read = "gorec/refused-read";
+  const bool serves = str(cfg.store_path).empty() && cfg.rank == 0 && cfg.store_client_only == 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto refused_here = [&](const std::string &why) -> refused_error {
+    if (!serves) {
+      store.add(read, 1);
+      return refused_error(why);
+    }
+    while (store.add(read, 0) < cfg.world_size - 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return refused_error(why);
+  };
   auto refuse = [&](const std::string &why) {
     store.set(refused, bytes(why));
-    throw refused_error(why);
+    throw refused_here(why);
   };
   const std::string mine = key + std::to_string(cfg.rank);
   const std::string got = text(store.compareSet(mine, {}, bytes(claim)));
@@ -199,10 +214,9 @@ inline void check_identity(c10d::Store &store, const ct_dist_config &cfg,
   std::vector<bool> seen(cfg.world_size, false);
   seen[cfg.rank] = true;
   int left = cfg.world_size - 1;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   while (true) {
-    if (store.check({refused})) throw refused_error(text(store.get(refused)));
+    if (store.check({refused})) throw refused_here(text(store.get(refused)));
     for (int r = 0; r < cfg.world_size; r++) {
       const std::string k = key + std::to_string(r);
       if (seen[r] || !store.check({k})) continue;
