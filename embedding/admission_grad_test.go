@@ -25,6 +25,17 @@ func forwardOne(t *testing.T, tbl *embedding.Table, bag, fused bool, ids ...int6
 	return out
 }
 
+// admitOnSecondSighting is an SGD table (lr 0.1, uniform initial rows) whose ids get a row at
+// their second training lookup.
+func admitOnSecondSighting(t *testing.T, name string) *embedding.Table {
+	cfg := embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, Initializer: embedding.Uniform{Low: -2, High: 2}}
+	tbl := newTable(t, cfg, name)
+	if err := tbl.SetAdmission(2); err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
 // An id that admission kept out at a training lookup got a zero row that is no row of the
 // table: its gradient is dropped, even when the id is admitted between the backward pass and
 // the step (the sequence: before, PendingGrad listed it and the step applied 1000x the
@@ -32,11 +43,7 @@ func forwardOne(t *testing.T, tbl *embedding.Table, bag, fused bool, ids ...int6
 func TestAdmissionDropsTheGradientOfAnIDNotAdmittedAtTheLookup(t *testing.T) {
 	for _, bag := range []bool{false, true} {
 		name := fmt.Sprint("bag=", bag)
-		cfg := embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, Initializer: embedding.Uniform{Low: -2, High: 2}}
-		tbl := newTable(t, cfg, name)
-		if err := tbl.SetAdmission(2); err != nil {
-			t.Fatal(err)
-		}
+		tbl := admitOnSecondSighting(t, name)
 		out := forwardOne(t, tbl, bag, false, 55)
 		if got := floats(t, out); got[0] != 0 || got[1] != 0 {
 			t.Fatalf("%s: the first sighting gave %v, want a zero row", name, got)
@@ -64,11 +71,7 @@ func TestAdmissionDropsTheGradientOfAnIDNotAdmittedAtTheLookup(t *testing.T) {
 func TestAdmissionFusedDropsTheGradientOfTheLookupBeforeAdmission(t *testing.T) {
 	for _, bag := range []bool{false, true} {
 		name := fmt.Sprint("bag=", bag)
-		cfg := embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, Initializer: embedding.Uniform{Low: -2, High: 2}}
-		tbl := newTable(t, cfg, name)
-		if err := tbl.SetAdmission(2); err != nil {
-			t.Fatal(err)
-		}
+		tbl := admitOnSecondSighting(t, name)
 		first := forwardOne(t, tbl, bag, true, 55)  // not admitted: zeros
 		second := forwardOne(t, tbl, bag, true, 55) // admitted: its initial row
 		initial := floats(t, second)
