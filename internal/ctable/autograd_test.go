@@ -12,7 +12,7 @@ import (
 // The autograd path of the table handle: Forward, ForwardBag, Step, ZeroGrad, PendingGrad. The
 // semantics are tested against PyTorch in package nn and in depth in package embedding.
 func TestTableForwardHandle(t *testing.T) {
-	tbl, err := ctable.New("cgotorch-forward", ctable.Config{Dim: 2, Init: ctable.InitZeros,
+	tbl, err := ctable.New("ctable-forward", ctable.Config{Dim: 2, Init: ctable.InitZeros,
 		Optimizer: ctable.OptSGD, OptParams: [8]float64{1}})
 	if err != nil {
 		t.Fatal(err)

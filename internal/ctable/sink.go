@@ -28,7 +28,7 @@ func ctTableSink(ctx C.uintptr_t, c *C.ct_table_chunk) (ret C.int32_t) {
 	s := cgo.Handle(ctx).Value().(*sinkState)
 	defer func() {
 		if r := recover(); r != nil {
-			s.err = fmt.Errorf("cgotorch: table sink panicked: %v", r)
+			s.err = fmt.Errorf("ctable: table sink panicked: %v", r)
 			ret = 1
 		}
 	}()

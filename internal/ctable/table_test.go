@@ -17,14 +17,14 @@ import (
 func TestTableHandle(t *testing.T) {
 	cfg := ctable.Config{Dim: 2, Init: ctable.InitConstant, InitParams: [4]float64{3},
 		Optimizer: ctable.OptSGD, OptParams: [8]float64{0.5}, Device: cgotorch.CPU}
-	tbl, err := ctable.New("cgotorch-handle", cfg)
+	tbl, err := ctable.New("ctable-handle", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ctable.New("cgotorch-handle", cfg); !errors.Is(err, cgotorch.ErrNameTaken) {
+	if _, err := ctable.New("ctable-handle", cfg); !errors.Is(err, cgotorch.ErrNameTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if !slices.Contains(ctable.Names(), "cgotorch-handle") {
+	if !slices.Contains(ctable.Names(), "ctable-handle") {
 		t.Fatal("not listed")
 	}
 	keys := cgotorch.MustFromSlice([]int64{4, 5, 4})
@@ -56,7 +56,7 @@ func TestTableHandle(t *testing.T) {
 		t.Fatalf("nil keys: %v", err)
 	}
 	// Close concurrently with use: no crash, later calls fail with ErrClosed.
-	other, err := ctable.Open("cgotorch-handle")
+	other, err := ctable.Open("ctable-handle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestTableHandle(t *testing.T) {
 		t.Fatalf("stats after close: %v", err)
 	}
 	other.Close()
-	if _, err := ctable.Open("cgotorch-handle"); !errors.Is(err, cgotorch.ErrNotFound) {
+	if _, err := ctable.Open("ctable-handle"); !errors.Is(err, cgotorch.ErrNotFound) {
 		t.Fatalf("open after close: %v", err)
 	}
 }
@@ -157,7 +157,7 @@ func TestTableTensorKernels(t *testing.T) {
 func TestTableRemoveUnchanged(t *testing.T) {
 	cfg := ctable.Config{Dim: 2, Optimizer: ctable.OptSGD, OptParams: [8]float64{0.5},
 		Device: cgotorch.CPU, TrackAccess: true}
-	tbl, err := ctable.New("cgotorch-remove-unchanged", cfg)
+	tbl, err := ctable.New("ctable-remove-unchanged", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestTableInitializerMustFitFloat32(t *testing.T) {
 		{ctable.InitXavierNormal, [4]float64{1e300, 0, 0}},
 	} {
 		cfg := ctable.Config{Dim: 2, Init: c.init, InitParams: c.params, Device: cgotorch.CPU}
-		tbl, err := ctable.New("cgotorch-init-range", cfg)
+		tbl, err := ctable.New("ctable-init-range", cfg)
 		if err == nil {
 			tbl.Close()
 		}
@@ -232,7 +232,7 @@ func TestTableInitializerMustFitFloat32(t *testing.T) {
 // forgotten: the discard succeeds, the wait returns at once with ErrUnknownPrefetch, and the id
 // is unknown afterwards.
 func TestTablePrefetchDiscardDuringWait(t *testing.T) {
-	tbl, err := ctable.New("cgotorch-prefetch-discard", ctable.Config{Dim: 1, Device: cgotorch.CPU})
+	tbl, err := ctable.New("ctable-prefetch-discard", ctable.Config{Dim: 1, Device: cgotorch.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}
