@@ -48,7 +48,8 @@ func (o ForwardOptions) c(def ReadDefault) C.ct_table_forward_options {
 
 // Forward returns the rows of ids (int64, any shape) as float32 ids.shape + [dim] on the ids'
 // device, as part of the autograd graph when training: a backward pass hands the gradient of
-// the rows to the table (pending until Step, or applied at once with Fused).
+// the rows to the table (pending until Step, or applied at once with Fused). Absent ids of a
+// read-only lookup get the def row.
 func (t *Table) Forward(ids *cgotorch.Tensor, opts ForwardOptions, def ReadDefault) (*cgotorch.Tensor, error) {
 	const op = "table forward"
 	k, err := tensorArg(op, "ids", ids)
@@ -75,7 +76,8 @@ func (t *Table) Forward(ids *cgotorch.Tensor, opts ForwardOptions, def ReadDefau
 // offsets int64 [B] (bag i holds ids[offsets[i]:offsets[i+1]], the last one runs to N), or ids
 // [B, L] with nil offsets. weights (per-sample weights shaped like ids, sum mode only) may be
 // nil. Empty bags give zero rows. Gradients reach the table as with Forward.
-func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode, opts ForwardOptions, def ReadDefault) (*cgotorch.Tensor, error) {
+func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode, opts ForwardOptions,
+	def ReadDefault) (*cgotorch.Tensor, error) {
 	const op = "table forward bag"
 	k, err := tensorArg(op, "ids", ids)
 	if err != nil {
