@@ -132,7 +132,7 @@ test-libtorch2:
 	$(MAKE) --no-print-directory LIBTORCH=$(abspath $(TORCH2_DIR))/torch gotest-core
 
 gotest-core:
-	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./embedding/ ./nn/ ./dist/ 2>&1 \
+	$(GO) version && $(GO) test -count=1 -v ./cgotorch/ ./internal/ctable/ ./embedding/ ./nn/ ./dist/ 2>&1 \
 	  | tee $(BUILD)/gotest-core.log | grep -E '^(--- FAIL|ok|FAIL|panic)'
 	@echo "libtorch: $$(grep -o 'libtorch [0-9.]*' $(BUILD)/gotest-core.log | head -1)"
 

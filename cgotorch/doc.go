@@ -1,7 +1,13 @@
-// Package cgotorch is gorec's binding to libtorch: the only package with cgo. It has three
-// layers: libtorch's C++ API, a C ABI (cgotorch.h: typed opaque handles, out-parameters, every
-// entry point guarded so that C++ exceptions come back as error strings from the same call), and
-// this Go API (Tensor and friends).
+// Package cgotorch is gorec's binding to libtorch: tensors, scopes, autograd, devices, errors.
+// It has three layers: libtorch's C++ API, a C ABI (cgotorch.h: typed opaque handles,
+// out-parameters, every entry point guarded so that C++ exceptions come back as error strings
+// from the same call), and this Go API (Tensor and friends).
+//
+// This package compiles all of gorec's C and C++, the embedding engine's included, but binds
+// only the tensor part of the C ABI. The engine's Go binding is internal/ctable: it includes
+// cgotorch.h, links against what this package compiles, and passes tensors and errors through
+// internal/ctensor, a hook this package fills in at init, so that no C handle is exported here.
+// Package embedding is the engine's Go API.
 //
 // # Error policy
 //
@@ -11,12 +17,12 @@
 //     dtypes or devices as programming errors, like an out-of-range slice index in Go: it panics
 //     with a *Error that carries libtorch's message. Try(func(){...}) turns such a panic back into
 //     an error for callers that want one (a model server validating requests, say).
-//   - Everything that moves data across the Go boundary or depends on data, files, devices or
-//     table state returns an error: FromSlice, ToSlice, Item, To(device), SetNumThreads, and every
-//     operation of the embedding tables.
+//   - Everything that moves data across the Go boundary or depends on data, files or devices
+//     returns an error: FromSlice, ToSlice, Item, To(device), SetNumThreads.
 //
 // Every error wraps one of the sentinels ErrTorch, ErrClosed, ErrInvalidArgument and ErrDevice
-// (the tables' and process groups' add theirs: ErrNameTaken, ErrTimeout, ...; use errors.Is).
+// (the embedding engine's and process groups' add theirs: ErrNameTaken, ErrTimeout, ...; use
+// errors.Is).
 // The C layer's errors carry a code (ct_error_code), which gives the sentinel. Packages embedding
 // and dist re-export these sentinels as aliases, never as sentinels of their own. Nothing crashes
 // the process: the C layer catches every C++ exception.

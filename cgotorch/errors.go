@@ -34,6 +34,19 @@ var (
 	ErrMismatch = errors.New("cgotorch: process group ranks disagree")
 	// ErrBroken: a process group is out of step after an earlier failure.
 	ErrBroken = errors.New("cgotorch: process group is broken")
+
+	// The embedding engine's own (package embedding re-exports them).
+
+	// ErrNameTaken: the name is already in use (embedding.ErrNameTaken).
+	ErrNameTaken = errors.New("cgotorch: name taken")
+	// ErrNotFound: nothing open has that name (embedding.ErrNotFound, also for a missing file).
+	ErrNotFound = errors.New("cgotorch: not found")
+	// ErrIncompatible: a delta that does not follow its target's position in its delta chain
+	// (embedding.ErrIncompatible, also for a checkpoint that does not fit).
+	ErrIncompatible = errors.New("cgotorch: incompatible checkpoint or delta")
+	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
+	// discarded.
+	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
 )
 
 // Error is a failure reported by libtorch or the C layer: the operation's name and the message

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // BagMode is the pooling of an embedding bag (ForwardBag).
@@ -16,14 +17,14 @@ const (
 	Max
 )
 
-func (m BagMode) c() (cgotorch.BagMode, bool) {
+func (m BagMode) c() (ctable.BagMode, bool) {
 	switch m {
 	case Sum:
-		return cgotorch.BagSum, true
+		return ctable.BagSum, true
 	case Mean:
-		return cgotorch.BagMean, true
+		return ctable.BagMean, true
 	case Max:
-		return cgotorch.BagMax, true
+		return ctable.BagMax, true
 	}
 	return 0, false
 }
@@ -66,14 +67,12 @@ type ForwardOptions struct {
 	MaxNorm float64
 }
 
-func (t *Table) forwardOptions(op string, o ForwardOptions) (cgotorch.ForwardOptions, error) {
+// checkForward checks o; it converts to the binding's options as it is.
+func (t *Table) checkForward(op string, o ForwardOptions) error {
 	if math.IsNaN(o.MaxNorm) || math.IsInf(o.MaxNorm, 0) || o.MaxNorm < 0 {
-		return cgotorch.ForwardOptions{}, badInput(op, t.name, "MaxNorm must be finite and >= 0, got %v", o.MaxNorm)
+		return badInput(op, t.name, "MaxNorm must be finite and >= 0, got %v", o.MaxNorm)
 	}
-	return cgotorch.ForwardOptions{
-		Train: o.Train, Fused: o.Fused, Padding: o.Padding, PaddingID: o.PaddingID,
-		MaxNorm: o.MaxNorm, Default: t.conf().ReadDefault.c(),
-	}, nil
+	return nil
 }
 
 // Forward returns the rows of ids (int64, any shape, any device) as float32
@@ -89,11 +88,10 @@ func (t *Table) Forward(ids *cgotorch.Tensor, opts ForwardOptions) (*cgotorch.Te
 	if t == nil {
 		return nil, errNilTable
 	}
-	o, err := t.forwardOptions("forward", opts)
-	if err != nil {
+	if err := t.checkForward("forward", opts); err != nil {
 		return nil, err
 	}
-	r, err := t.t.Forward(ids, o)
+	r, err := t.t.Forward(ids, ctable.ForwardOptions(opts), t.conf().ReadDefault.c())
 	return r, wrap("forward", t.name, err)
 }
 
@@ -107,15 +105,14 @@ func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode,
 	if t == nil {
 		return nil, errNilTable
 	}
-	o, err := t.forwardOptions("forward bag", opts)
-	if err != nil {
+	if err := t.checkForward("forward bag", opts); err != nil {
 		return nil, err
 	}
 	m, ok := mode.c()
 	if !ok {
 		return nil, badInput("forward bag", t.name, "unknown bag mode %d", int(mode))
 	}
-	r, err := t.t.ForwardBag(ids, offsets, weights, m, o)
+	r, err := t.t.ForwardBag(ids, offsets, weights, m, ctable.ForwardOptions(opts), t.conf().ReadDefault.c())
 	return r, wrap("forward bag", t.name, err)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // Check passes on tables of every optimizer and both layouts through training, deletions, eviction,
@@ -70,7 +71,7 @@ func TestLowLevelHandlesRefuseBrokenInvariants(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		update(t, tbl, []int64{1, 2}, 1, 1, 1, 1)
 	}
-	h, err := cgotorch.OpenTable(tbl.Name())
+	h, err := ctable.Open(tbl.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestLowLevelHandlesRefuseBrokenInvariants(t *testing.T) {
 	}
 	cfg.TrackAccess = false
 	plain := newTable(t, cfg, "plain")
-	p, err := cgotorch.OpenTable(plain.Name())
+	p, err := ctable.Open(plain.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +112,12 @@ func TestLowLevelHandlesRefuseBrokenInvariants(t *testing.T) {
 func TestConfigFollowsARawSwap(t *testing.T) {
 	a := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, Initializer: embedding.Constant{Value: 1}, Seed: 1}, "a")
 	b := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.5}, Initializer: embedding.Constant{Value: 2}, Seed: 2}, "b")
-	ha, err := cgotorch.OpenTable(a.Name())
+	ha, err := ctable.Open(a.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ha.Close()
-	hb, err := cgotorch.OpenTable(b.Name())
+	hb, err := ctable.Open(b.Name())
 	if err != nil {
 		t.Fatal(err)
 	}

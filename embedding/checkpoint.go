@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/internal/atomicfile"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // Checkpoints: a directory holding manifest.json and the files it names (docs/checkpoint.md).
@@ -458,7 +459,7 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 	for i, t := range tables {
 		t.st.cfg.Store(fresh[i].st.cfg.Load()) // every handle of the table sees it
 		if _, ok := configs.m[t.name]; !ok && isOpen(t.name) {
-			configs.m[t.name] = t.st // a table created through cgotorch, reached with Get
+			configs.m[t.name] = t.st // a table created through the binding, reached with Get
 		}
 	}
 	return nil
@@ -482,15 +483,15 @@ func readExtraFile(path string, e fileEntry, read func(io.Reader) error) error {
 // compatible checks that a saved table fits a table of configuration cc and optimizer states
 // states: everything a swap of their contents needs, so that a load checked by it swaps
 // every table or none.
-func compatible(e tableEntry, cc cgotorch.TableConfig, states []string) error {
+func compatible(e tableEntry, cc ctable.Config, states []string) error {
 	opt, _ := kindOf(optNames, e.Optimizer)
 	lay, _ := kindOf(layoutNames, e.Layout)
 	switch {
 	case e.Dim != cc.Dim:
 		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with dim %d, the table has dim %d", e.Dim, cc.Dim)}
-	case cgotorch.TableOptimizer(opt) != cc.Optimizer:
+	case ctable.Optimizer(opt) != cc.Optimizer:
 		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with optimizer %s, the table has %s", e.Optimizer, optNames[cc.Optimizer])}
-	case cgotorch.TableLayout(lay) != cc.Layout || e.BlockRows != cc.BlockRows:
+	case ctable.Layout(lay) != cc.Layout || e.BlockRows != cc.BlockRows:
 		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: errors.New("saved with another layout or block size")}
 	case !slices.Equal(e.States, states):
 		return &Error{Op: "load", Table: e.Name, Kind: ErrIncompatible, Err: fmt.Errorf("saved with optimizer states %q, the table has %q (SGD has a momentum buffer only with momentum)", e.States, states)}
@@ -500,22 +501,22 @@ func compatible(e tableEntry, cc cgotorch.TableConfig, states []string) error {
 
 // configOf rebuilds the Config and the C configuration of a saved table.
 // The device, kernels and access tracking are the loader's choice (a table loaded into keeps its own).
-func configOf(e tableEntry, dev cgotorch.Device, tensorKernels, track bool) (Config, cgotorch.TableConfig) {
+func configOf(e tableEntry, dev cgotorch.Device, tensorKernels, track bool) (Config, ctable.Config) {
 	ik, _ := kindOf(initNames, e.Initializer)
 	ok, _ := kindOf(optNames, e.Optimizer)
 	lay, _ := kindOf(layoutNames, e.Layout)
 	rd, _ := kindOf(readNames, e.ReadDefault)
-	cc := cgotorch.TableConfig{
-		Dim: e.Dim, BlockRows: e.BlockRows, Init: cgotorch.TableInit(ik), InitParams: e.InitParams,
-		Optimizer: cgotorch.TableOptimizer(ok), OptParams: e.OptParams, Device: dev, Seed: e.Seed,
-		Layout: cgotorch.TableLayout(lay), TensorKernels: tensorKernels, TrackAccess: track,
+	cc := ctable.Config{
+		Dim: e.Dim, BlockRows: e.BlockRows, Init: ctable.Init(ik), InitParams: e.InitParams,
+		Optimizer: ctable.Optimizer(ok), OptParams: e.OptParams, Device: dev, Seed: e.Seed,
+		Layout: ctable.Layout(lay), TensorKernels: tensorKernels, TrackAccess: track,
 	}
 	cfg := Config{
 		Dim: int(e.Dim), Initializer: initializerOf(cc.Init, cc.InitParams), Optimizer: optimizerOf(cc.Optimizer, cc.OptParams),
 		BlockRows: int(e.BlockRows), Seed: e.Seed, Device: dev, Layout: Separate, ReadDefault: ReadDefault(rd),
 		TrackAccess: track,
 	}
-	if cc.Layout == cgotorch.LayoutInterleaved {
+	if cc.Layout == ctable.LayoutInterleaved {
 		cfg.Layout = Interleaved
 	}
 	return cfg, cc
@@ -524,7 +525,7 @@ func configOf(e tableEntry, dev cgotorch.Device, tensorKernels, track bool) (Con
 // loadNew creates a table named name from entry e and loads its file; closed again on error.
 func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorKernels, track bool) (*Table, error) {
 	cfg, cc := configOf(e, dev, tensorKernels, track)
-	ct, err := cgotorch.NewTable(name, cc)
+	ct, err := ctable.New(name, cc)
 	if err != nil {
 		if errors.Is(err, cgotorch.ErrInvalidArgument) {
 			return nil, corrupt("load", e.Name, "manifest: %w", err)

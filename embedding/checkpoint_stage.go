@@ -1,6 +1,6 @@
 package embedding
 
-import "github.com/gorec/gorec/cgotorch"
+import "github.com/gorec/gorec/internal/ctable"
 
 // checkpoint_stage.go: a staged save (SaveOptions.Staged) copies a table's save stream into
 // memory and writes the copy after the table's lock is released. The memory is allocated, and
@@ -12,7 +12,7 @@ import "github.com/gorec/gorec/cgotorch"
 type stager struct {
 	ints   []int64   // unused part of the int64 arena: ids, last steps, frequencies, stamps
 	floats []float32 // unused part of the float32 arena: rows and states
-	chunks []*cgotorch.TableChunk
+	chunks []*ctable.Chunk
 }
 
 // newStager sizes the arenas for rows rows of floatsPerRow floats (and a margin for rows
@@ -49,7 +49,7 @@ func take[T int64 | float32](arena *[]T, x []T) []T {
 }
 
 // add is the save's sink: it keeps a copy of c (whose slices view C memory).
-func (s *stager) add(c *cgotorch.TableChunk) error {
+func (s *stager) add(c *ctable.Chunk) error {
 	d := *c
 	d.IDs, d.Counts = take(&s.ints, c.IDs), take(&s.ints, c.Counts)
 	d.LastStep, d.Frequency, d.Stamp = take(&s.ints, c.LastStep), take(&s.ints, c.Frequency), take(&s.ints, c.Stamp)
@@ -63,7 +63,7 @@ func (s *stager) add(c *cgotorch.TableChunk) error {
 }
 
 // replay hands the copies to sink in order, dropping each once written.
-func (s *stager) replay(sink func(*cgotorch.TableChunk) error) error {
+func (s *stager) replay(sink func(*ctable.Chunk) error) error {
 	for i, c := range s.chunks {
 		if err := sink(c); err != nil {
 			return err

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // A stager replays exactly the stream a save gives, also when the table outgrew the arenas it
@@ -31,8 +31,8 @@ func TestStagerReplaysTheSaveStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		const chunk = 700
-		var want []cgotorch.TableChunk // deep copies of the direct stream
-		if err := tbl.t.Save(chunk, func(c *cgotorch.TableChunk) error {
+		var want []ctable.Chunk // deep copies of the direct stream
+		if err := tbl.t.Save(chunk, func(c *ctable.Chunk) error {
 			want = append(want, deepCopy(c))
 			return nil
 		}); err != nil {
@@ -42,8 +42,8 @@ func TestStagerReplaysTheSaveStream(t *testing.T) {
 		if err := tbl.t.Save(chunk, s.add); err != nil {
 			t.Fatal(err)
 		}
-		var got []cgotorch.TableChunk
-		if err := s.replay(func(c *cgotorch.TableChunk) error { got = append(got, deepCopy(c)); return nil }); err != nil {
+		var got []ctable.Chunk
+		if err := s.replay(func(c *ctable.Chunk) error { got = append(got, deepCopy(c)); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if len(want) != 6 || !reflect.DeepEqual(got, want) { // 5 chunks of rows, 1 of counts
@@ -53,7 +53,7 @@ func TestStagerReplaysTheSaveStream(t *testing.T) {
 	}
 }
 
-func deepCopy(c *cgotorch.TableChunk) cgotorch.TableChunk {
+func deepCopy(c *ctable.Chunk) ctable.Chunk {
 	d := *c
 	d.IDs, d.Rows, d.Counts = slices.Clone(c.IDs), slices.Clone(c.Rows), slices.Clone(c.Counts)
 	d.LastStep, d.Frequency, d.Stamp = slices.Clone(c.LastStep), slices.Clone(c.Frequency), slices.Clone(c.Stamp)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/internal/atomicfile"
+	"github.com/gorec/gorec/internal/ctable"
 	"github.com/gorec/gorec/internal/safetensors"
 )
 
@@ -53,16 +54,16 @@ func chunkRows(dim int64, widths []int64) int64 {
 
 // tableStates names the optimizer states table t (configured as cc) has, and their widths: as
 // many as the table says (SGD has one only with momentum).
-func tableStates(t *cgotorch.Table, cc cgotorch.TableConfig) ([]string, []int64, error) {
+func tableStates(t *ctable.Table, cc ctable.Config) ([]string, []int64, error) {
 	st, err := t.Stats()
 	if err != nil {
 		return nil, nil, err
 	}
 	names := make([]string, st.NumStates)
 	for i := range names {
-		names[i] = cgotorch.TableStateName(cc.Optimizer, i)
+		names[i] = ctable.StateName(cc.Optimizer, i)
 	}
-	return names, cgotorch.StateWidths(cc.Optimizer, cc.Dim, st.NumStates), nil
+	return names, ctable.StateWidths(cc.Optimizer, cc.Dim, st.NumStates), nil
 }
 
 // writeTableFile streams a consistent snapshot of t into a new file at path, fsynced (staged:
@@ -88,7 +89,7 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
 	perChunk := chunkRows(cc.Dim, widths)
-	stream := func(sink func(*cgotorch.TableChunk) error) error { return t.t.Save(perChunk, sink) }
+	stream := func(sink func(*ctable.Chunk) error) error { return t.t.Save(perChunk, sink) }
 	if staged {
 		s := newStager(int64(t.Len()), rowFloats(cc.Dim, widths))
 		if err := t.t.Save(perChunk, s.add); err != nil {
@@ -99,7 +100,7 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 	var w *stWriter
 	err = atomicfile.WriteSynced(path, func(out io.Writer) error {
 		f := out.(*os.File)
-		return stream(func(c *cgotorch.TableChunk) error {
+		return stream(func(c *ctable.Chunk) error {
 			if w == nil {
 				e.Rows, e.Counts, e.Step = c.TotalRows, c.TotalCounts, c.Step
 				if c.Chain.Seq > 0 { // (at mark 0 the lineage does not matter: see ApplyDelta)
@@ -115,7 +116,7 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 				}
 				e.Size = l.FileSize()
 			}
-			if c.Kind == cgotorch.ChunkCounts {
+			if c.Kind == ctable.ChunkCounts {
 				return firstErr(w.write(len(w.l.Tensors)-2, int64Bytes(c.IDs)), w.write(len(w.l.Tensors)-1, int64Bytes(c.Counts)))
 			}
 			errs := []error{w.write(0, int64Bytes(c.IDs)), w.write(1, float32Bytes(c.Rows))}
@@ -152,7 +153,7 @@ func firstErr(errs ...error) error {
 // loadTableFile reads the file of entry e into the empty table dst, chunk by chunk, checking
 // the header against the entry, every chunk (the C side checks rows and metadata too) and the
 // checksums. dst is left partly filled on error: the caller drops it.
-func loadTableFile(path string, e tableEntry, dst *cgotorch.Table) error {
+func loadTableFile(path string, e tableEntry, dst *ctable.Table) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return corrupt("load", e.Name, "%w", err)
@@ -169,7 +170,7 @@ func loadTableFile(path string, e tableEntry, dst *cgotorch.Table) error {
 }
 
 // readTable is loadTableFile on any reader of the given size (the fuzz target calls it).
-func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) error {
+func readTable(f io.ReaderAt, size int64, e tableEntry, dst *ctable.Table) error {
 	fail := func(format string, args ...any) error { return corrupt("load", e.Name, format, args...) }
 	l, err := readLayout(f, size)
 	if err != nil {
@@ -220,7 +221,7 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *cgotorch.Table) err
 	ids, last, freq, stamp := make([]int64, cr), make([]int64, cr), make([]int64, cr), make([]int64, cr)
 	for off := int64(0); off < e.Rows; off += cr {
 		n := min(cr, e.Rows-off)
-		r := cgotorch.TableRows{IDs: ids[:n], Rows: rows[:n*cc.Dim], LastStep: last[:n], Frequency: freq[:n], Stamp: stamp[:n]}
+		r := ctable.Rows{IDs: ids[:n], Rows: rows[:n*cc.Dim], LastStep: last[:n], Frequency: freq[:n], Stamp: stamp[:n]}
 		errs := []error{rd.next("ids", int64Bytes(r.IDs)), rd.next("rows", float32Bytes(r.Rows))}
 		for i, s := range states {
 			r.States = append(r.States, st[i][:n*widths[i]])
@@ -276,37 +277,37 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // initializerOf and optimizerOf turn the C configuration back into this package's types (the
 // parameters are those after defaults, which map to themselves).
-func initializerOf(k cgotorch.TableInit, p [4]float64) Initializer {
+func initializerOf(k ctable.Init, p [4]float64) Initializer {
 	switch k {
-	case cgotorch.InitConstant:
+	case ctable.InitConstant:
 		return Constant{Value: p[0]}
-	case cgotorch.InitUniform:
+	case ctable.InitUniform:
 		return Uniform{Low: p[0], High: p[1]}
-	case cgotorch.InitNormal:
+	case ctable.InitNormal:
 		return Normal{Mean: p[0], Std: p[1]}
-	case cgotorch.InitTruncatedNormal:
+	case ctable.InitTruncatedNormal:
 		return TruncatedNormal{Mean: p[0], Std: p[1], Low: p[2], High: p[3]}
-	case cgotorch.InitXavierUniform:
+	case ctable.InitXavierUniform:
 		return XavierUniform{Gain: p[0], FanIn: int(p[1]), FanOut: int(p[2])}
-	case cgotorch.InitXavierNormal:
+	case ctable.InitXavierNormal:
 		return XavierNormal{Gain: p[0], FanIn: int(p[1]), FanOut: int(p[2])}
 	}
 	return Zeros{}
 }
 
-func optimizerOf(k cgotorch.TableOptimizer, p [8]float64) Optimizer {
+func optimizerOf(k ctable.Optimizer, p [8]float64) Optimizer {
 	switch k {
-	case cgotorch.OptSGD:
+	case ctable.OptSGD:
 		return SGD{LR: p[0], Momentum: p[1], Dampening: p[2], Nesterov: p[3] != 0}
-	case cgotorch.OptAdagrad:
+	case ctable.OptAdagrad:
 		return Adagrad{LR: p[0], LRDecay: p[1], InitialAccumulator: p[2], Eps: p[3]}
-	case cgotorch.OptRowWiseAdagrad:
+	case ctable.OptRowWiseAdagrad:
 		return RowWiseAdagrad{LR: p[0], LRDecay: p[1], InitialAccumulator: p[2], Eps: p[3]}
-	case cgotorch.OptSparseAdam:
+	case ctable.OptSparseAdam:
 		return SparseAdam{LR: p[0], Beta1: p[1], Beta2: p[2], Eps: p[3]}
-	case cgotorch.OptAdamW:
+	case ctable.OptAdamW:
 		return AdamW{LR: p[0], Beta1: p[1], Beta2: p[2], Eps: p[3], WeightDecay: p[4]}
-	case cgotorch.OptFTRL:
+	case ctable.OptFTRL:
 		return FTRL{Alpha: p[0], Beta: p[1], L1: p[2], L2: p[3], InitialAccumulator: p[4]}
 	}
 	return NoOptimizer{}

@@ -1,6 +1,9 @@
 package embedding
 
-import "github.com/gorec/gorec/cgotorch"
+import (
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
+)
 
 // Config describes a new table. Only Dim is required.
 type Config struct {
@@ -65,7 +68,7 @@ const (
 // Initializer gives new rows their values. The implementations are the types of this package:
 // Zeros, Constant, Uniform, Normal, TruncatedNormal, XavierUniform, XavierNormal.
 type Initializer interface {
-	initializer(dim int) (cgotorch.TableInit, [4]float64)
+	initializer(dim int) (ctable.Init, [4]float64)
 }
 
 // Zeros initialises rows to 0.
@@ -100,30 +103,30 @@ type XavierNormal struct {
 	FanIn, FanOut int
 }
 
-func (Zeros) initializer(int) (cgotorch.TableInit, [4]float64) {
-	return cgotorch.InitZeros, [4]float64{}
+func (Zeros) initializer(int) (ctable.Init, [4]float64) {
+	return ctable.InitZeros, [4]float64{}
 }
-func (c Constant) initializer(int) (cgotorch.TableInit, [4]float64) {
-	return cgotorch.InitConstant, [4]float64{c.Value}
+func (c Constant) initializer(int) (ctable.Init, [4]float64) {
+	return ctable.InitConstant, [4]float64{c.Value}
 }
-func (u Uniform) initializer(int) (cgotorch.TableInit, [4]float64) {
-	return cgotorch.InitUniform, [4]float64{u.Low, u.High}
+func (u Uniform) initializer(int) (ctable.Init, [4]float64) {
+	return ctable.InitUniform, [4]float64{u.Low, u.High}
 }
-func (n Normal) initializer(int) (cgotorch.TableInit, [4]float64) {
-	return cgotorch.InitNormal, [4]float64{n.Mean, n.Std}
+func (n Normal) initializer(int) (ctable.Init, [4]float64) {
+	return ctable.InitNormal, [4]float64{n.Mean, n.Std}
 }
-func (n TruncatedNormal) initializer(int) (cgotorch.TableInit, [4]float64) {
+func (n TruncatedNormal) initializer(int) (ctable.Init, [4]float64) {
 	lo, hi := n.Low, n.High
 	if lo == 0 && hi == 0 {
 		lo, hi = n.Mean-2*n.Std, n.Mean+2*n.Std
 	}
-	return cgotorch.InitTruncatedNormal, [4]float64{n.Mean, n.Std, lo, hi}
+	return ctable.InitTruncatedNormal, [4]float64{n.Mean, n.Std, lo, hi}
 }
-func (x XavierUniform) initializer(int) (cgotorch.TableInit, [4]float64) {
-	return cgotorch.InitXavierUniform, xavier(x.Gain, x.FanIn, x.FanOut)
+func (x XavierUniform) initializer(int) (ctable.Init, [4]float64) {
+	return ctable.InitXavierUniform, xavier(x.Gain, x.FanIn, x.FanOut)
 }
-func (x XavierNormal) initializer(int) (cgotorch.TableInit, [4]float64) {
-	return cgotorch.InitXavierNormal, xavier(x.Gain, x.FanIn, x.FanOut)
+func (x XavierNormal) initializer(int) (ctable.Init, [4]float64) {
+	return ctable.InitXavierNormal, xavier(x.Gain, x.FanIn, x.FanOut)
 }
 
 func xavier(gain float64, in, out int) [4]float64 {
@@ -145,7 +148,7 @@ func xavier(gain float64, in, out int) [4]float64 {
 // corrections of Adam and the lr decay of Adagrad use that table-wide counter, as PyTorch does
 // for an nn.Embedding(sparse=True).
 type Optimizer interface {
-	optimizer() (cgotorch.TableOptimizer, [8]float64)
+	optimizer() (ctable.Optimizer, [8]float64)
 	// StateNames are the names of the per-row states, in Export's order.
 	StateNames() []string
 }
@@ -200,54 +203,54 @@ func or(v, def float64) float64 {
 	return v
 }
 
-func (NoOptimizer) optimizer() (cgotorch.TableOptimizer, [8]float64) {
-	return cgotorch.OptNone, [8]float64{}
+func (NoOptimizer) optimizer() (ctable.Optimizer, [8]float64) {
+	return ctable.OptNone, [8]float64{}
 }
 
-func (o SGD) optimizer() (cgotorch.TableOptimizer, [8]float64) {
+func (o SGD) optimizer() (ctable.Optimizer, [8]float64) {
 	nesterov := 0.0
 	if o.Nesterov {
 		nesterov = 1
 	}
-	return cgotorch.OptSGD, [8]float64{or(o.LR, 0.01), o.Momentum, o.Dampening, nesterov}
+	return ctable.OptSGD, [8]float64{or(o.LR, 0.01), o.Momentum, o.Dampening, nesterov}
 }
 
-func (o Adagrad) optimizer() (cgotorch.TableOptimizer, [8]float64) {
-	return cgotorch.OptAdagrad, [8]float64{or(o.LR, 0.01), o.LRDecay, o.InitialAccumulator, or(o.Eps, 1e-10)}
+func (o Adagrad) optimizer() (ctable.Optimizer, [8]float64) {
+	return ctable.OptAdagrad, [8]float64{or(o.LR, 0.01), o.LRDecay, o.InitialAccumulator, or(o.Eps, 1e-10)}
 }
 
-func (o RowWiseAdagrad) optimizer() (cgotorch.TableOptimizer, [8]float64) {
-	return cgotorch.OptRowWiseAdagrad, [8]float64{or(o.LR, 0.01), o.LRDecay, o.InitialAccumulator, or(o.Eps, 1e-10)}
+func (o RowWiseAdagrad) optimizer() (ctable.Optimizer, [8]float64) {
+	return ctable.OptRowWiseAdagrad, [8]float64{or(o.LR, 0.01), o.LRDecay, o.InitialAccumulator, or(o.Eps, 1e-10)}
 }
 
-func (o SparseAdam) optimizer() (cgotorch.TableOptimizer, [8]float64) {
-	return cgotorch.OptSparseAdam, [8]float64{or(o.LR, 1e-3), or(o.Beta1, 0.9), or(o.Beta2, 0.999), or(o.Eps, 1e-8)}
+func (o SparseAdam) optimizer() (ctable.Optimizer, [8]float64) {
+	return ctable.OptSparseAdam, [8]float64{or(o.LR, 1e-3), or(o.Beta1, 0.9), or(o.Beta2, 0.999), or(o.Eps, 1e-8)}
 }
 
-func (o AdamW) optimizer() (cgotorch.TableOptimizer, [8]float64) {
-	return cgotorch.OptAdamW, [8]float64{or(o.LR, 1e-3), or(o.Beta1, 0.9), or(o.Beta2, 0.999), or(o.Eps, 1e-8), o.WeightDecay}
+func (o AdamW) optimizer() (ctable.Optimizer, [8]float64) {
+	return ctable.OptAdamW, [8]float64{or(o.LR, 1e-3), or(o.Beta1, 0.9), or(o.Beta2, 0.999), or(o.Eps, 1e-8), o.WeightDecay}
 }
 
-func (o FTRL) optimizer() (cgotorch.TableOptimizer, [8]float64) {
-	return cgotorch.OptFTRL, [8]float64{or(o.Alpha, 0.05), o.Beta, o.L1, o.L2, o.InitialAccumulator}
+func (o FTRL) optimizer() (ctable.Optimizer, [8]float64) {
+	return ctable.OptFTRL, [8]float64{or(o.Alpha, 0.05), o.Beta, o.L1, o.L2, o.InitialAccumulator}
 }
 
 func stateNames(o Optimizer) []string {
 	kind, p := o.optimizer()
 	n := 0
 	switch kind {
-	case cgotorch.OptSGD:
+	case ctable.OptSGD:
 		if p[1] != 0 {
 			n = 1
 		}
-	case cgotorch.OptAdagrad, cgotorch.OptRowWiseAdagrad:
+	case ctable.OptAdagrad, ctable.OptRowWiseAdagrad:
 		n = 1
-	case cgotorch.OptSparseAdam, cgotorch.OptAdamW, cgotorch.OptFTRL:
+	case ctable.OptSparseAdam, ctable.OptAdamW, ctable.OptFTRL:
 		n = 2
 	}
 	names := make([]string, n)
 	for i := range names {
-		names[i] = cgotorch.TableStateName(kind, i)
+		names[i] = ctable.StateName(kind, i)
 	}
 	return names
 }
@@ -273,20 +276,20 @@ func (o AdamW) StateNames() []string { return stateNames(o) }
 // StateNames: "z", "n".
 func (o FTRL) StateNames() []string { return stateNames(o) }
 
-// resolve fills in the defaults and converts cfg for cgotorch.
-func (cfg Config) resolve(name string) (Config, cgotorch.TableConfig, error) {
+// resolve fills in the defaults and converts cfg for the binding (ctable.Config).
+func (cfg Config) resolve(name string) (Config, ctable.Config, error) {
 	const op = "new"
 	if cfg.Dim <= 0 {
-		return cfg, cgotorch.TableConfig{}, badInput(op, name, "Dim must be positive, got %d", cfg.Dim)
+		return cfg, ctable.Config{}, badInput(op, name, "Dim must be positive, got %d", cfg.Dim)
 	}
 	if cfg.BlockRows < 0 || cfg.Capacity < 0 {
-		return cfg, cgotorch.TableConfig{}, badInput(op, name, "BlockRows and Capacity must not be negative")
+		return cfg, ctable.Config{}, badInput(op, name, "BlockRows and Capacity must not be negative")
 	}
 	if cfg.Layout != Interleaved && cfg.Layout != Separate {
-		return cfg, cgotorch.TableConfig{}, badInput(op, name, "unknown Layout %d", cfg.Layout)
+		return cfg, ctable.Config{}, badInput(op, name, "unknown Layout %d", cfg.Layout)
 	}
 	if cfg.ReadDefault != ReadZeros && cfg.ReadDefault != ReadInitial {
-		return cfg, cgotorch.TableConfig{}, badInput(op, name, "unknown ReadDefault %d", cfg.ReadDefault)
+		return cfg, ctable.Config{}, badInput(op, name, "unknown ReadDefault %d", cfg.ReadDefault)
 	}
 	if cfg.Initializer == nil {
 		cfg.Initializer = Normal{Mean: 0, Std: 1}
@@ -305,20 +308,20 @@ func (cfg Config) resolve(name string) (Config, cgotorch.TableConfig, error) {
 	}
 	ik, ip := cfg.Initializer.initializer(cfg.Dim)
 	ok, Op := cfg.Optimizer.optimizer()
-	layout := cgotorch.LayoutInterleaved
+	layout := ctable.LayoutInterleaved
 	if cfg.Layout == Separate {
-		layout = cgotorch.LayoutSeparate
+		layout = ctable.LayoutSeparate
 	}
-	return cfg, cgotorch.TableConfig{
+	return cfg, ctable.Config{
 		Dim: int64(cfg.Dim), Capacity: int64(cfg.Capacity), BlockRows: int64(cfg.BlockRows),
 		Init: ik, InitParams: ip, Optimizer: ok, OptParams: Op,
 		Device: cfg.Device, Seed: cfg.Seed, Layout: layout, TrackAccess: cfg.TrackAccess,
 	}, nil
 }
 
-func (r ReadDefault) c() cgotorch.ReadDefault {
+func (r ReadDefault) c() ctable.ReadDefault {
 	if r == ReadInitial {
-		return cgotorch.ReadInitial
+		return ctable.ReadInitial
 	}
-	return cgotorch.ReadZeros
+	return ctable.ReadZeros
 }

@@ -1,9 +1,9 @@
 // Package embedding provides dynamic hash embedding tables: named tables that map raw int64
 // feature ids (user ids, item ids, crossed features) to float32 rows, store only the ids they
 // have seen, grow as new ids arrive, forget ids on request and update rows with sparse
-// optimizers whose state lives next to each row. The tables live on the C side (see the
-// cgotorch package and cgotorch.h, "Embedding tables"); this package is their Go API and has no
-// cgo of its own.
+// optimizers whose state lives next to each row. The tables live on the C side (cgotorch.h,
+// "Embedding tables", compiled in package cgotorch); this package is their Go API, over a thin
+// internal binding of that C ABI (internal/ctable), and has no cgo of its own.
 //
 // # Tables
 //

@@ -1,6 +1,6 @@
 package embedding
 
-import "github.com/gorec/gorec/cgotorch"
+import "github.com/gorec/gorec/internal/ctable"
 
 // ExportChunk is one chunk of ExportEach. Its slices view memory that is valid only during the
 // call of ExportEach's function: copy what must outlive it.
@@ -39,7 +39,7 @@ func (t *Table) ExportEach(chunkRows int, fn func(*ExportChunk) error) error {
 		return badInput(op, t.name, "chunkRows must be > 0, got %d", chunkRows)
 	}
 	var fnErr error
-	err := t.t.ExportChunks(int64(chunkRows), func(c *cgotorch.TableChunk) error {
+	err := t.t.ExportChunks(int64(chunkRows), func(c *ctable.Chunk) error {
 		ch := &ExportChunk{Offset: int(c.Offset), Total: int(c.TotalRows), Step: c.Step, IDs: c.IDs, Rows: c.Rows}
 		for i, v := range c.States {
 			ch.States = append(ch.States, ChunkState{Name: c.StateNames[i], Values: v})

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 var fuzzTables atomic.Int64
@@ -33,7 +34,7 @@ func LoadTableBytes(data []byte) error {
 		}
 	}
 	_, cc := configOf(e, cgotorch.CPU, false, e.TrackAccess)
-	t, err := cgotorch.NewTable(fmt.Sprintf("fuzz-%d", fuzzTables.Add(1)), cc)
+	t, err := ctable.New(fmt.Sprintf("fuzz-%d", fuzzTables.Add(1)), cc)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // lifecycle.go: keeping a long-lived table within bounds (eviction, compaction, admission)
@@ -20,21 +21,21 @@ import (
 // MemoryBudget. The zero value selects no policy: Evict refuses it (ErrBadInput) rather than
 // read it as TTL(0), which would evict every row not trained at the current step.
 type EvictPolicy struct {
-	kind  cgotorch.EvictPolicy
+	kind  ctable.EvictPolicy
 	param int64
 	set   bool
 }
 
 // TTL evicts the rows not seen (trained) during the last steps steps: step - LastStep > steps.
-func TTL(steps int64) EvictPolicy { return EvictPolicy{cgotorch.EvictTTL, steps, true} }
+func TTL(steps int64) EvictPolicy { return EvictPolicy{ctable.EvictTTL, steps, true} }
 
 // KeepRecent keeps the n rows seen most recently (LRU); ties keep the more frequent, then the
 // smaller id.
-func KeepRecent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLRU, int64(n), true} }
+func KeepRecent(n int) EvictPolicy { return EvictPolicy{ctable.EvictLRU, int64(n), true} }
 
 // KeepFrequent keeps the n rows seen most often (LFU); ties keep the more recent, then the
 // smaller id.
-func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int64(n), true} }
+func KeepFrequent(n int) EvictPolicy { return EvictPolicy{ctable.EvictLFU, int64(n), true} }
 
 // MemoryBudget keeps the most recently seen rows that fit bytes, counting per row:
 //
@@ -50,7 +51,7 @@ func KeepFrequent(n int) EvictPolicy { return EvictPolicy{cgotorch.EvictLFU, int
 // rows of the budget), and gives the freed memory back to the system as Compact does. If the
 // compaction cannot get its memory, the eviction still stands and the table stays uncompacted
 // until a Compact succeeds.
-func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{cgotorch.EvictBytes, bytes, true} }
+func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{ctable.EvictBytes, bytes, true} }
 
 // Evicted are the ids an eviction removed, ascending, with their rows as they were (nil
 // tensors unless rows were asked for).
@@ -318,9 +319,9 @@ func (t *Table) ApplyDelta(d *Delta) error {
 	for i := 0; i < n; i++ {
 		last[i], freq[i], stamp[i] = d.Meta[3*i], d.Meta[3*i+1], d.Meta[3*i+2]
 	}
-	r := cgotorch.TableRows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp}
-	chain := cgotorch.DeltaChain{Lineage: d.Lineage, Base: d.Base, Seq: d.Seq}
-	st := cgotorch.DeltaState{OptParams: d.OptParams, AdmitAfter: d.AdmitAfter, CountsReplace: d.CountsReplace, CountIDs: d.CountIDs, Counts: d.Counts}
+	r := ctable.Rows{IDs: d.IDs, Rows: d.Rows, States: d.States, LastStep: last, Frequency: freq, Stamp: stamp}
+	chain := ctable.DeltaChain{Lineage: d.Lineage, Base: d.Base, Seq: d.Seq}
+	st := ctable.DeltaState{OptParams: d.OptParams, AdmitAfter: d.AdmitAfter, CountsReplace: d.CountsReplace, CountIDs: d.CountIDs, Counts: d.Counts}
 	err := t.t.ApplyDelta(d.Step, d.Deleted, r, chain, st)
 	if err == nil && d.Lineage != 0 {
 		t.refresh() // (the learning rate may have changed)

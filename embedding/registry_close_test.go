@@ -168,7 +168,7 @@ func TestPrefetchWaitCancelledWhileClosePending(t *testing.T) {
 	defer releaseOnce()
 	closed := make(chan error, 1)
 	go func() { closed <- x.Close() }()
-	waitBlocked(t, "cgotorch.(*Table).Close", "sync.RWMutex.Lock")
+	waitBlocked(t, "ctable.(*Table).Close", "sync.RWMutex.Lock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type result struct {
@@ -246,7 +246,7 @@ func TestLoadIntoDoesNotHoldTheRegistry(t *testing.T) {
 	<-inFn
 	loaded := make(chan error, 1)
 	go func() { loaded <- embedding.LoadInto(dir, []*embedding.Table{x}, nil) }()
-	waitBlocked(t, "cgotorch.(*Table).Swap", "syscall")
+	waitBlocked(t, "ctable.(*Table).Swap", "syscall")
 	close(proceed)
 	select {
 	case err := <-done:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // Table is a handle to a named dynamic hash embedding table. All methods are safe for
@@ -16,7 +17,7 @@ import (
 // values and gradients are float32 tensors [N, Dim] (contiguous); results come back on the ids'
 // device. Empty ids are fine and give [0, Dim] results.
 type Table struct {
-	t    *cgotorch.Table
+	t    *ctable.Table
 	name string
 	st   *tableState // shared by every handle of the table (New, Get, a load)
 }
@@ -50,7 +51,7 @@ func New(name string, cfg Config) (*Table, error) {
 	}
 	configs.Lock()
 	defer configs.Unlock()
-	t, err := cgotorch.NewTable(name, cc)
+	t, err := ctable.New(name, cc)
 	if err != nil {
 		return nil, wrap("new", name, err)
 	}
@@ -63,7 +64,7 @@ func New(name string, cfg Config) (*Table, error) {
 
 // Get returns a new handle to the open table of that name. Closing any handle closes the table.
 func Get(name string) (*Table, bool) {
-	t, err := cgotorch.OpenTable(name)
+	t, err := ctable.Open(name)
 	if err != nil {
 		return nil, false
 	}
@@ -71,7 +72,7 @@ func Get(name string) (*Table, bool) {
 	s, ok := configs.m[name]
 	configs.Unlock()
 	if !ok {
-		// Created through cgotorch directly: what the table itself can tell.
+		// Created through the binding directly: what the table itself can tell.
 		st, err := t.Stats()
 		if err != nil {
 			t.Close()
@@ -83,11 +84,11 @@ func Get(name string) (*Table, bool) {
 }
 
 // Names lists the open tables, sorted.
-func Names() []string { return cgotorch.TableNames() }
+func Names() []string { return ctable.Names() }
 
 // UpdateByName applies one optimizer step to the open table of that name (see Table.Update).
 func UpdateByName(name string, ids, grads *cgotorch.Tensor) error {
-	return wrap("update", name, cgotorch.UpdateTableByName(name, ids, grads))
+	return wrap("update", name, ctable.UpdateByName(name, ids, grads))
 }
 
 // Name is the table's name.
@@ -182,7 +183,7 @@ func (t *Table) Close() error {
 
 // isOpen reports whether a table of that name is open.
 func isOpen(name string) bool {
-	for _, n := range cgotorch.TableNames() {
+	for _, n := range ctable.Names() {
 		if n == name {
 			return true
 		}
@@ -319,7 +320,7 @@ type Prefetch struct {
 }
 
 type prefetchRef struct {
-	t  *cgotorch.Table
+	t  *ctable.Table
 	id int64
 }
 

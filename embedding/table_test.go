@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 func TestContiguousIndicesAndReuse(t *testing.T) {
@@ -413,7 +414,7 @@ func TestPrefetch(t *testing.T) {
 	if _, err := q.Wait(context.Background()); !errors.Is(err, embedding.ErrUnknownPrefetch) {
 		t.Fatalf("Wait after Discard: %v", err)
 	}
-	// Unknown prefetch ids at the cgotorch level.
+	// Unknown prefetch ids at the binding (internal/ctable).
 	if _, _, _, err := cgoTable(t, tbl).PrefetchWait(987654, 0); !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
 		t.Fatalf("unknown id: %v", err)
 	}
@@ -513,9 +514,9 @@ func TestPrefetchDiscardDuringWait(t *testing.T) {
 	}
 }
 
-// cgoTable opens the cgotorch handle of an embedding table.
-func cgoTable(t *testing.T, tbl *embedding.Table) *cgotorch.Table {
-	c, err := cgotorch.OpenTable(tbl.Name())
+// cgoTable opens the binding's handle (internal/ctable) of an embedding table.
+func cgoTable(t *testing.T, tbl *embedding.Table) *ctable.Table {
+	c, err := ctable.Open(tbl.Name())
 	if err != nil {
 		t.Fatal(err)
 	}

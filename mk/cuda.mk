@@ -24,7 +24,7 @@ cuda-test-bins: deps
 	mkdir -p $(BUILD)/cuda
 	export CGO_CXXFLAGS="-I$(TORCH_CUDA_LT)/include -I$(TORCH_CUDA_LT)/include/torch/csrc/api/include -D_GLIBCXX_USE_CXX11_ABI=1" \
 	  CGO_LDFLAGS="-L$(TORCH_CUDA_LT)/lib -Wl,--no-as-needed -ltorch_cuda -lc10_cuda -Wl,--as-needed -Wl,--allow-shlib-undefined"; \
-	for p in cgotorch embedding nn; do \
-	  $(GO) test -c -ldflags='-s -w' -o $(BUILD)/cuda/$$p.test ./$$p || exit 1; done; \
+	for p in cgotorch internal/ctable embedding nn; do \
+	  $(GO) test -c -ldflags='-s -w' -o $(BUILD)/cuda/$$(basename $$p).test ./$$p || exit 1; done; \
 	$(GO) test -race -c -ldflags='-s -w' -o $(BUILD)/cuda/embedding_race.test ./embedding
 	cp -L "$$($(CXX) -print-file-name=libgomp.so.1)" $(BUILD)/cuda/

@@ -33,6 +33,6 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        c = "TableLookupGo c-ns/batch"
        if (c in vu) {
          if ("TableLookupGo embedding-ns/batch" in vu) printf "BENCH table_lookup_go_over_c %.2f x\n", vu["TableLookupGo embedding-ns/batch"] / vu[c]
-         if ("TableLookupGo cgotorch-ns/batch" in vu) printf "BENCH table_lookup_cgotorch_over_c %.2f x\n", vu["TableLookupGo cgotorch-ns/batch"] / vu[c]
+         if ("TableLookupGo ctable-ns/batch" in vu) printf "BENCH table_lookup_ctable_over_c %.2f x\n", vu["TableLookupGo ctable-ns/batch"] / vu[c]
        }
      }' "$out"

@@ -1,11 +1,13 @@
-package cgotorch
+package ctable
 
-// #include "cgotorch.h"
+// #include "../../cgotorch/cgotorch.h"
 import "C"
 
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/gorec/gorec/cgotorch"
 )
 
 // LookupInto is Lookup of ids written into rows (len(ids)*dim floats, row after row) with no
@@ -26,7 +28,7 @@ func (t *Table) LookupInto(rows []float32, ids []int64) error {
 func (t *Table) ReadInto(rows []float32, found []bool, ids []int64, def ReadDefault) error {
 	const op = "table read into"
 	if found != nil && len(found) != len(ids) {
-		return &Error{Op: op, Msg: "found must be nil or hold one bool per id", Kind: ErrInvalidArgument}
+		return &cgotorch.Error{Op: op, Msg: "found must be nil or hold one bool per id", Kind: cgotorch.ErrInvalidArgument}
 	}
 	var f *C.uint8_t
 	if len(found) > 0 {

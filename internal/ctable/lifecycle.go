@@ -1,7 +1,7 @@
-package cgotorch
+package ctable
 
 // #include <stdlib.h>
-// #include "cgotorch.h"
+// #include "../../cgotorch/cgotorch.h"
 // extern int32_t ctTableSink(uintptr_t, ct_table_chunk *);
 // static ct_table_sink ct_go_table_sink(void) { return (ct_table_sink)ctTableSink; }
 import "C"
@@ -10,21 +10,23 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"unsafe"
+
+	"github.com/gorec/gorec/cgotorch"
 )
 
-// TableChunkKind says what a TableChunk holds.
-type TableChunkKind int32
+// ChunkKind says what a Chunk holds.
+type ChunkKind int32
 
 // The chunk kinds of a Save stream: rows (with states and metadata), then admission counts.
 const (
-	ChunkRows   TableChunkKind = C.CT_CHUNK_ROWS
-	ChunkCounts TableChunkKind = C.CT_CHUNK_COUNTS
+	ChunkRows   ChunkKind = C.CT_CHUNK_ROWS
+	ChunkCounts ChunkKind = C.CT_CHUNK_COUNTS
 )
 
-// TableChunk is one chunk of a Save stream. Its slices view C memory that is valid only during
+// Chunk is one chunk of a Save stream. Its slices view C memory that is valid only during
 // the call of the sink: copy what must outlive it.
-type TableChunk struct {
-	Kind        TableChunkKind
+type Chunk struct {
+	Kind        ChunkKind
 	TotalRows   int64 // rows in the whole save
 	TotalCounts int64 // admission counts in the whole save
 	Step        int64 // the step counter
@@ -32,7 +34,7 @@ type TableChunk struct {
 	IDs         []int64
 	Rows        []float32   // ChunkRows: [len(IDs), dim]
 	States      [][]float32 // ChunkRows: one per optimizer state, [len(IDs), width]
-	StateNames  []string    // the states' names (TableStateName), shared by every chunk: do not modify
+	StateNames  []string    // the states' names (StateName), shared by every chunk: do not modify
 	LastStep    []int64     // ChunkRows
 	Frequency   []int64     // ChunkRows
 	Stamp       []int64     // ChunkRows: the step SGD momentum is up to date with
@@ -72,25 +74,25 @@ const (
 	EvictBytes EvictPolicy = C.CT_EVICT_BYTES // LRU keeping what fits in param bytes, then compaction
 )
 
-// TableDelta is the change of a table since its last mark (see Delta): the changed rows with
+// Delta is the change of a table since its last mark (see Delta): the changed rows with
 // their states and metadata, and the ids deleted since then; CPU tensors.
-type TableDelta struct {
-	IDs     *Tensor   // int64 [M] ascending
-	Rows    *Tensor   // float32 [M, dim]
-	States  []*Tensor // [M, width] each
-	Meta    *Tensor   // int64 [M, 3]: last step, frequency, stamp
-	Deleted *Tensor   // int64 [D] ascending
+type Delta struct {
+	IDs     *cgotorch.Tensor   // int64 [M] ascending
+	Rows    *cgotorch.Tensor   // float32 [M, dim]
+	States  []*cgotorch.Tensor // [M, width] each
+	Meta    *cgotorch.Tensor   // int64 [M, 3]: last step, frequency, stamp
+	Deleted *cgotorch.Tensor   // int64 [D] ascending
 	Step    int64
 	Chain   DeltaChain
 	State   DeltaState
 }
 
 // Close releases the delta's tensors.
-func (d *TableDelta) Close() {
+func (d *Delta) Close() {
 	if d == nil {
 		return
 	}
-	for _, t := range append([]*Tensor{d.IDs, d.Rows, d.Meta, d.Deleted}, d.States...) {
+	for _, t := range append([]*cgotorch.Tensor{d.IDs, d.Rows, d.Meta, d.Deleted}, d.States...) {
 		t.Close()
 	}
 }
@@ -108,9 +110,9 @@ func (t *Table) call(op string, f func(p C.ct_table) C.ct_error) error {
 }
 
 // StateWidths gives the width of each of the n optimizer states of a table with that optimizer
-// and dim (n is TableStats.NumStates: how many the optimizer's parameters give it, e.g. SGD has
+// and dim (n is Stats.NumStates: how many the optimizer's parameters give it, e.g. SGD has
 // a state only with momentum).
-func StateWidths(opt TableOptimizer, dim int64, n int) []int64 {
+func StateWidths(opt Optimizer, dim int64, n int) []int64 {
 	w := make([]int64, n)
 	for i := range w {
 		w[i] = dim
@@ -122,16 +124,16 @@ func StateWidths(opt TableOptimizer, dim int64, n int) []int64 {
 }
 
 // Config returns the configuration the table was created with (or took over with Swap).
-func (t *Table) Config() (TableConfig, error) {
+func (t *Table) Config() (Config, error) {
 	var c C.ct_table_config
 	err := t.call("table config", func(p C.ct_table) C.ct_error { return C.ct_table_config_get(&c, p) })
 	if err != nil {
-		return TableConfig{}, err
+		return Config{}, err
 	}
-	cfg := TableConfig{
+	cfg := Config{
 		Dim: int64(c.dim), Capacity: int64(c.capacity), BlockRows: int64(c.block_rows),
-		Init: TableInit(c.initializer), Optimizer: TableOptimizer(c.optimizer),
-		Device: deviceFromC(c.device), Seed: uint64(c.seed), Layout: TableLayout(c.layout),
+		Init: Init(c.initializer), Optimizer: Optimizer(c.optimizer),
+		Device: cgotorch.Device{Type: cgotorch.DeviceType(c.device._type), Index: int(c.device.index)}, Seed: uint64(c.seed), Layout: Layout(c.layout),
 		TensorKernels: c.flags&C.CT_TABLE_TENSOR_KERNELS != 0, TrackAccess: c.flags&C.CT_TABLE_TRACK_ACCESS != 0,
 	}
 	for i := range cfg.InitParams {
@@ -146,7 +148,7 @@ func (t *Table) Config() (TableConfig, error) {
 // Save streams a consistent snapshot of the table to sink, chunkRows rows at a time, in row
 // order, then its admission counts (each kind at least once, possibly empty). The table is
 // locked shared during the whole call: writers wait. sink must not call the table.
-func (t *Table) Save(chunkRows int64, sink func(*TableChunk) error) error {
+func (t *Table) Save(chunkRows int64, sink func(*Chunk) error) error {
 	return t.stream("table save", sink, func(p C.ct_table, ctx C.uintptr_t) C.ct_error {
 		return C.ct_table_save(p, C.int64_t(chunkRows), C.ct_go_table_sink(), ctx)
 	})
@@ -157,7 +159,7 @@ func (t *Table) Save(chunkRows int64, sink func(*TableChunk) error) error {
 // Rows and States, and LastStep and Frequency when the table tracks access; no call for an
 // empty table. The table is locked shared during the whole call: writers wait. sink must not
 // call the table.
-func (t *Table) ExportChunks(chunkRows int64, sink func(*TableChunk) error) error {
+func (t *Table) ExportChunks(chunkRows int64, sink func(*Chunk) error) error {
 	return t.stream("table export chunks", sink, func(p C.ct_table, ctx C.uintptr_t) C.ct_error {
 		return C.ct_table_export_chunks(p, C.int64_t(chunkRows), C.ct_go_table_sink(), ctx)
 	})
@@ -165,7 +167,7 @@ func (t *Table) ExportChunks(chunkRows int64, sink func(*TableChunk) error) erro
 
 // stream runs a C call that reports chunks to ctTableSink, which hands them to sink; sink's
 // error, if any, is the result.
-func (t *Table) stream(op string, sink func(*TableChunk) error, call func(C.ct_table, C.uintptr_t) C.ct_error) error {
+func (t *Table) stream(op string, sink func(*Chunk) error, call func(C.ct_table, C.uintptr_t) C.ct_error) error {
 	st, err := t.Stats()
 	if err != nil {
 		return err
@@ -173,7 +175,7 @@ func (t *Table) stream(op string, sink func(*TableChunk) error, call func(C.ct_t
 	s := &sinkState{f: sink, dim: int(st.Dim)}
 	for i, w := range StateWidths(st.Optimizer, st.Dim, st.NumStates) {
 		s.w = append(s.w, int(w))
-		s.names = append(s.names, TableStateName(st.Optimizer, i))
+		s.names = append(s.names, StateName(st.Optimizer, i))
 	}
 	h := cgo.NewHandle(s)
 	defer h.Delete()
@@ -184,9 +186,9 @@ func (t *Table) stream(op string, sink func(*TableChunk) error, call func(C.ct_t
 	return err
 }
 
-// TableRows are rows to Import: ids with their rows [n*dim], optimizer states (one slice of
+// Rows are rows to Import: ids with their rows [n*dim], optimizer states (one slice of
 // n*width per state) and metadata (nil: the current step, 0 and the current step).
-type TableRows struct {
+type Rows struct {
 	IDs       []int64
 	Rows      []float32
 	States    [][]float32
@@ -197,7 +199,7 @@ type TableRows struct {
 
 // Import inserts or overwrites rows with their optimizer states and metadata, all or nothing.
 // The lengths are checked against the table's dim and states (ErrInvalidArgument).
-func (t *Table) Import(r TableRows) error {
+func (t *Table) Import(r Rows) error {
 	const op = "table import"
 	if err := t.checkRows(op, r); err != nil {
 		return err
@@ -217,13 +219,13 @@ func (t *Table) Import(r TableRows) error {
 // (a delta without a chain: nothing of it checked or set), the table-wide state and the chain
 // position. A step below t's counter is refused (ErrInvalidArgument), as is a delta that does
 // not follow t's position in its chain (ErrIncompatible).
-func (t *Table) ApplyDelta(step int64, deleted []int64, r TableRows, chain DeltaChain, st DeltaState) error {
+func (t *Table) ApplyDelta(step int64, deleted []int64, r Rows, chain DeltaChain, st DeltaState) error {
 	const op = "table apply delta"
 	if err := t.checkRows(op, r); err != nil {
 		return err
 	}
 	if len(st.CountIDs) != len(st.Counts) {
-		return &Error{Op: op, Msg: "invalid argument: admission count ids and counts differ in length", Kind: ErrInvalidArgument}
+		return &cgotorch.Error{Op: op, Msg: "invalid argument: admission count ids and counts differ in length", Kind: cgotorch.ErrInvalidArgument}
 	}
 	s := r.states()
 	var info *C.ct_table_delta_info
@@ -253,7 +255,7 @@ func (t *Table) ApplyDelta(step int64, deleted []int64, r TableRows, chain Delta
 }
 
 // SetDeltaChain sets the table's position in a delta chain (lineage != 0, seq >= 0), as a
-// checkpoint recorded it (TableChunk.Chain), so that the deltas that follow apply.
+// checkpoint recorded it (Chunk.Chain), so that the deltas that follow apply.
 func (t *Table) SetDeltaChain(lineage uint64, seq int64) error {
 	return t.call("table set delta chain", func(p C.ct_table) C.ct_error {
 		return C.ct_table_set_delta_chain(p, C.uint64_t(lineage), C.int64_t(seq))
@@ -268,14 +270,14 @@ func (t *Table) Check() error {
 }
 
 // checkRows checks the lengths in r against t's dim and states.
-func (t *Table) checkRows(op string, r TableRows) error {
+func (t *Table) checkRows(op string, r Rows) error {
 	st, err := t.Stats()
 	if err != nil {
 		return err
 	}
 	n := len(r.IDs)
 	bad := func(msg string) error {
-		return &Error{Op: op, Msg: "invalid argument: " + msg, Kind: ErrInvalidArgument}
+		return &cgotorch.Error{Op: op, Msg: "invalid argument: " + msg, Kind: cgotorch.ErrInvalidArgument}
 	}
 	if len(r.Rows) != n*int(st.Dim) {
 		return bad("rows has the wrong length")
@@ -298,7 +300,7 @@ func (t *Table) checkRows(op string, r TableRows) error {
 }
 
 // states are r's optimizer states as C pointers (NULL for those the table does not have).
-func (r TableRows) states() (s [2]*C.float) {
+func (r Rows) states() (s [2]*C.float) {
 	for i := range r.States {
 		s[i] = cFloats(r.States[i])
 	}
@@ -357,7 +359,7 @@ func (t *Table) Admission() (k, counted int64, err error) {
 func (t *Table) ImportCounts(ids, counts []int64) error {
 	const op = "table import counts"
 	if len(ids) != len(counts) {
-		return &Error{Op: op, Msg: "invalid argument: ids and counts differ in length", Kind: ErrInvalidArgument}
+		return &cgotorch.Error{Op: op, Msg: "invalid argument: ids and counts differ in length", Kind: cgotorch.ErrInvalidArgument}
 	}
 	err := t.call(op, func(p C.ct_table) C.ct_error {
 		return C.ct_table_import_counts(p, C.int64_t(len(ids)), cInt64s(ids), cInt64s(counts))
@@ -368,7 +370,7 @@ func (t *Table) ImportCounts(ids, counts []int64) error {
 }
 
 // Metadata returns every id (ascending) with its last step and frequency.
-func (t *Table) Metadata() (ids, last, freq *Tensor, err error) {
+func (t *Table) Metadata() (ids, last, freq *cgotorch.Tensor, err error) {
 	var a, b, c C.ct_tensor
 	err = t.call("table metadata", func(p C.ct_table) C.ct_error { return C.ct_table_metadata(&a, &b, &c, p) })
 	if err != nil {
@@ -379,7 +381,7 @@ func (t *Table) Metadata() (ids, last, freq *Tensor, err error) {
 
 // Evict removes the rows the policy selects (with all their state) and returns their ids
 // (ascending) and current rows when wantRows, and how many went.
-func (t *Table) Evict(policy EvictPolicy, param int64, wantRows bool) (ids, rows *Tensor, n int64, err error) {
+func (t *Table) Evict(policy EvictPolicy, param int64, wantRows bool) (ids, rows *cgotorch.Tensor, n int64, err error) {
 	var a, b C.ct_tensor
 	var cn C.int64_t
 	pa, pb := &a, &b
@@ -396,7 +398,7 @@ func (t *Table) Evict(policy EvictPolicy, param int64, wantRows bool) (ids, rows
 }
 
 // Remove deletes keys and returns the present ones with their rows, atomically.
-func (t *Table) Remove(keys *Tensor) (ids, rows *Tensor, err error) {
+func (t *Table) Remove(keys *cgotorch.Tensor) (ids, rows *cgotorch.Tensor, err error) {
 	return t.RemoveUnchanged(keys, nil, nil)
 }
 
@@ -404,7 +406,7 @@ func (t *Table) Remove(keys *Tensor) (ids, rows *Tensor, err error) {
 // given for them (int64 [N] each, as Metadata gives them), so that rows trained since the
 // caller read their metadata stay; with both nil it is Remove. It needs a table whose config
 // has TrackAccess.
-func (t *Table) RemoveUnchanged(keys, lastStep, frequency *Tensor) (ids, rows *Tensor, err error) {
+func (t *Table) RemoveUnchanged(keys, lastStep, frequency *cgotorch.Tensor) (ids, rows *cgotorch.Tensor, err error) {
 	const op = "table remove"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
@@ -438,7 +440,7 @@ func (t *Table) Compact() error {
 
 // Delta returns the rows changed since the last mark and the ids deleted since then (before
 // the first mark: every row); with mark, a new mark is set atomically with the delta.
-func (t *Table) Delta(mark bool) (*TableDelta, error) {
+func (t *Table) Delta(mark bool) (*Delta, error) {
 	var ids, rows, meta, del C.ct_tensor
 	var states [2]C.ct_tensor
 	var cids, cvals C.ct_tensor
@@ -454,7 +456,7 @@ func (t *Table) Delta(mark bool) (*TableDelta, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &TableDelta{IDs: newTensor(ids), Rows: newTensor(rows), Meta: newTensor(meta), Deleted: newTensor(del), Step: int64(step),
+	d := &Delta{IDs: newTensor(ids), Rows: newTensor(rows), Meta: newTensor(meta), Deleted: newTensor(del), Step: int64(step),
 		Chain: DeltaChain{Lineage: uint64(info.lineage), Base: int64(info.base), Seq: int64(info.seq)}}
 	for _, s := range states {
 		if s != nil {
@@ -468,8 +470,8 @@ func (t *Table) Delta(mark bool) (*TableDelta, error) {
 	for i := range d.State.OptParams {
 		d.State.OptParams[i] = float64(info.opt_params[i])
 	}
-	if d.State.CountIDs, err = ToSlice[int64](ct); err == nil {
-		d.State.Counts, err = ToSlice[int64](cv)
+	if d.State.CountIDs, err = cgotorch.ToSlice[int64](ct); err == nil {
+		d.State.Counts, err = cgotorch.ToSlice[int64](cv)
 	}
 	if err != nil {
 		d.Close()

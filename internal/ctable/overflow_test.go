@@ -1,4 +1,4 @@
-package cgotorch_test
+package ctable_test
 
 import (
 	"errors"
@@ -8,27 +8,28 @@ import (
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // overflowCases: every optimizer, with a finite gradient that takes a result beyond float32's
 // range (1e38: its square overflows; SGD's lr of 10 takes lr * g beyond it).
 var overflowCases = []struct {
 	name   string
-	opt    cgotorch.TableOptimizer
+	opt    ctable.Optimizer
 	params [8]float64
 }{
-	{"SGD", cgotorch.OptSGD, [8]float64{10}},
-	{"SGDMomentum", cgotorch.OptSGD, [8]float64{10, 0.9}},
-	{"SGDNesterov", cgotorch.OptSGD, [8]float64{10, 0.9, 0, 1}},
-	{"Adagrad", cgotorch.OptAdagrad, [8]float64{0.1, 0, 0.1, 1e-10}},
-	{"RowWiseAdagrad", cgotorch.OptRowWiseAdagrad, [8]float64{0.1, 0, 0.1, 1e-10}},
-	{"SparseAdam", cgotorch.OptSparseAdam, [8]float64{0.01, 0.9, 0.999, 1e-8}},
-	{"AdamW", cgotorch.OptAdamW, [8]float64{0.01, 0.9, 0.999, 1e-8, 0.01}},
-	{"FTRL", cgotorch.OptFTRL, [8]float64{0.1, 1, 0, 0, 0.1}},
+	{"SGD", ctable.OptSGD, [8]float64{10}},
+	{"SGDMomentum", ctable.OptSGD, [8]float64{10, 0.9}},
+	{"SGDNesterov", ctable.OptSGD, [8]float64{10, 0.9, 0, 1}},
+	{"Adagrad", ctable.OptAdagrad, [8]float64{0.1, 0, 0.1, 1e-10}},
+	{"RowWiseAdagrad", ctable.OptRowWiseAdagrad, [8]float64{0.1, 0, 0.1, 1e-10}},
+	{"SparseAdam", ctable.OptSparseAdam, [8]float64{0.01, 0.9, 0.999, 1e-8}},
+	{"AdamW", ctable.OptAdamW, [8]float64{0.01, 0.9, 0.999, 1e-8, 0.01}},
+	{"FTRL", ctable.OptFTRL, [8]float64{0.1, 1, 0, 0, 0.1}},
 }
 
 // dumpTable is a table's export as Go values (ids ascending).
-func dumpTable(t *testing.T, tbl *cgotorch.Table) []any {
+func dumpTable(t *testing.T, tbl *ctable.Table) []any {
 	t.Helper()
 	s, err := tbl.Export()
 	if err != nil {
@@ -61,9 +62,9 @@ func bitsOf(v []float32) []uint32 {
 func TestTableUpdateOverflowRejected(t *testing.T) {
 	for _, c := range overflowCases {
 		for _, kernels := range []bool{false, true} {
-			for _, layout := range []cgotorch.TableLayout{cgotorch.LayoutSeparate, cgotorch.LayoutInterleaved} {
+			for _, layout := range []ctable.Layout{ctable.LayoutSeparate, ctable.LayoutInterleaved} {
 				name := fmt.Sprintf("%s/kernels=%v/layout=%d", c.name, kernels, layout)
-				tbl, err := cgotorch.NewTable("overflow", cgotorch.TableConfig{Dim: 5, Init: cgotorch.InitUniform,
+				tbl, err := ctable.New("overflow", ctable.Config{Dim: 5, Init: ctable.InitUniform,
 					InitParams: [4]float64{-1, 1}, Optimizer: c.opt, OptParams: c.params, Device: cgotorch.CPU,
 					BlockRows: 2, TensorKernels: kernels, Layout: layout})
 				if err != nil {
@@ -115,7 +116,7 @@ func TestTableUpdateOverflowRejected(t *testing.T) {
 // is rejected and changes nothing; raw and tensor kernels.
 func TestTableOverflowFromState(t *testing.T) {
 	for _, kernels := range []bool{false, true} {
-		tbl, err := cgotorch.NewTable("overflow-state", cgotorch.TableConfig{Dim: 5, Optimizer: cgotorch.OptAdagrad,
+		tbl, err := ctable.New("overflow-state", ctable.Config{Dim: 5, Optimizer: ctable.OptAdagrad,
 			OptParams: [8]float64{0.1, 0, 0, 1e-10}, Device: cgotorch.CPU, TensorKernels: kernels})
 		if err != nil {
 			t.Fatal(err)

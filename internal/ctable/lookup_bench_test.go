@@ -1,4 +1,4 @@
-package cgotorch_test
+package ctable_test
 
 import (
 	"errors"
@@ -8,12 +8,14 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/ctable"
+	"github.com/gorec/gorec/internal/ctable/clookup"
 )
 
 // BenchmarkTableLookupGo compares Table.Lookup called from Go with the same op called from C,
 // side by side in one process: a lookup of a batch of 4,096 random present ids on a table of
 // 2^20 ids at dim 64, single thread, result freed, through embedding.Table.Lookup, through the
-// raw cgotorch handle, and from a C loop over the C ABI (cgotorch's lookupLoopC). Each
+// binding's handle (ctable.Table.Lookup), and from a C loop over the C ABI (clookup.Loop). Each
 // iteration times a group of 32 batches with each of the three, in a rotating order; each
 // reports <name>-ns/batch, the best group mean. scripts/bench.sh prints the ratios to C
 // (target: Go overhead under 20%).
@@ -41,7 +43,7 @@ func BenchmarkTableLookupGo(b *testing.B) {
 		}
 		k.Close()
 	}
-	raw, err := cgotorch.OpenTable(b.Name())
+	raw, err := ctable.Open(b.Name())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,8 +80,8 @@ func BenchmarkTableLookupGo(b *testing.B) {
 		run  func() (time.Duration, error)
 	}{
 		{"embedding", fromGo(tbl.Lookup)},
-		{"cgotorch", fromGo(raw.Lookup)},
-		{"c", func() (time.Duration, error) { return cgotorch.LookupLoopC(raw, keys, groups) }},
+		{"ctable", fromGo(raw.Lookup)},
+		{"c", func() (time.Duration, error) { return clookup.Loop(b.Name(), keys, groups) }},
 	}
 	best := make([]time.Duration, len(ways))
 	for w := range best {
@@ -102,32 +104,33 @@ func BenchmarkTableLookupGo(b *testing.B) {
 }
 
 // TestLookupLoopC checks the C baseline the benchmark compares with: it looks up (so it
-// inserts) and reports its time, and it rejects what Table.Lookup rejects.
+// inserts) and reports its time, and it rejects what Table.Lookup rejects and a name that no
+// open table has.
 func TestLookupLoopC(t *testing.T) {
-	tbl, err := cgotorch.NewTable(t.Name(), cgotorch.TableConfig{Dim: 4})
+	tbl, err := ctable.New(t.Name(), ctable.Config{Dim: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := []*cgotorch.Tensor{cgotorch.MustFromSlice([]int64{1, 2, 3}), cgotorch.MustFromSlice([]int64{3, 4})}
 	defer keys[0].Close()
 	defer keys[1].Close()
-	d, err := cgotorch.LookupLoopC(tbl, keys, 5)
+	d, err := clookup.Loop(t.Name(), keys, 5)
 	if err != nil || d <= 0 {
-		t.Fatalf("LookupLoopC = %v, %v; want a positive duration", d, err)
+		t.Fatalf("Loop = %v, %v; want a positive duration", d, err)
 	}
 	if st, err := tbl.Stats(); err != nil || st.Size != 4 {
 		t.Errorf("after the loop: stats %+v, %v; want 4 ids", st, err)
 	}
 	bad := cgotorch.MustFromSlice([]float32{1})
 	defer bad.Close()
-	if _, err := cgotorch.LookupLoopC(tbl, []*cgotorch.Tensor{bad}, 1); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+	if _, err := clookup.Loop(t.Name(), []*cgotorch.Tensor{bad}, 1); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Errorf("float keys: err = %v, want ErrInvalidArgument", err)
 	}
-	if _, err := cgotorch.LookupLoopC(tbl, nil, 1); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+	if _, err := clookup.Loop(t.Name(), nil, 1); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Errorf("no keys: err = %v, want ErrInvalidArgument", err)
 	}
 	tbl.Close()
-	if _, err := cgotorch.LookupLoopC(tbl, keys, 1); !errors.Is(err, cgotorch.ErrClosed) {
-		t.Errorf("closed table: err = %v, want ErrClosed", err)
+	if _, err := clookup.Loop(t.Name(), keys, 1); !errors.Is(err, cgotorch.ErrNotFound) {
+		t.Errorf("closed table: err = %v, want ErrNotFound", err)
 	}
 }

@@ -1,4 +1,4 @@
-package cgotorch_test
+package ctable_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // Tensor-kernel tables (CUDA's storage, here on the CPU) allocate one tensor per growth, a
@@ -18,23 +19,23 @@ import (
 // of two.
 func TestTableChunks(t *testing.T) {
 	for _, c := range []struct {
-		layout    cgotorch.TableLayout
+		layout    ctable.Layout
 		blockRows int64
 		caps      []int64 // after inserting 1, 5, 9, 17 and 33 ids
 		compacted int64   // the capacity after compaction down to 9 ids
 		regrown   int64   // and after growing back to 30
 	}{
-		{cgotorch.LayoutSeparate, 4, []int64{4, 8, 16, 32, 64}, 12, 32},
-		{cgotorch.LayoutInterleaved, 4, []int64{4, 8, 16, 32, 64}, 12, 32},
-		{cgotorch.LayoutSeparate, 3, []int64{3, 6, 12, 24, 48}, 9, 30},
+		{ctable.LayoutSeparate, 4, []int64{4, 8, 16, 32, 64}, 12, 32},
+		{ctable.LayoutInterleaved, 4, []int64{4, 8, 16, 32, 64}, 12, 32},
+		{ctable.LayoutSeparate, 3, []int64{3, 6, 12, 24, 48}, 9, 30},
 	} {
 		t.Run(fmt.Sprintf("layout%d/blocks%d", c.layout, c.blockRows), func(t *testing.T) {
-			var raw, ten *cgotorch.Table
-			for i, p := range []**cgotorch.Table{&raw, &ten} {
+			var raw, ten *ctable.Table
+			for i, p := range []**ctable.Table{&raw, &ten} {
 				var err error
-				*p, err = cgotorch.NewTable(fmt.Sprintf("chunks-%d-%d-%d", c.layout, c.blockRows, i), cgotorch.TableConfig{
-					Dim: 3, BlockRows: c.blockRows, Init: cgotorch.InitNormal, InitParams: [4]float64{0, 1},
-					Optimizer: cgotorch.OptSparseAdam, OptParams: [8]float64{0.05, 0.9, 0.999, 1e-8},
+				*p, err = ctable.New(fmt.Sprintf("chunks-%d-%d-%d", c.layout, c.blockRows, i), ctable.Config{
+					Dim: 3, BlockRows: c.blockRows, Init: ctable.InitNormal, InitParams: [4]float64{0, 1},
+					Optimizer: ctable.OptSparseAdam, OptParams: [8]float64{0.05, 0.9, 0.999, 1e-8},
 					Device: cgotorch.CPU, Layout: c.layout, TensorKernels: i == 1})
 				if err != nil {
 					t.Fatal(err)
@@ -61,7 +62,7 @@ func TestTableChunks(t *testing.T) {
 				for i := range grads {
 					grads[i] = rng.Float32() - 0.5
 				}
-				for _, tbl := range []*cgotorch.Table{raw, ten} {
+				for _, tbl := range []*ctable.Table{raw, ten} {
 					k, g := cgotorch.MustFromSlice(batch), cgotorch.MustFromSlice(grads, int64(len(batch)), 3)
 					if err := tbl.Update(k, g); err != nil {
 						t.Fatal(err)
@@ -76,7 +77,7 @@ func TestTableChunks(t *testing.T) {
 			// keep the 9 ids inserted last (rows 24 to 32, in the last two chunks)
 			del := cgotorch.MustFromSlice(ids[:len(ids)-9])
 			before := tableStats(t, ten)
-			for _, tbl := range []*cgotorch.Table{raw, ten} {
+			for _, tbl := range []*ctable.Table{raw, ten} {
 				if _, err := tbl.Delete(del); err != nil {
 					t.Fatal(err)
 				}
@@ -103,7 +104,7 @@ func TestTableChunks(t *testing.T) {
 	}
 }
 
-func tableStats(t *testing.T, tbl *cgotorch.Table) cgotorch.TableStats {
+func tableStats(t *testing.T, tbl *ctable.Table) ctable.Stats {
 	t.Helper()
 	st, err := tbl.Stats()
 	if err != nil {
@@ -113,12 +114,12 @@ func tableStats(t *testing.T, tbl *cgotorch.Table) cgotorch.TableStats {
 }
 
 // lookupBoth looks ids up in both tables and wants the same rows.
-func lookupBoth(t *testing.T, a, b *cgotorch.Table, ids []int64) {
+func lookupBoth(t *testing.T, a, b *ctable.Table, ids []int64) {
 	t.Helper()
 	k := cgotorch.MustFromSlice(ids)
 	defer k.Close()
 	var got [2][]float32
-	for i, tbl := range []*cgotorch.Table{a, b} {
+	for i, tbl := range []*ctable.Table{a, b} {
 		r, err := tbl.Lookup(k)
 		if err != nil {
 			t.Fatal(err)
@@ -132,10 +133,10 @@ func lookupBoth(t *testing.T, a, b *cgotorch.Table, ids []int64) {
 }
 
 // sameExports wants the same ids, rows and states in both tables.
-func sameExports(t *testing.T, a, b *cgotorch.Table) {
+func sameExports(t *testing.T, a, b *ctable.Table) {
 	t.Helper()
-	var snaps [2]*cgotorch.TableSnapshot
-	for i, tbl := range []*cgotorch.Table{a, b} {
+	var snaps [2]*ctable.Snapshot
+	for i, tbl := range []*ctable.Table{a, b} {
 		s, err := tbl.Export()
 		if err != nil {
 			t.Fatal(err)

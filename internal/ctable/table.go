@@ -1,11 +1,10 @@
-package cgotorch
+package ctable
 
 // #include <stdlib.h>
-// #include "cgotorch.h"
+// #include "../../cgotorch/cgotorch.h"
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sort"
@@ -13,61 +12,49 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctensor"
 )
 
-// Sentinels of the embedding tables, besides ErrClosed (a closed table), ErrInvalidArgument (bad
-// input) and ErrDevice.
-var (
-	// ErrNameTaken: an open table already has that name.
-	ErrNameTaken = errors.New("cgotorch: table name taken")
-	// ErrNotFound: no open table has that name (embedding.ErrNotFound, also for a missing file).
-	ErrNotFound = errors.New("cgotorch: not found")
-	// ErrIncompatible: a delta that does not follow the table's position in its delta chain
-	// (embedding.ErrIncompatible, also for a checkpoint that does not fit the table).
-	ErrIncompatible = errors.New("cgotorch: incompatible checkpoint or delta")
-	// ErrUnknownPrefetch: the prefetch id was never issued, was already waited for, or was
-	// discarded.
-	ErrUnknownPrefetch = errors.New("cgotorch: unknown prefetch")
-)
+// Init selects the initializer of new rows (see Config.InitParams).
+type Init int32
 
-// TableInit selects the initializer of new rows (see TableConfig.InitParams).
-type TableInit int32
-
-// The initializers; a new row's value depends only on (seed, id). NewTable refuses
+// The initializers; a new row's value depends only on (seed, id). New refuses
 // (ErrInvalidArgument) parameters that are not finite or with which a row value could be beyond
 // float32's range (see ct_table_initializer in cgotorch.h for the bounds).
 const (
-	InitZeros           TableInit = C.CT_INIT_ZEROS
-	InitConstant        TableInit = C.CT_INIT_CONSTANT         // value
-	InitUniform         TableInit = C.CT_INIT_UNIFORM          // low, high
-	InitNormal          TableInit = C.CT_INIT_NORMAL           // mean, std
-	InitTruncatedNormal TableInit = C.CT_INIT_TRUNCATED_NORMAL // mean, std, low, high
-	InitXavierUniform   TableInit = C.CT_INIT_XAVIER_UNIFORM   // gain, fan in, fan out (0: dim)
-	InitXavierNormal    TableInit = C.CT_INIT_XAVIER_NORMAL    // gain, fan in, fan out (0: dim)
+	InitZeros           Init = C.CT_INIT_ZEROS
+	InitConstant        Init = C.CT_INIT_CONSTANT         // value
+	InitUniform         Init = C.CT_INIT_UNIFORM          // low, high
+	InitNormal          Init = C.CT_INIT_NORMAL           // mean, std
+	InitTruncatedNormal Init = C.CT_INIT_TRUNCATED_NORMAL // mean, std, low, high
+	InitXavierUniform   Init = C.CT_INIT_XAVIER_UNIFORM   // gain, fan in, fan out (0: dim)
+	InitXavierNormal    Init = C.CT_INIT_XAVIER_NORMAL    // gain, fan in, fan out (0: dim)
 )
 
-// TableOptimizer selects the optimizer a table applies in Update (see TableConfig.OptParams).
-type TableOptimizer int32
+// Optimizer selects the optimizer a table applies in Update (see Config.OptParams).
+type Optimizer int32
 
 // The optimizers and the order of their parameters.
 const (
-	OptNone           TableOptimizer = C.CT_OPT_NONE
-	OptSGD            TableOptimizer = C.CT_OPT_SGD             // lr, momentum, dampening, nesterov (0/1)
-	OptAdagrad        TableOptimizer = C.CT_OPT_ADAGRAD         // lr, lr decay, initial accumulator, eps
-	OptRowWiseAdagrad TableOptimizer = C.CT_OPT_ROWWISE_ADAGRAD // lr, lr decay, initial accumulator, eps
-	OptSparseAdam     TableOptimizer = C.CT_OPT_SPARSE_ADAM     // lr, beta1, beta2, eps
-	OptAdamW          TableOptimizer = C.CT_OPT_ADAMW           // lr, beta1, beta2, eps, weight decay
-	OptFTRL           TableOptimizer = C.CT_OPT_FTRL            // alpha, beta, l1, l2, initial accumulator
+	OptNone           Optimizer = C.CT_OPT_NONE
+	OptSGD            Optimizer = C.CT_OPT_SGD             // lr, momentum, dampening, nesterov (0/1)
+	OptAdagrad        Optimizer = C.CT_OPT_ADAGRAD         // lr, lr decay, initial accumulator, eps
+	OptRowWiseAdagrad Optimizer = C.CT_OPT_ROWWISE_ADAGRAD // lr, lr decay, initial accumulator, eps
+	OptSparseAdam     Optimizer = C.CT_OPT_SPARSE_ADAM     // lr, beta1, beta2, eps
+	OptAdamW          Optimizer = C.CT_OPT_ADAMW           // lr, beta1, beta2, eps, weight decay
+	OptFTRL           Optimizer = C.CT_OPT_FTRL            // alpha, beta, l1, l2, initial accumulator
 )
 
-// TableLayout says where optimizer states live relative to the embedding.
-type TableLayout int32
+// Layout says where optimizer states live relative to the embedding.
+type Layout int32
 
 // The layouts: separate block arrays per state (the default, the faster one in gorec's
 // measurements) or interleaved (a block row holds the embedding and its states side by side).
 const (
-	LayoutSeparate    TableLayout = C.CT_LAYOUT_SEPARATE
-	LayoutInterleaved TableLayout = C.CT_LAYOUT_INTERLEAVED
+	LayoutSeparate    Layout = C.CT_LAYOUT_SEPARATE
+	LayoutInterleaved Layout = C.CT_LAYOUT_INTERLEAVED
 )
 
 // ReadDefault is the row Read and Prefetch give for ids not in the table.
@@ -79,18 +66,18 @@ const (
 	ReadInitial ReadDefault = C.CT_READ_INITIAL
 )
 
-// TableConfig describes a new table. Zero BlockRows means 4096.
-type TableConfig struct {
+// Config describes a new table. Zero BlockRows means 4096.
+type Config struct {
 	Dim        int64
 	Capacity   int64 // rows and ids to allocate up front
 	BlockRows  int64
-	Init       TableInit
+	Init       Init
 	InitParams [4]float64
-	Optimizer  TableOptimizer
+	Optimizer  Optimizer
 	OptParams  [8]float64
-	Device     Device
+	Device     cgotorch.Device
 	Seed       uint64
-	Layout     TableLayout
+	Layout     Layout
 	// TensorKernels runs the tensor-op kernels of CUDA tables on a CPU table (for tests).
 	TensorKernels bool
 	// TrackAccess keeps each row's last step and frequency (8 bytes a row), which Metadata and
@@ -98,29 +85,29 @@ type TableConfig struct {
 	TrackAccess bool
 }
 
-// TableStats describes a table.
-type TableStats struct {
+// Stats describes a table.
+type Stats struct {
 	Size      int64 // ids stored
 	Capacity  int64 // rows the allocated blocks hold
 	Bytes     int64 // memory held by blocks, id map and bookkeeping
 	Dim       int64
 	Step      int64 // optimizer steps taken
 	NumStates int
-	Optimizer TableOptimizer
+	Optimizer Optimizer
 }
 
-// TableSnapshot is a consistent copy of a table: ids sorted ascending, their rows and optimizer
-// states (named as in TableStateName), and the step counter.
-type TableSnapshot struct {
-	IDs        *Tensor
-	Rows       *Tensor
-	States     []*Tensor
+// Snapshot is a consistent copy of a table: ids sorted ascending, their rows and optimizer
+// states (named as in StateName), and the step counter.
+type Snapshot struct {
+	IDs        *cgotorch.Tensor
+	Rows       *cgotorch.Tensor
+	States     []*cgotorch.Tensor
 	StateNames []string
 	Step       int64
 }
 
 // Close releases the snapshot's tensors.
-func (s *TableSnapshot) Close() {
+func (s *Snapshot) Close() {
 	if s == nil {
 		return
 	}
@@ -132,12 +119,11 @@ func (s *TableSnapshot) Close() {
 }
 
 // Table is a handle to a named dynamic hash embedding table living on the C side (see
-// cgotorch.h, "Embedding tables"). Every method returns an error instead of panicking (the
-// table-state policy of the package doc); errors wrap ErrInvalidArgument (bad input: nothing
-// changed), ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrIncompatible or
-// ErrTorch.
+// cgotorch.h, "Embedding tables"). Every method returns an error instead of panicking (see
+// the package doc); errors wrap ErrInvalidArgument (bad input: nothing changed), ErrClosed,
+// ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrIncompatible or ErrTorch.
 //
-// Close closes the table itself, for every handle (including those from OpenTable), after the
+// Close closes the table itself, for every handle (including those from Open), after the
 // operations in flight; it is idempotent and safe to call concurrently with other methods, which
 // then fail with ErrClosed. An open table is registered by name, so a handle that becomes
 // unreachable does not close it: its cleanup only releases the handle.
@@ -157,21 +143,24 @@ func newTableHandle(p C.ct_table, name string) *Table {
 func freeTableHandle(p C.ct_table) { C.ct_table_free(p) }
 
 // tensorArg is the handle of a tensor argument; nil or closed tensors are bad input.
-func tensorArg(op, what string, t *Tensor) (C.ct_tensor, error) {
-	if t == nil {
-		return nil, &Error{Op: op, Msg: what + " is a nil *Tensor", Kind: ErrInvalidArgument}
-	}
-	p := t.p.Load()
-	if p == nil {
-		return nil, &Error{Op: op, Msg: what + " tensor is closed", Kind: ErrInvalidArgument}
-	}
-	return C.ct_tensor(unsafe.Pointer(p)), nil
+func tensorArg(op, what string, t *cgotorch.Tensor) (C.ct_tensor, error) {
+	p, err := ctensor.Handle(op, what, t)
+	return C.ct_tensor(p), err
 }
+
+// newTensor wraps a handle the C ABI returned (nil for NULL).
+func newTensor(p C.ct_tensor) *cgotorch.Tensor {
+	return ctensor.Wrap(unsafe.Pointer(p)).(*cgotorch.Tensor)
+}
+
+// toError converts (and frees) an error of the C ABI with cgotorch's conversion: its code
+// gives the sentinel; nil stays nil.
+func toError(op string, e C.ct_error) error { return ctensor.Error(op, unsafe.Pointer(e)) }
 
 // acquire returns the handle with t.mu held shared; release with t.mu.RUnlock.
 func (t *Table) acquire(op string) (C.ct_table, error) {
 	if t == nil {
-		return nil, &Error{Op: op, Msg: "nil *Table", Kind: ErrClosed}
+		return nil, &cgotorch.Error{Op: op, Msg: "nil *Table", Kind: cgotorch.ErrClosed}
 	}
 	t.mu.RLock()
 	return t.held(op)
@@ -195,30 +184,30 @@ func (t *Table) tryAcquire(op string) (p C.ct_table, ok bool, err error) {
 func (t *Table) held(op string) (C.ct_table, error) {
 	if t.p == nil {
 		t.mu.RUnlock()
-		return nil, &Error{Op: op, Msg: "table \"" + t.name + "\" is closed", Kind: ErrClosed}
+		return nil, &cgotorch.Error{Op: op, Msg: "table \"" + t.name + "\" is closed", Kind: cgotorch.ErrClosed}
 	}
 	return t.p, nil
 }
 
-// MaxTableNameBytes is the longest table name, in bytes.
-const MaxTableNameBytes = 255
+// MaxNameBytes is the longest table name, in bytes.
+const MaxNameBytes = 255
 
 // tableName is name as a C string (the caller frees it), refused (ErrInvalidArgument) when it
 // holds a NUL byte, which C would take for its end (the table would get the name's prefix),
-// or is longer than MaxTableNameBytes. (The C side checks the rest: empty, control bytes.)
+// or is longer than MaxNameBytes. (The C side checks the rest: empty, control bytes.)
 func tableName(op, name string) (*C.char, error) {
 	switch {
 	case strings.IndexByte(name, 0) >= 0:
-		return nil, &Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name %q contains a NUL byte", name), Kind: ErrInvalidArgument}
-	case len(name) > MaxTableNameBytes:
-		return nil, &Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name is longer than %d bytes", MaxTableNameBytes), Kind: ErrInvalidArgument}
+		return nil, &cgotorch.Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name %q contains a NUL byte", name), Kind: cgotorch.ErrInvalidArgument}
+	case len(name) > MaxNameBytes:
+		return nil, &cgotorch.Error{Op: op, Msg: fmt.Sprintf("invalid argument: table name is longer than %d bytes", MaxNameBytes), Kind: cgotorch.ErrInvalidArgument}
 	}
 	return C.CString(name), nil
 }
 
-// NewTable creates and registers a table; the name must not be taken.
-func NewTable(name string, cfg TableConfig) (*Table, error) {
-	if err := cfg.Device.checkAvailable(); err != nil {
+// New creates and registers a table; the name must not be taken.
+func New(name string, cfg Config) (*Table, error) {
+	if err := ctensor.CheckDevice(cfg.Device); err != nil {
 		return nil, err
 	}
 	c := C.ct_table_config{
@@ -227,7 +216,7 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 		block_rows:  C.int64_t(cfg.BlockRows),
 		initializer: C.int32_t(cfg.Init),
 		optimizer:   C.int32_t(cfg.Optimizer),
-		device:      cfg.Device.c(),
+		device:      C.ct_device{_type: C.int32_t(cfg.Device.Type), index: C.int32_t(cfg.Device.Index)}, // checked above
 		seed:        C.uint64_t(cfg.Seed),
 		layout:      C.int32_t(cfg.Layout),
 	}
@@ -255,8 +244,8 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 	return newTableHandle(p, name), nil
 }
 
-// OpenTable returns a new handle to the open table of that name (ErrNotFound if none).
-func OpenTable(name string) (*Table, error) {
+// Open returns a new handle to the open table of that name (ErrNotFound if none).
+func Open(name string) (*Table, error) {
 	cname, err := tableName("open table", name)
 	if err != nil {
 		return nil, err
@@ -269,8 +258,8 @@ func OpenTable(name string) (*Table, error) {
 	return newTableHandle(p, name), nil
 }
 
-// TableNames lists the open tables, sorted.
-func TableNames() []string {
+// Names lists the open tables, sorted.
+func Names() []string {
 	var s *C.char
 	if err := toError("table names", C.ct_table_names(&s)); err != nil {
 		return nil
@@ -285,8 +274,8 @@ func TableNames() []string {
 	return names
 }
 
-// TableStateName is the name of optimizer state i of a table using opt ("" if none).
-func TableStateName(opt TableOptimizer, i int) string {
+// StateName is the name of optimizer state i of a table using opt ("" if none).
+func StateName(opt Optimizer, i int) string {
 	s := C.ct_table_state_name(C.int32_t(opt), C.int32_t(i))
 	if s == nil {
 		return ""
@@ -294,8 +283,8 @@ func TableStateName(opt TableOptimizer, i int) string {
 	return C.GoString(s)
 }
 
-// UpdateTableByName applies one optimizer step to the open table of that name.
-func UpdateTableByName(name string, keys, grads *Tensor) error {
+// UpdateByName applies one optimizer step to the open table of that name.
+func UpdateByName(name string, keys, grads *cgotorch.Tensor) error {
 	k, err := tensorArg("update", "keys", keys)
 	if err != nil {
 		return err
@@ -337,7 +326,7 @@ func (t *Table) Close() error {
 
 // Lookup returns the rows of keys (int64 [N]) as float32 [N, dim] on the keys' device,
 // inserting and initialising absent ids.
-func (t *Table) Lookup(keys *Tensor) (*Tensor, error) {
+func (t *Table) Lookup(keys *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	const op = "table lookup"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
@@ -360,7 +349,7 @@ func (t *Table) Lookup(keys *Tensor) (*Tensor, error) {
 
 // Indices returns the row indices of keys (int64 [N]): with insert, absent ids are inserted;
 // without, they give -1.
-func (t *Table) Indices(keys *Tensor, insert bool) (*Tensor, error) {
+func (t *Table) Indices(keys *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, error) {
 	const op = "table indices"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
@@ -387,7 +376,7 @@ func (t *Table) Indices(keys *Tensor, insert bool) (*Tensor, error) {
 
 // Read returns the rows of keys without inserting: absent ids get the default row; found
 // (bool [N]) says which ids were present.
-func (t *Table) Read(keys *Tensor, def ReadDefault) (rows, found *Tensor, err error) {
+func (t *Table) Read(keys *cgotorch.Tensor, def ReadDefault) (rows, found *cgotorch.Tensor, err error) {
 	const op = "table read"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
@@ -410,7 +399,7 @@ func (t *Table) Read(keys *Tensor, def ReadDefault) (rows, found *Tensor, err er
 
 // Write sets the rows of keys to values (float32 [N, dim]), inserting absent ids; for a
 // repeated id the last occurrence wins.
-func (t *Table) Write(keys, values *Tensor) error {
+func (t *Table) Write(keys, values *cgotorch.Tensor) error {
 	return t.keysRows("table write", keys, values, "values", func(p C.ct_table, k, v C.ct_tensor) C.ct_error {
 		return C.ct_table_write(p, k, v)
 	})
@@ -418,13 +407,13 @@ func (t *Table) Write(keys, values *Tensor) error {
 
 // Update applies one optimizer step from grads (float32 [N, dim]); gradients of repeated ids
 // are summed first. Gradients with NaN or Inf are rejected as a whole (ErrInvalidArgument).
-func (t *Table) Update(keys, grads *Tensor) error {
+func (t *Table) Update(keys, grads *cgotorch.Tensor) error {
 	return t.keysRows("table update", keys, grads, "grads", func(p C.ct_table, k, g C.ct_tensor) C.ct_error {
 		return C.ct_table_update(p, k, g)
 	})
 }
 
-func (t *Table) keysRows(op string, keys, rows *Tensor, what string, f func(C.ct_table, C.ct_tensor, C.ct_tensor) C.ct_error) error {
+func (t *Table) keysRows(op string, keys, rows *cgotorch.Tensor, what string, f func(C.ct_table, C.ct_tensor, C.ct_tensor) C.ct_error) error {
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
 		return err
@@ -446,7 +435,7 @@ func (t *Table) keysRows(op string, keys, rows *Tensor, what string, f func(C.ct
 }
 
 // Prefetch starts an asynchronous Read of keys on a worker thread and returns its id.
-func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
+func (t *Table) Prefetch(keys *cgotorch.Tensor, def ReadDefault) (int64, error) {
 	const op = "table prefetch"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
@@ -471,7 +460,7 @@ func (t *Table) Prefetch(keys *Tensor, def ReadDefault) (int64, error) {
 // (at once). While a Close of this handle waits for its other calls (a long export, say), a
 // wait with a timeout gives not ready after it, so that a caller polling in time slices can
 // give up; once the Close is done it gives ErrClosed.
-func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *Tensor, ready bool, err error) {
+func (t *Table) PrefetchWait(id int64, timeout time.Duration) (rows, found *cgotorch.Tensor, ready bool, err error) {
 	const op = "table prefetch wait"
 	var p C.ct_table
 	if timeout < 0 {
@@ -518,7 +507,7 @@ func (t *Table) PrefetchDiscard(id int64) error {
 
 // Delete removes keys and returns how many were present. Their state is reset before their
 // row indices are reused.
-func (t *Table) Delete(keys *Tensor) (int64, error) {
+func (t *Table) Delete(keys *cgotorch.Tensor) (int64, error) {
 	const op = "table delete"
 	k, err := tensorArg(op, "keys", keys)
 	if err != nil {
@@ -551,27 +540,27 @@ func (t *Table) Clear() error {
 }
 
 // Stats describes the table.
-func (t *Table) Stats() (TableStats, error) {
+func (t *Table) Stats() (Stats, error) {
 	const op = "table stats"
 	p, err := t.acquire(op)
 	if err != nil {
-		return TableStats{}, err
+		return Stats{}, err
 	}
 	defer t.mu.RUnlock()
 	var s C.ct_table_stats
 	err = toError(op, C.ct_table_stats_get(&s, p))
 	runtime.KeepAlive(t)
 	if err != nil {
-		return TableStats{}, err
+		return Stats{}, err
 	}
-	return TableStats{
+	return Stats{
 		Size: int64(s.size), Capacity: int64(s.capacity), Bytes: int64(s.bytes), Dim: int64(s.dim),
-		Step: int64(s.step), NumStates: int(s.num_states), Optimizer: TableOptimizer(s.optimizer),
+		Step: int64(s.step), NumStates: int(s.num_states), Optimizer: Optimizer(s.optimizer),
 	}, nil
 }
 
 // Export returns a consistent snapshot of the table (on the table's device).
-func (t *Table) Export() (*TableSnapshot, error) {
+func (t *Table) Export() (*Snapshot, error) {
 	const op = "table export"
 	p, err := t.acquire(op)
 	if err != nil {
@@ -590,10 +579,10 @@ func (t *Table) Export() (*TableSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &TableSnapshot{IDs: newTensor(ids), Rows: newTensor(rows), Step: int64(step)}
+	snap := &Snapshot{IDs: newTensor(ids), Rows: newTensor(rows), Step: int64(step)}
 	for i := 0; i < int(s.num_states); i++ {
 		snap.States = append(snap.States, newTensor(states[i]))
-		snap.StateNames = append(snap.StateNames, TableStateName(TableOptimizer(s.optimizer), i))
+		snap.StateNames = append(snap.StateNames, StateName(Optimizer(s.optimizer), i))
 	}
 	return snap, nil
 }

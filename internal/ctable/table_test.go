@@ -1,4 +1,4 @@
-package cgotorch_test
+package ctable_test
 
 import (
 	"errors"
@@ -8,22 +8,23 @@ import (
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // The embedding tables are tested in depth through package embedding; these tests cover the
 // handle itself.
 
 func TestTableHandle(t *testing.T) {
-	cfg := cgotorch.TableConfig{Dim: 2, Init: cgotorch.InitConstant, InitParams: [4]float64{3},
-		Optimizer: cgotorch.OptSGD, OptParams: [8]float64{0.5}, Device: cgotorch.CPU}
-	tbl, err := cgotorch.NewTable("cgotorch-handle", cfg)
+	cfg := ctable.Config{Dim: 2, Init: ctable.InitConstant, InitParams: [4]float64{3},
+		Optimizer: ctable.OptSGD, OptParams: [8]float64{0.5}, Device: cgotorch.CPU}
+	tbl, err := ctable.New("ctable-handle", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cgotorch.NewTable("cgotorch-handle", cfg); !errors.Is(err, cgotorch.ErrNameTaken) {
+	if _, err := ctable.New("ctable-handle", cfg); !errors.Is(err, cgotorch.ErrNameTaken) {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if !slices.Contains(cgotorch.TableNames(), "cgotorch-handle") {
+	if !slices.Contains(ctable.Names(), "ctable-handle") {
 		t.Fatal("not listed")
 	}
 	keys := cgotorch.MustFromSlice([]int64{4, 5, 4})
@@ -55,7 +56,7 @@ func TestTableHandle(t *testing.T) {
 		t.Fatalf("nil keys: %v", err)
 	}
 	// Close concurrently with use: no crash, later calls fail with ErrClosed.
-	other, err := cgotorch.OpenTable("cgotorch-handle")
+	other, err := ctable.Open("ctable-handle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestTableHandle(t *testing.T) {
 		t.Fatalf("stats after close: %v", err)
 	}
 	other.Close()
-	if _, err := cgotorch.OpenTable("cgotorch-handle"); !errors.Is(err, cgotorch.ErrNotFound) {
+	if _, err := ctable.Open("ctable-handle"); !errors.Is(err, cgotorch.ErrNotFound) {
 		t.Fatalf("open after close: %v", err)
 	}
 }
@@ -95,22 +96,22 @@ func TestTableHandle(t *testing.T) {
 // The tensor kernels (CUDA's code path, run on the CPU) give the raw kernels' numbers, a learning
 // rate change between steps included (SGD momentum: the rows absent from steps are caught up).
 func TestTableTensorKernels(t *testing.T) {
-	for _, opt := range []cgotorch.TableOptimizer{cgotorch.OptSGD, cgotorch.OptAdagrad, cgotorch.OptRowWiseAdagrad,
-		cgotorch.OptSparseAdam, cgotorch.OptAdamW, cgotorch.OptFTRL} {
-		params := map[cgotorch.TableOptimizer][8]float64{
-			cgotorch.OptSGD:            {0.1, 0.9},
-			cgotorch.OptAdagrad:        {0.1, 0, 0.1, 1e-10},
-			cgotorch.OptRowWiseAdagrad: {0.1, 0.05, 0.1, 1e-6},
-			cgotorch.OptSparseAdam:     {0.01, 0.9, 0.999, 1e-8},
-			cgotorch.OptAdamW:          {0.01, 0.9, 0.999, 1e-8, 0.1},
-			cgotorch.OptFTRL:           {0.1, 1, 0.01, 0.1, 0.1},
+	for _, opt := range []ctable.Optimizer{ctable.OptSGD, ctable.OptAdagrad, ctable.OptRowWiseAdagrad,
+		ctable.OptSparseAdam, ctable.OptAdamW, ctable.OptFTRL} {
+		params := map[ctable.Optimizer][8]float64{
+			ctable.OptSGD:            {0.1, 0.9},
+			ctable.OptAdagrad:        {0.1, 0, 0.1, 1e-10},
+			ctable.OptRowWiseAdagrad: {0.1, 0.05, 0.1, 1e-6},
+			ctable.OptSparseAdam:     {0.01, 0.9, 0.999, 1e-8},
+			ctable.OptAdamW:          {0.01, 0.9, 0.999, 1e-8, 0.1},
+			ctable.OptFTRL:           {0.1, 1, 0.01, 0.1, 0.1},
 		}[opt]
-		var tables [2]*cgotorch.Table
+		var tables [2]*ctable.Table
 		for i := range tables {
 			var err error
-			tables[i], err = cgotorch.NewTable("kernels-"+string(rune('a'+i)), cgotorch.TableConfig{
-				Dim: 3, Init: cgotorch.InitNormal, InitParams: [4]float64{0, 1}, Optimizer: opt, OptParams: params,
-				Device: cgotorch.CPU, BlockRows: 2, TensorKernels: i == 1, Layout: cgotorch.LayoutInterleaved})
+			tables[i], err = ctable.New("kernels-"+string(rune('a'+i)), ctable.Config{
+				Dim: 3, Init: ctable.InitNormal, InitParams: [4]float64{0, 1}, Optimizer: opt, OptParams: params,
+				Device: cgotorch.CPU, BlockRows: 2, TensorKernels: i == 1, Layout: ctable.LayoutInterleaved})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,9 +155,9 @@ func TestTableTensorKernels(t *testing.T) {
 
 // RemoveUnchanged passes the expected metadata to the C side: both or neither.
 func TestTableRemoveUnchanged(t *testing.T) {
-	cfg := cgotorch.TableConfig{Dim: 2, Optimizer: cgotorch.OptSGD, OptParams: [8]float64{0.5},
+	cfg := ctable.Config{Dim: 2, Optimizer: ctable.OptSGD, OptParams: [8]float64{0.5},
 		Device: cgotorch.CPU, TrackAccess: true}
-	tbl, err := cgotorch.NewTable("cgotorch-remove-unchanged", cfg)
+	tbl, err := ctable.New("ctable-remove-unchanged", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,19 +206,19 @@ func TestTableRemoveUnchanged(t *testing.T) {
 // or NaN with gain 0).
 func TestTableInitializerMustFitFloat32(t *testing.T) {
 	for _, c := range []struct {
-		init   cgotorch.TableInit
+		init   ctable.Init
 		params [4]float64
 	}{
-		{cgotorch.InitConstant, [4]float64{1e39}},
-		{cgotorch.InitUniform, [4]float64{-1e39, 0}},
-		{cgotorch.InitNormal, [4]float64{0, 1e300}},
-		{cgotorch.InitTruncatedNormal, [4]float64{0, 1, -1e39, 1}},
-		{cgotorch.InitXavierUniform, [4]float64{1, 1e-320, 1e-320}},
-		{cgotorch.InitXavierUniform, [4]float64{0, 1e-320, 1e-320}},
-		{cgotorch.InitXavierNormal, [4]float64{1e300, 0, 0}},
+		{ctable.InitConstant, [4]float64{1e39}},
+		{ctable.InitUniform, [4]float64{-1e39, 0}},
+		{ctable.InitNormal, [4]float64{0, 1e300}},
+		{ctable.InitTruncatedNormal, [4]float64{0, 1, -1e39, 1}},
+		{ctable.InitXavierUniform, [4]float64{1, 1e-320, 1e-320}},
+		{ctable.InitXavierUniform, [4]float64{0, 1e-320, 1e-320}},
+		{ctable.InitXavierNormal, [4]float64{1e300, 0, 0}},
 	} {
-		cfg := cgotorch.TableConfig{Dim: 2, Init: c.init, InitParams: c.params, Device: cgotorch.CPU}
-		tbl, err := cgotorch.NewTable("cgotorch-init-range", cfg)
+		cfg := ctable.Config{Dim: 2, Init: c.init, InitParams: c.params, Device: cgotorch.CPU}
+		tbl, err := ctable.New("ctable-init-range", cfg)
 		if err == nil {
 			tbl.Close()
 		}
@@ -231,7 +232,7 @@ func TestTableInitializerMustFitFloat32(t *testing.T) {
 // forgotten: the discard succeeds, the wait returns at once with ErrUnknownPrefetch, and the id
 // is unknown afterwards.
 func TestTablePrefetchDiscardDuringWait(t *testing.T) {
-	tbl, err := cgotorch.NewTable("cgotorch-prefetch-discard", cgotorch.TableConfig{Dim: 1, Device: cgotorch.CPU})
+	tbl, err := ctable.New("ctable-prefetch-discard", ctable.Config{Dim: 1, Device: cgotorch.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,7 @@ func TestTablePrefetchDiscardDuringWait(t *testing.T) {
 	defer keys.Close()
 	var ids []int64 // two to keep the pool's two workers busy, then the one discarded
 	for i := 0; i < 3; i++ {
-		id, err := tbl.Prefetch(keys, cgotorch.ReadZeros)
+		id, err := tbl.Prefetch(keys, ctable.ReadZeros)
 		if err != nil {
 			t.Fatal(err)
 		}

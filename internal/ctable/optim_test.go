@@ -1,10 +1,11 @@
-package cgotorch_test
+package ctable_test
 
 import (
 	"math"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // The rules without a PyTorch fixture (FTRL-Proximal, row-wise Adagrad, AdamW), over four steps
@@ -40,22 +41,22 @@ func TestTableOptimizersReference(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		opt    cgotorch.TableOptimizer
+		opt    ctable.Optimizer
 		params [8]float64
 		lr3    float64 // the rate set before step 3
 		rows   [][]float64
 		states [][][]float64
 	}{
-		{"FTRL", cgotorch.OptFTRL, [8]float64{0.1, 1, 0.01, 0.1, 0.1}, 0.05,
+		{"FTRL", ctable.OptFTRL, [8]float64{0.1, 1, 0.01, 0.1, 0.1}, 0.05,
 			[][]float64{{0.0419926405, -0.0170020597, 0.301615372, 0.0330784287, -0.18897024}, {-0.139694002, 0.024960172, 0.00822559718, 0.35041401, 0.161029141}, {0.317459122, -0.211289018, 0.000294623442, -0.0613886769, 0.0539607891}, {0.9, 0.9, 0.9, 0.9, 0.9}},
 			[][][]float64{
 				{{-1.86187545, 0.812995716, -27.0753835, -2.17475612, 8.45251221}, {7.32284566, -0.898380779, -0.280994212, -16.0896558, -10.5197858}, {-19.6331982, 11.1521865, -0.0227683613, 4.96033646, -4.35019645}, {0, 0, 0, 0, 0}},
 				{{1.44, 1.84, 12.1225, 5.14, 1.51}, {2.6, 0.6, 0.4125, 1.6625, 5.1}, {4.35, 2.6625, 1.35, 9.1625, 9.1}, {0.1, 0.1, 0.1, 0.1, 0.1}},
 			}},
-		{"RowWiseAdagrad", cgotorch.OptRowWiseAdagrad, [8]float64{0.1, 0.1, 0.2, 1e-3}, 0.05,
+		{"RowWiseAdagrad", ctable.OptRowWiseAdagrad, [8]float64{0.1, 0.1, 0.2, 1e-3}, 0.05,
 			[][]float64{{0.481332447, -0.183188809, 0.771706865, 0.10625792, -1.55719429}, {-0.832088684, 0.270034716, 0.0364807196, 1.89446144, 0.454077145}, {1.13722251, -0.970433415, 0.356159375, -0.266623916, 0.205755154}, {0.9, 0.9, 0.9, 0.9, 0.9}},
 			[][][]float64{{{4.5105}, {2.175}, {5.425}, {0.2}}}},
-		{"AdamW", cgotorch.OptAdamW, [8]float64{0.05, 0.8, 0.95, 1e-3, 0.3}, 0.02,
+		{"AdamW", ctable.OptAdamW, [8]float64{0.05, 0.8, 0.95, 1e-3, 0.3}, 0.02,
 			[][]float64{{0.425528288, -0.169604346, 0.895005167, 0.0729316622, -1.54474413}, {-0.818792045, 0.212304384, 0.0821088254, 1.83333802, 0.496387839}, {1.17089891, -0.944512963, 0.335790575, -0.248870596, 0.0988495201}, {0.9, 0.9, 0.9, 0.9, 0.9}},
 			[][][]float64{
 				{{-0.0879999921, -0.140000015, 0.692000091, -0.30399999, 0.328000009}, {0.364000022, -0.0359999985, -0.0140000023, 0.277999997, 0.0560000092}, {0.420000017, 0.0899999887, 0.280000001, 0.639999986, -0.480000019}, {0, 0, 0, 0, 0}},
@@ -68,12 +69,12 @@ func TestTableOptimizersReference(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, kernels := range []bool{false, true} {
-			for _, layout := range []cgotorch.TableLayout{cgotorch.LayoutSeparate, cgotorch.LayoutInterleaved} {
+			for _, layout := range []ctable.Layout{ctable.LayoutSeparate, ctable.LayoutInterleaved} {
 				name := c.name
 				if kernels {
 					name += "/tensor-kernels"
 				}
-				tbl, err := cgotorch.NewTable("optim-ref", cgotorch.TableConfig{Dim: 5, Init: cgotorch.InitZeros,
+				tbl, err := ctable.New("optim-ref", ctable.Config{Dim: 5, Init: ctable.InitZeros,
 					Optimizer: c.opt, OptParams: c.params, Device: cgotorch.CPU, BlockRows: 2, TensorKernels: kernels,
 					Layout: layout})
 				if err != nil {

@@ -1,6 +1,6 @@
-package cgotorch
+package ctable
 
-// #include "cgotorch.h"
+// #include "../../cgotorch/cgotorch.h"
 import "C"
 
 import (
@@ -12,7 +12,7 @@ import (
 // sinkState is what a ct_table_save or ct_table_export_chunks stream reports to: the Go
 // function and its first error.
 type sinkState struct {
-	f     func(*TableChunk) error
+	f     func(*Chunk) error
 	dim   int
 	w     []int    // state widths
 	names []string // state names
@@ -28,13 +28,13 @@ func ctTableSink(ctx C.uintptr_t, c *C.ct_table_chunk) (ret C.int32_t) {
 	s := cgo.Handle(ctx).Value().(*sinkState)
 	defer func() {
 		if r := recover(); r != nil {
-			s.err = fmt.Errorf("cgotorch: table sink panicked: %v", r)
+			s.err = fmt.Errorf("ctable: table sink panicked: %v", r)
 			ret = 1
 		}
 	}()
 	n := int(c.count)
-	ch := &TableChunk{
-		Kind:        TableChunkKind(c.kind),
+	ch := &Chunk{
+		Kind:        ChunkKind(c.kind),
 		TotalRows:   int64(c.total_rows),
 		TotalCounts: int64(c.total_counts),
 		Step:        int64(c.step),

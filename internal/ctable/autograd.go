@@ -1,9 +1,13 @@
-package cgotorch
+package ctable
 
-// #include "cgotorch.h"
+// #include "../../cgotorch/cgotorch.h"
 import "C"
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/gorec/gorec/cgotorch"
+)
 
 // BagMode is the pooling of ForwardBag.
 type BagMode int32
@@ -15,28 +19,17 @@ const (
 	BagMax  BagMode = C.CT_BAG_MAX
 )
 
-// ForwardOptions configures Table.Forward and Table.ForwardBag (see cgotorch.h, "Embedding
-// autograd").
+// ForwardOptions are the options of Forward and ForwardBag (ct_table_forward_options but its
+// default_mode, the argument def). Its fields are those of embedding.ForwardOptions, which
+// documents them and converts to it as it is (ForwardOptions(o)): keep the two alike.
 type ForwardOptions struct {
-	// Train: find-or-insert the ids, and (with grad mode on) let the result's gradient reach
-	// the table. Otherwise a read-only lookup: absent ids get the Default row, nothing is
-	// inserted, the result has no gradient.
-	Train bool
-	// Fused applies the table's optimizer step during the backward pass instead of keeping
-	// the gradient until Step.
-	Fused bool
-	// Padding makes PaddingID the padding id: never looked up or inserted, zero rows in the
-	// result (left out of a bag's reduction and its mean's count), no gradient.
-	Padding   bool
-	PaddingID int64
-	// MaxNorm > 0 renormalises looked-up rows whose Euclidean norm exceeds it (in the table
-	// when training, in the result only otherwise).
-	MaxNorm float64
-	// Default is the row of absent ids in a read-only lookup.
-	Default ReadDefault
+	Train, Fused bool
+	Padding      bool
+	PaddingID    int64
+	MaxNorm      float64
 }
 
-func (o ForwardOptions) c() C.ct_table_forward_options {
+func (o ForwardOptions) c(def ReadDefault) C.ct_table_forward_options {
 	var c C.ct_table_forward_options
 	if o.Train {
 		c.train = 1
@@ -49,14 +42,15 @@ func (o ForwardOptions) c() C.ct_table_forward_options {
 	}
 	c.padding_id = C.int64_t(o.PaddingID)
 	c.max_norm = C.double(o.MaxNorm)
-	c.default_mode = C.int32_t(o.Default)
+	c.default_mode = C.int32_t(def)
 	return c
 }
 
 // Forward returns the rows of ids (int64, any shape) as float32 ids.shape + [dim] on the ids'
 // device, as part of the autograd graph when training: a backward pass hands the gradient of
-// the rows to the table (pending until Step, or applied at once with Fused).
-func (t *Table) Forward(ids *Tensor, opts ForwardOptions) (*Tensor, error) {
+// the rows to the table (pending until Step, or applied at once with Fused). Absent ids of a
+// read-only lookup get the def row.
+func (t *Table) Forward(ids *cgotorch.Tensor, opts ForwardOptions, def ReadDefault) (*cgotorch.Tensor, error) {
 	const op = "table forward"
 	k, err := tensorArg(op, "ids", ids)
 	if err != nil {
@@ -67,7 +61,7 @@ func (t *Table) Forward(ids *Tensor, opts ForwardOptions) (*Tensor, error) {
 		return nil, err
 	}
 	defer t.mu.RUnlock()
-	o := opts.c()
+	o := opts.c(def)
 	var out C.ct_tensor
 	err = toError(op, C.ct_table_forward(&out, p, k, &o))
 	runtime.KeepAlive(ids)
@@ -82,7 +76,8 @@ func (t *Table) Forward(ids *Tensor, opts ForwardOptions) (*Tensor, error) {
 // offsets int64 [B] (bag i holds ids[offsets[i]:offsets[i+1]], the last one runs to N), or ids
 // [B, L] with nil offsets. weights (per-sample weights shaped like ids, sum mode only) may be
 // nil. Empty bags give zero rows. Gradients reach the table as with Forward.
-func (t *Table) ForwardBag(ids, offsets, weights *Tensor, mode BagMode, opts ForwardOptions) (*Tensor, error) {
+func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode, opts ForwardOptions,
+	def ReadDefault) (*cgotorch.Tensor, error) {
 	const op = "table forward bag"
 	k, err := tensorArg(op, "ids", ids)
 	if err != nil {
@@ -104,7 +99,7 @@ func (t *Table) ForwardBag(ids, offsets, weights *Tensor, mode BagMode, opts For
 		return nil, err
 	}
 	defer t.mu.RUnlock()
-	o := opts.c()
+	o := opts.c(def)
 	var out C.ct_tensor
 	err = toError(op, C.ct_table_forward_bag(&out, p, k, off, w, C.int32_t(mode), &o))
 	runtime.KeepAlive(ids)
@@ -148,7 +143,7 @@ func (t *Table) ZeroGrad() error {
 
 // PendingGrad returns the pending gradients coalesced: ids ascending (int64 [M]) and their
 // summed gradients (float32 [M, dim]).
-func (t *Table) PendingGrad() (ids, grads *Tensor, err error) {
+func (t *Table) PendingGrad() (ids, grads *cgotorch.Tensor, err error) {
 	const op = "table pending grad"
 	p, err := t.acquire(op)
 	if err != nil {

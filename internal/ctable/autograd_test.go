@@ -1,4 +1,4 @@
-package cgotorch_test
+package ctable_test
 
 import (
 	"errors"
@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
 )
 
 // The autograd path of the table handle: Forward, ForwardBag, Step, ZeroGrad, PendingGrad. The
 // semantics are tested against PyTorch in package nn and in depth in package embedding.
 func TestTableForwardHandle(t *testing.T) {
-	tbl, err := cgotorch.NewTable("cgotorch-forward", cgotorch.TableConfig{Dim: 2, Init: cgotorch.InitZeros,
-		Optimizer: cgotorch.OptSGD, OptParams: [8]float64{1}})
+	tbl, err := ctable.New("ctable-forward", ctable.Config{Dim: 2, Init: ctable.InitZeros,
+		Optimizer: ctable.OptSGD, OptParams: [8]float64{1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,11 +25,11 @@ func TestTableForwardHandle(t *testing.T) {
 	}
 	ids := cgotorch.MustFromSlice([]int64{1, 2, 4, 5, 4, 3})
 	offsets := cgotorch.MustFromSlice([]int64{0, 2, 2})
-	want := map[cgotorch.BagMode][]float32{
-		cgotorch.BagSum: {6, 8, 0, 0, 32, 36}, cgotorch.BagMean: {3, 4, 0, 0, 8, 9}, cgotorch.BagMax: {4, 5, 0, 0, 10, 11},
+	want := map[ctable.BagMode][]float32{
+		ctable.BagSum: {6, 8, 0, 0, 32, 36}, ctable.BagMean: {3, 4, 0, 0, 8, 9}, ctable.BagMax: {4, 5, 0, 0, 10, 11},
 	}
 	for mode, w := range want {
-		out, err := tbl.ForwardBag(ids, offsets, nil, mode, cgotorch.ForwardOptions{})
+		out, err := tbl.ForwardBag(ids, offsets, nil, mode, ctable.ForwardOptions{}, ctable.ReadZeros)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +37,7 @@ func TestTableForwardHandle(t *testing.T) {
 			t.Errorf("mode %d: %v, want %v", mode, v, w)
 		}
 	}
-	out, err := tbl.Forward(cgotorch.MustFromSlice([]int64{3, 9, 3}, 3, 1), cgotorch.ForwardOptions{Train: true})
+	out, err := tbl.Forward(cgotorch.MustFromSlice([]int64{3, 9, 3}, 3, 1), ctable.ForwardOptions{Train: true}, ctable.ReadZeros)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestTableForwardHandle(t *testing.T) {
 	if v, _ := cgotorch.ToSlice[float32](r); !slices.Equal(v, []float32{4, 5, -1, -1}) {
 		t.Fatalf("rows after the step %v", v)
 	}
-	out, _ = tbl.Forward(cgotorch.MustFromSlice([]int64{3}), cgotorch.ForwardOptions{Train: true})
+	out, _ = tbl.Forward(cgotorch.MustFromSlice([]int64{3}), ctable.ForwardOptions{Train: true}, ctable.ReadZeros)
 	out.Sum().Backward()
 	if err := tbl.ZeroGrad(); err != nil {
 		t.Fatal(err)
@@ -71,10 +72,10 @@ func TestTableForwardHandle(t *testing.T) {
 	if stepped, _ := tbl.Step(); stepped {
 		t.Fatal("stepped after ZeroGrad")
 	}
-	if _, err := tbl.Forward(nil, cgotorch.ForwardOptions{}); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+	if _, err := tbl.Forward(nil, ctable.ForwardOptions{}, ctable.ReadZeros); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Fatalf("nil ids: %v", err)
 	}
-	if _, err := tbl.ForwardBag(ids, cgotorch.MustFromSlice([]int64{1}), nil, cgotorch.BagSum, cgotorch.ForwardOptions{}); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+	if _, err := tbl.ForwardBag(ids, cgotorch.MustFromSlice([]int64{1}), nil, ctable.BagSum, ctable.ForwardOptions{}, ctable.ReadZeros); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Fatalf("offsets not starting at 0: %v", err)
 	}
 	tbl.Close()
