@@ -96,6 +96,9 @@ type TableConfig struct {
 	// TrackAccess keeps each row's last step and frequency (8 bytes a row), which Metadata and
 	// Evict need (CT_TABLE_TRACK_ACCESS).
 	TrackAccess bool
+	// SeedFromName derives the seed from the table's name (CT_TABLE_SEED_FROM_NAME); Config
+	// then reports the derived seed.
+	SeedFromName bool
 }
 
 // TableStats describes a table.
@@ -216,7 +219,8 @@ func tableName(op, name string) (*C.char, error) {
 	return C.CString(name), nil
 }
 
-// NewTable creates and registers a table; the name must not be taken.
+// NewTable creates and registers a table; the name must not be taken. An empty name gives an
+// unnamed table, which is not registered.
 func NewTable(name string, cfg TableConfig) (*Table, error) {
 	if err := cfg.Device.checkAvailable(); err != nil {
 		return nil, err
@@ -242,6 +246,9 @@ func NewTable(name string, cfg TableConfig) (*Table, error) {
 	}
 	if cfg.TrackAccess {
 		c.flags |= C.CT_TABLE_TRACK_ACCESS
+	}
+	if cfg.SeedFromName {
+		c.flags |= C.CT_TABLE_SEED_FROM_NAME
 	}
 	cname, err := tableName("new table", name)
 	if err != nil {

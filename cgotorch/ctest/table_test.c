@@ -55,7 +55,19 @@ static void test_lifecycle(void) {
   CHECK(ok(ct_table_new(&a, "life", &cfg)));
   CHECK(fails_with(ct_table_new(&b, "life", &cfg), "name taken: "));
   CHECK(b == NULL);
-  CHECK(fails_with(ct_table_new(&b, "", &cfg), "invalid argument: "));
+  CHECK(ok(ct_table_new(&b, "", &cfg))); /* unnamed: not registered, takes no name */
+  CHECK(ok(ct_table_new(&c, NULL, &cfg)));
+  {
+    char *names = NULL;
+    CHECK(ok(ct_table_names(&names)));
+    size_t len = strlen(names); /* no empty name listed */
+    CHECK(len > 0 && names[0] != '\n' && names[len - 1] != '\n' && strstr(names, "\n\n") == NULL);
+    ct_string_free(names);
+  }
+  CHECK(ok(ct_table_close(b)) && ok(ct_table_close(c)));
+  ct_table_free(b);
+  ct_table_free(c);
+  b = c = NULL;
   CHECK(fails_with(ct_table_new(&b, "bad\nname", &cfg), "control"));
   cfg.dim = 0;
   CHECK(fails_with(ct_table_new(&b, "dim0", &cfg), "dim"));
