@@ -463,6 +463,11 @@ typedef enum { CT_LAYOUT_SEPARATE = 0, CT_LAYOUT_INTERLEAVED = 1 } ct_table_layo
  * row a training lookup touches), which ct_table_metadata and ct_table_evict need; without it
  * they fail, and saves and deltas report every row as seen at the current step, never counted. */
 #define CT_TABLE_TRACK_ACCESS 2
+/* flags (ct_table_new): derive the table's seed from its name, so that tables of one seed do
+ * not start alike: a named table's seed becomes splitmix64's finaliser of (seed XOR the 64-bit
+ * FNV-1a hash of the name's bytes); an unnamed table keeps seed as given. ct_table_config_get
+ * reports the derived seed, without this flag: a table created from it starts the same. */
+#define CT_TABLE_SEED_FROM_NAME 4
 
 typedef struct {
   int64_t dim;        /* > 0 */
@@ -493,7 +498,9 @@ typedef struct {
 /* Default row of ct_table_read and ct_table_prefetch for ids not in the table. */
 typedef enum { CT_READ_ZEROS = 0, CT_READ_INITIAL = 1 } ct_table_read_default;
 
-/* A new table registered under name (non-empty, at most 255 bytes, no control characters). */
+/* A new table registered under name (at most 255 bytes, no control characters). With name
+ * NULL or "" the table is unnamed: not registered (ct_table_open, ct_table_names and
+ * ct_table_update_by_name do not see it, it takes no name), its ct_table_name is "". */
 ct_error ct_table_new(ct_table *out, const char *name, const ct_table_config *cfg);
 /* A new handle to the open table of that name ("not found: " if none). */
 ct_error ct_table_open(ct_table *out, const char *name);
@@ -811,6 +818,14 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
                         ct_tensor *meta, ct_tensor *deleted, int64_t *step,
                         ct_table_delta_info *info, ct_tensor *count_ids, ct_tensor *counts,
                         ct_table t, int32_t mark);
+
+/* The rows and optimizer states of keys [N] as ct_table_export gives them (SGD momentum caught
+ * up), without inserting anything and without copying the rest of the table: rows float32
+ * [N, dim], states[i] [N, dim] or [N, 1] (cap >= num_states), found (may be NULL) bool [N];
+ * on the keys' device. Ids not in the table give zeros in rows and states and false in found.
+ * One shared lock for the whole batch: the rows and states of one moment. */
+ct_error ct_table_read_state(ct_tensor *rows, ct_tensor *states, int32_t cap, ct_tensor *found,
+                             ct_table t, ct_tensor keys);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Process groups: torch.distributed's c10d ProcessGroupGloo (dist_group.hxx, dist_collectives.hxx) */

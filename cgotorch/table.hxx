@@ -59,6 +59,8 @@
 //   table_autograd.hxx    the tables inside libtorch's autograd graph
 //   table_batch.hxx       per batch: distinct ids (a stamped per-thread hash set), finiteness
 //   table_math.hxx        initializers and the optimizers' per-row arithmetic
+//   table_seed.hxx        a table's seed derived from its name (CT_TABLE_SEED_FROM_NAME)
+//   table_read_state.hxx  the rows and optimizer states of a few ids (ct_table_read_state)
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
@@ -384,6 +386,8 @@ class Table : public std::enable_shared_from_this<Table> {
   void clear();
   ct_table_stats stats();
   Snapshot snapshot();
+  // rows and states of k as snapshot gives them, zeros for absent ids (table_read_state.hxx)
+  std::vector<at::Tensor> read_state(const Keys &k, uint8_t *found);
   void export_chunks(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
   void close();
 

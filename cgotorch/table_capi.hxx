@@ -29,6 +29,9 @@ std::shared_ptr<Table> find_table(const std::string &name) {
 
 }  // namespace
 
+// cfg with CT_TABLE_SEED_FROM_NAME applied (table_seed.hxx).
+ct_table_config seeded(const std::string &name, ct_table_config cfg);
+
 }  // namespace table
 }  // namespace ct
 
@@ -111,18 +114,19 @@ extern "C" {
 ct_error ct_table_new(ct_table *out, const char *name, const ct_table_config *cfg) {
   return guard([&] {
     need_out(out);
-    std::string n = ct::table::check_name(name);
+    const bool named = name != nullptr && name[0] != '\0';
+    std::string n = named ? ct::table::check_name(name) : std::string();
     if (cfg == nullptr) throw ct::arg_error("table config is NULL");
     auto &r = ct::table::registry();
-    {
+    if (named) {
       std::lock_guard<std::mutex> l(r.mu);
       if (r.tables.count(n) != 0) throw ct::table::name_taken_error("a table named \"" + n + "\" is open");
     }
     // Built outside the registry lock (it may allocate a lot); the name is checked again.
-    auto t = std::make_shared<Table>(n, *cfg);
+    auto t = std::make_shared<Table>(n, ct::table::seeded(n, *cfg));
     auto h = std::make_unique<ct_table_s>();
     h->t = t;
-    {
+    if (named) {
       std::lock_guard<std::mutex> l(r.mu);
       if (!r.tables.emplace(n, t).second) {
         throw ct::table::name_taken_error("a table named \"" + n + "\" is open");

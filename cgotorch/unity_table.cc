@@ -14,3 +14,5 @@
 #include "table_autograd.hxx"
 #include "table_batch.hxx"
 #include "table_math.hxx"
+#include "table_seed.hxx"
+#include "table_read_state.hxx"

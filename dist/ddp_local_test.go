@@ -82,7 +82,7 @@ type tower struct {
 // synchronized once.
 func TestDataParallelTables(t *testing.T) {
 	g := oneRank(t)
-	tbl, err := embedding.New("ddp-tower", embedding.Config{Dim: 4, Optimizer: embedding.SGD{LR: 0.5}})
+	tbl, err := embedding.NewNamed("ddp-tower", embedding.Config{Dim: 4, Optimizer: embedding.SGD{LR: 0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,8 @@
 //
 // A ShardedTable is an embedding table sharded by id: Owner(id, WorldSize) (a splitmix64 mix
 // of the id, modulo the world size) holds an id's row and optimizer state in its shard, an
-// embedding.Table. Rows start at f(Seed, id) whatever the world size. Its operations (Lookup,
+// embedding.Table named as the sharded table on every rank. Rows start as those of a table of
+// that name and Seed in one process (embedding.Config.Seed), whatever the world size. Its operations (Lookup,
 // Read, Write, Update, Delete, Len, Stats, Export) are collective. Each rank deduplicates its ids
 // and sends them to their owners. The ranks validate their input and agree before any shard
 // changes. NewShardedTable fails on every rank when their Configs differ. It is an

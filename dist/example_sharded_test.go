@@ -1,6 +1,7 @@
 package dist_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -67,12 +68,12 @@ func ExampleShardedTable_Save() {
 	defer ids.Close()
 	rows, _ := items.Lookup(ids) // inserts the ids on their owners
 	rows.Close()
-	if err := items.Save(filepath.Join(dir, "ckpt")); err != nil {
+	if err := items.Save(context.Background(), filepath.Join(dir, "ckpt")); err != nil {
 		log.Fatal(err) // every rank gets the error
 	}
 	items.Close()
 
-	loaded, err := dist.LoadShardedTable(g, filepath.Join(dir, "ckpt"))
+	loaded, err := dist.LoadShardedTable(context.Background(), g, filepath.Join(dir, "ckpt"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,8 +55,10 @@ func generationDir(gen int64) string { return fmt.Sprintf("gen-%08d", gen) }
 // embedding checkpoint (embedding.Save) under dir/gen-N/rank-R; once every rank's is durable,
 // rank 0 commits dir/sharded.json (atomically replaced) naming generation N, then removes the
 // older generations. A crash at any point leaves the last committed checkpoint loadable. dir
-// must be one directory that every rank reaches (one machine, or a shared file system).
-func (s *ShardedTable) Save(dir string) error {
+// must be one directory that every rank reaches (one machine, or a shared file system). A rank
+// whose ctx is done stops its shard's save (embedding.Save), and then the save fails on every
+// rank before the commit: the last committed checkpoint stays.
+func (s *ShardedTable) Save(ctx context.Context, dir string) error {
 	const op = "save"
 	var gen int64
 	var err error
@@ -77,7 +80,7 @@ func (s *ShardedTable) Save(dir string) error {
 	mine := filepath.Join(dir, m.Shards[s.g.Rank()])
 	err = os.RemoveAll(mine) // left by a save that crashed before its commit
 	if err == nil {
-		err = embedding.Save(mine, s.shard)
+		err = embedding.Save(ctx, mine, s.shard)
 	}
 	if err := s.settle(op, err); err != nil {
 		return err
@@ -136,14 +139,15 @@ func removeOtherGenerations(dir string, gen int64) {
 // LoadShardedTable opens the sharded table that Save committed in dir, on g (collective),
 // whatever the world size that saved it: every rank reads every saved shard and keeps the ids
 // it owns in g (Owner), with their rows, optimizer states and metadata; the step counter,
-// configuration and learning rate are the saved ones. The table takes its saved name.
-func LoadShardedTable(g *Group, dir string) (*ShardedTable, error) {
+// configuration and learning rate are the saved ones. The table takes its saved name. A rank
+// whose ctx is done stops its reads (embedding.Load), and the load fails on every rank.
+func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable, error) {
 	const op = "load"
 	m, err := readShardedManifest(dir)
 	var cfg embedding.Config
 	var lr float64
 	if err == nil {
-		cfg, lr, err = savedConfig(dir, m)
+		cfg, lr, err = savedConfig(ctx, dir, m)
 	}
 	agreeing := &ShardedTable{g: g, name: m.Table}
 	if _, err := agreeing.agree(op, err, false); err != nil {
@@ -155,7 +159,7 @@ func LoadShardedTable(g *Group, dir string) (*ShardedTable, error) {
 	}
 	err = s.shard.SetLR(lr)
 	for k := 0; err == nil && k < len(m.Shards); k++ {
-		err = s.takeOwnIDs(filepath.Join(dir, m.Shards[k]))
+		err = s.takeOwnIDs(ctx, filepath.Join(dir, m.Shards[k]))
 	}
 	if err := s.settle(op, err); err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -164,8 +168,8 @@ func LoadShardedTable(g *Group, dir string) (*ShardedTable, error) {
 }
 
 // savedConfig is the configuration and learning rate of the saved table (its shard 0's).
-func savedConfig(dir string, m shardedManifest) (embedding.Config, float64, error) {
-	t, err := loadShard(filepath.Join(dir, m.Shards[0]), m.Table+"#config")
+func savedConfig(ctx context.Context, dir string, m shardedManifest) (embedding.Config, float64, error) {
+	t, err := loadShard(ctx, filepath.Join(dir, m.Shards[0]))
 	if err != nil {
 		return embedding.Config{}, 0, err
 	}
@@ -173,9 +177,9 @@ func savedConfig(dir string, m shardedManifest) (embedding.Config, float64, erro
 	return t.Config(), t.LR(), nil
 }
 
-// loadShard opens the one table of a saved shard under name.
-func loadShard(path, name string) (*embedding.Table, error) {
-	tables, err := embedding.LoadRenamed(path, func(string) string { return name })
+// loadShard opens the one table of a saved shard, unnamed.
+func loadShard(ctx context.Context, path string) (*embedding.Table, error) {
+	tables, err := embedding.LoadRenamed(ctx, path, func(string) string { return "" })
 	if err != nil {
 		return nil, err
 	}
@@ -190,8 +194,8 @@ func loadShard(path, name string) (*embedding.Table, error) {
 
 // takeOwnIDs merges into this rank's shard the ids it owns from the saved shard at path: the
 // saved shard's whole-table delta, filtered, applied without a chain (embedding.ApplyDelta).
-func (s *ShardedTable) takeOwnIDs(path string) error {
-	t, err := loadShard(path, s.name+"#load")
+func (s *ShardedTable) takeOwnIDs(ctx context.Context, path string) error {
+	t, err := loadShard(ctx, path)
 	if err != nil {
 		return err
 	}

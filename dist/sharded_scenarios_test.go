@@ -3,6 +3,7 @@ package dist
 // The sharded tables' scenarios a rank process runs (see ranks_test.go).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -84,7 +85,7 @@ func withTrainTables(o Options, f func(g *Group, st *ShardedTable, ref *embeddin
 	}
 	defer st.Close()
 	st.fault = defect
-	ref, err := embedding.New("reference", cfg)
+	ref, err := embedding.NewNamed("reference", cfg)
 	if err != nil {
 		return err
 	}
@@ -135,6 +136,11 @@ func scenarioShardedInit(o Options) error {
 			return fmt.Errorf("%#v: %w", init, err)
 		}
 	}
+	// The default seed, derived from the table's name alike on every rank: the rows every rank
+	// gets (from every owner) are those of a local table of this rank's shard's seed.
+	if err := sameInitialRows(g, "init-default", embedding.Config{Dim: 5}); err != nil {
+		return fmt.Errorf("default seed: %w", err)
+	}
 	return nil
 }
 
@@ -144,7 +150,12 @@ func sameInitialRows(g *Group, name string, cfg embedding.Config) error {
 		return err
 	}
 	defer st.Close()
-	local, err := embedding.New(name+"-local", cfg)
+	if cfg.Seed == 0 {
+		if cfg.Seed = st.shard.Config().Seed; cfg.Seed == 0 {
+			return fmt.Errorf("the shard of %q kept seed 0", name)
+		}
+	}
+	local, err := embedding.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -191,7 +202,7 @@ func scenarioShardedOps(o Options) error {
 		return err
 	}
 	defer st.Close()
-	ref, err := embedding.New("ops-local", cfg)
+	ref, err := embedding.NewNamed("ops-local", cfg)
 	if err != nil {
 		return err
 	}
@@ -582,7 +593,7 @@ func withTrained(o Options, f func(g *Group, st *ShardedTable, dir string) error
 
 func scenarioShardedSaveTrained(g *Group, st *ShardedTable, dir string) error {
 	for i := 0; i < 2; i++ {
-		if err := st.Save(dir); err != nil {
+		if err := st.Save(context.Background(), dir); err != nil {
 			return fmt.Errorf("save %d: %w", i, err)
 		}
 	}
@@ -610,7 +621,7 @@ func scenarioShardedLoad(o Options) error {
 	}
 	defer g.Close()
 	dir := os.Getenv("GOREC_SHARD_DIR")
-	st, err := LoadShardedTable(g, dir)
+	st, err := LoadShardedTable(context.Background(), g, dir)
 	if err != nil {
 		return err
 	}
@@ -645,7 +656,7 @@ func scenarioShardedLoad(o Options) error {
 // without interruption (20 steps, the rate set to 0.125, 5 steps), within the equivalence's
 // tolerance.
 func resumes(st *ShardedTable, g *Group, opt string) error {
-	ref, err := embedding.New("uninterrupted", trainConfigs[opt])
+	ref, err := embedding.NewNamed("uninterrupted", trainConfigs[opt])
 	if err != nil {
 		return err
 	}
@@ -692,7 +703,7 @@ func scenarioShardedCrash(o Options) error {
 }
 
 func scenarioShardedCrashTrained(g *Group, st *ShardedTable, dir string) error {
-	if err := st.Save(dir); err != nil {
+	if err := st.Save(context.Background(), dir); err != nil {
 		return err
 	}
 	snap, err := st.Export()
@@ -709,7 +720,7 @@ func scenarioShardedCrashTrained(g *Group, st *ShardedTable, dir string) error {
 	if err := trainFrom(st, g.Rank(), g.WorldSize(), trainSteps, trainSteps+2); err != nil {
 		return err
 	}
-	err = st.Save(dir)
+	err = st.Save(context.Background(), dir)
 	fmt.Printf("rank %d: the save whose commit crashed: %v\n", g.Rank(), err)
 	if err == nil {
 		return fmt.Errorf("a save whose commit crashed succeeded")

@@ -13,8 +13,9 @@ import (
 
 // ShardedTable is an embedding table sharded by id across the ranks of a group: every id is
 // owned by one rank (Owner), whose shard, an ordinary embedding.Table, holds its row and
-// optimizer state. A row's initial value depends on (Config.Seed, id) only, as in a table of
-// one process, so it does not depend on the world size.
+// optimizer state. A row's initial value depends on the table's name, Config.Seed and the id
+// only, as in a table of that name in one process (embedding.Config.Seed), so it does not
+// depend on the world size.
 //
 // Its operations are collective: every rank calls them, in the same order (a rank's ids may
 // differ, and may be none). Each rank deduplicates its ids, sends them to their owners, and
@@ -76,8 +77,9 @@ func Owner(id int64, worldSize int) int {
 // whose differ (another Dim, Optimizer or its parameters, Seed, Initializer...) makes the
 // creation fail on every rank with ErrMismatch, and a rank that cannot create its shard (a
 // name taken, a bad Config: its own error there) makes it fail on the others with ErrMismatch.
-// The shard and the rank's caches are embedding tables named name, name+"#cache" and
-// name+"#view" in this process.
+// The shard is an embedding table named name in this process (so that its rows start as those
+// of a table of that name in one process: see embedding.Config.Seed); the rank's caches are
+// unnamed tables.
 func NewShardedTable(g *Group, name string, cfg embedding.Config) (*ShardedTable, error) {
 	const op = "new sharded table"
 	s := &ShardedTable{g: g, name: name, cfg: cfg}
@@ -117,14 +119,14 @@ func NewShardedTable(g *Group, name string, cfg embedding.Config) (*ShardedTable
 // open creates the shard and the caches.
 func (s *ShardedTable) open() error {
 	var err error
-	if s.shard, err = embedding.New(s.name, s.cfg); err != nil {
+	if s.shard, err = embedding.NewNamed(s.name, s.cfg); err != nil {
 		return err
 	}
 	local := embedding.Config{Dim: s.cfg.Dim, Initializer: embedding.Zeros{}}
-	if s.cache, err = embedding.New(s.name+"#cache", local); err != nil {
+	if s.cache, err = embedding.New(local); err != nil {
 		return err
 	}
-	s.view, err = embedding.New(s.name+"#view", local)
+	s.view, err = embedding.New(local)
 	return err
 }
 

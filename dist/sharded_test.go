@@ -80,8 +80,9 @@ func TestShardedEquivalenceCatchesDefects(t *testing.T) {
 	}
 }
 
-// A row's initial value depends on (seed, id) only: a sharded table on 2 and 3 ranks gives
-// the rows of a table of one process, bit for bit.
+// A row's initial value depends on (name, seed, id) only: a sharded table on 2 and 3 ranks gives
+// the rows of a table of one process, bit for bit, also with the default seed (derived from the
+// name).
 func TestShardedInitialRows(t *testing.T) {
 	for _, world := range []int{2, 3} {
 		t.Run(fmt.Sprint(world), func(t *testing.T) {

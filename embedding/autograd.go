@@ -119,8 +119,7 @@ func (t *Table) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode BagMode,
 // Step applies one optimizer step from the gradients that backward passes left pending since
 // the last Step or ZeroGrad (the gradients of an id from several passes are summed first:
 // accumulating micro-batches and stepping once equals one step over the whole batch), then
-// drops them. Without pending gradients it does nothing (no step is counted, as PyTorch skips
-// a parameter without a gradient). A batch of gradients holding NaN or Inf is rejected as a
+// drops them. Without pending gradients it does nothing (the package doc's Steps). A batch of gradients holding NaN or Inf is rejected as a
 // whole (ErrBadInput) and stays pending (drop it with ZeroGrad). Ids deleted since their
 // lookup are inserted again, as Update does.
 func (t *Table) Step() error {

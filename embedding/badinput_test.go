@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -53,7 +54,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}{
 		{"keys float32", tbl.Update(mk([]float32{1, 2, 3}), grads3)},
 		{"keys int32", tbl.Update(mk([]int32{1, 2, 3}), grads3)},
-		{"keys 2-D", tbl.Update(mk([]int64{1, 50, 60}, 3, 1), grads3)},
+		{"keys [3, 1], grads [3, 3]", tbl.Update(mk([]int64{1, 50, 60}, 3, 1), grads3)},
+		{"keys [3, 1], grads [1, 3, 3]", tbl.Update(mk([]int64{1, 50, 60}, 3, 1), mk([]float32{1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, 3, 3))},
 		{"keys 0-D", tbl.Update(mk([]int64{1}, []int64{}...), mk([]float32{1, 1, 1}, 1, 3))},
 		{"grads float64", tbl.Update(newIDs, mk([]float64{1, 1, 1, 1, 1, 1, 1, 1, 1}, 3, 3))},
 		{"grads 1-D", tbl.Update(newIDs, mk([]float32{1, 1, 1, 1, 1, 1, 1, 1, 1}))},
@@ -73,7 +75,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"slice grads length", tbl.UpdateIDs([]int64{1, 50}, []float32{1, 2, 3})},
 		{"slice values length", tbl.WriteIDs([]int64{1, 50}, []float32{1, 2, 3, 4, 5, 6, 7})},
 		{"lookup float keys", func() error { _, err := tbl.Lookup(mk([]float32{1})); return err }()},
-		{"read 2-D keys", func() error { _, _, err := tbl.Read(mk([]int64{1, 2}, 1, 2)); return err }()},
+		{"read 2-D int32 keys", func() error { _, _, err := tbl.Read(mk([]int32{1, 2}, 1, 2)); return err }()},
 		{"delete float keys", func() error { _, err := tbl.Delete(mk([]float32{1})); return err }()},
 		{"indices nil keys", func() error { _, err := tbl.Indices(nil, true); return err }()},
 		{"prefetch int32 keys", func() error { _, err := tbl.Prefetch(mk([]int32{1})); return err }()},
@@ -118,21 +120,21 @@ func TestBadConfig(t *testing.T) {
 		{Dim: 2, Optimizer: embedding.FTRL{L1: -1}},
 		{Dim: 2, Optimizer: embedding.AdamW{WeightDecay: -1}},
 	} {
-		if _, err := embedding.New(name, cfg); !errors.Is(err, embedding.ErrBadInput) {
+		if _, err := embedding.NewNamed(name, cfg); !errors.Is(err, embedding.ErrBadInput) {
 			t.Errorf("config %+v: %v, want ErrBadInput", cfg, err)
 		}
 	}
-	if _, err := embedding.New("", embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrBadInput) {
+	if _, err := embedding.NewNamed("", embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("empty name: %v", err)
 	}
 	// none of them took the name
-	tbl, err := embedding.New(name, embedding.Config{Dim: 2})
+	tbl, err := embedding.NewNamed(name, embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tbl.Close()
 	if !cgotorch.CUDAAvailable() {
-		if _, err := embedding.New(name, embedding.Config{Dim: 2, Device: cgotorch.CUDA(0)}); !errors.Is(err, embedding.ErrDevice) {
+		if _, err := embedding.NewNamed(name, embedding.Config{Dim: 2, Device: cgotorch.CUDA(0)}); !errors.Is(err, embedding.ErrDevice) {
 			t.Errorf("CUDA without CUDA: %v", err)
 		}
 	}
@@ -169,7 +171,7 @@ func TestInitializerMustFitFloat32(t *testing.T) {
 		{2, embedding.XavierNormal{Gain: 1e300}, "gain"},
 		{2, embedding.XavierNormal{Gain: 1e38, FanIn: 1, FanOut: 1}, "gain"}, // 8.66 * 1e38
 	} {
-		tbl, err := embedding.New(t.Name(), embedding.Config{Dim: c.dim, Initializer: c.init})
+		tbl, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: c.dim, Initializer: c.init})
 		if err == nil {
 			tbl.Close()
 		}
@@ -200,10 +202,10 @@ func TestInitializerMustFitFloat32(t *testing.T) {
 			}
 		}
 		dir := t.TempDir()
-		if err := embedding.Save(dir, tbl); err != nil {
+		if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 			t.Fatalf("%#v: save: %v", c.init, err)
 		}
-		ts, err := embedding.LoadRenamed(dir, func(s string) string { return s + "/copy" })
+		ts, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "/copy" })
 		for _, x := range ts {
 			x.Close()
 		}

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -42,7 +43,7 @@ func TestCheckPassesThroughTheLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			if cfg.TrackAccess {
-				if _, err := tbl.Evict(embedding.KeepRecent(10), false); err != nil {
+				if _, err := tbl.Evict(context.Background(), embedding.KeepRecent(10), false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -88,7 +89,7 @@ func TestLowLevelHandlesRefuseBrokenInvariants(t *testing.T) {
 	if err := tbl.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedding.Save(t.TempDir(), tbl); err != nil {
+	if err := embedding.Save(context.Background(), t.TempDir(), tbl); err != nil {
 		t.Fatal(err)
 	}
 	cfg.TrackAccess = false

@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,13 +117,21 @@ func corrupt(op, table, format string, args ...any) error {
 // Table.Export): writers of that table wait while it is written (with SaveOptions.Staged,
 // only while it is copied into memory), lookups of present ids go on.
 // Tables saved together are not mutually consistent unless the caller pauses training.
-func Save(dir string, tables ...*Table) error { return SaveWith(dir, tables, nil) }
+// Every table needs a name (NewNamed): the checkpoint knows tables by name (ErrBadInput for an
+// unnamed one).
+//
+// ctx is checked between chunks of rows, tables and files: once it is done, the save stops,
+// deletes what it wrote and returns an error wrapping ctx.Err(); the checkpoint already in dir
+// stays as it was (a save is done once its manifest is committed, which ctx no longer stops).
+func Save(ctx context.Context, dir string, tables ...*Table) error {
+	return SaveWith(ctx, dir, tables, nil)
+}
 
 // SaveWith is Save with extra files in the same checkpoint: files maps a name (letters, digits,
 // '_' and '-') to a function writing its content (nn.SaveCheckpoint writes the dense state
 // this way).
-func SaveWith(dir string, tables []*Table, files map[string]func(io.Writer) error) error {
-	return SaveWithOptions(dir, tables, SaveOptions{Files: files})
+func SaveWith(ctx context.Context, dir string, tables []*Table, files map[string]func(io.Writer) error) error {
+	return SaveWithOptions(ctx, dir, tables, SaveOptions{Files: files})
 }
 
 // SaveOptions adjust a save (SaveWithOptions). The zero value is Save's behaviour.
@@ -140,9 +149,17 @@ type SaveOptions struct {
 }
 
 // SaveWithOptions is Save with options.
-func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
+func SaveWithOptions(ctx context.Context, dir string, tables []*Table, o SaveOptions) (err error) {
 	const op = "save"
 	if err := nilIn(op, tables); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if t.name == "" {
+			return badInput(op, "", "an unnamed table cannot be saved: a checkpoint knows tables by name (NewNamed)")
+		}
+	}
+	if err := stopped(ctx, op, ""); err != nil {
 		return err
 	}
 	files := o.Files
@@ -176,7 +193,7 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 		name := fmt.Sprintf("%s.t%d.safetensors", gen, i)
 		path := filepath.Join(dir, name)
 		created = append(created, path)
-		e, err := writeTableFile(path, t, o.Staged)
+		e, err := writeTableFile(ctx, path, t, o.Staged)
 		if err != nil {
 			return err
 		}
@@ -192,6 +209,9 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 		if !fileNameOK.MatchString(n) {
 			return badInput(op, "", "bad file name %q", n)
 		}
+		if err := stopped(ctx, op, ""); err != nil {
+			return err
+		}
 		name := gen + ".f." + n
 		path := filepath.Join(dir, name)
 		created = append(created, path)
@@ -204,6 +224,9 @@ func SaveWithOptions(dir string, tables []*Table, o SaveOptions) (err error) {
 	}
 	if err := atomicfile.SyncDir(dir); err != nil {
 		return &Error{Op: op, Kind: ErrInternal, Err: err}
+	}
+	if err := stopped(ctx, op, ""); err != nil { // the last moment: the commit follows
+		return err
 	}
 	sum, err := manifestSum(m)
 	if err != nil {
@@ -335,12 +358,15 @@ func parseManifest(b []byte) (manifest, error) {
 }
 
 // Load opens every table of the checkpoint in dir as a new table under its saved name, with
-// its saved configuration, on the CPU. On error nothing stays open.
-func Load(dir string) ([]*Table, error) { return LoadRenamed(dir, nil) }
+// its saved configuration, on the CPU. On error nothing stays open. ctx is checked between
+// chunks of rows: once it is done the load stops, closes what it opened and returns an error
+// wrapping ctx.Err().
+func Load(ctx context.Context, dir string) ([]*Table, error) { return LoadRenamed(ctx, dir, nil) }
 
 // LoadRenamed is Load with the tables opened under rename(saved name) (rename nil: the saved
-// names), to load a checkpoint next to the tables it was taken from.
-func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error) {
+// names), to load a checkpoint next to the tables it was taken from; a table rename gives ""
+// opens unnamed (as New), keeping its saved seed.
+func LoadRenamed(ctx context.Context, dir string, rename func(saved string) string) ([]*Table, error) {
 	m, err := readManifest(dir)
 	if err != nil {
 		return nil, err
@@ -349,12 +375,13 @@ func LoadRenamed(dir string, rename func(saved string) string) ([]*Table, error)
 	for _, e := range m.Tables {
 		name, err := e.Name, error(nil)
 		if rename != nil {
-			name = rename(name)
-			err = validName(name)
+			if name = rename(name); name != "" {
+				err = validName(name)
+			}
 		}
 		var t *Table
 		if err == nil {
-			t, err = loadNew(dir, e, name, cgotorch.CPU, false, e.TrackAccess)
+			t, err = loadNew(ctx, dir, e, name, cgotorch.CPU, false, e.TrackAccess)
 		}
 		if err != nil {
 			for _, o := range out {
@@ -388,11 +415,19 @@ func validName(name string) error {
 // Everything is read and checked into new tables first, then the extra files are read, then
 // the contents are swapped in: on error no table has changed. A table takes over the saved
 // initializer and optimizer parameters, step counter, metadata and admission state; its delta
-// tracking starts over (the next delta is the whole table).
-func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) error) (err error) {
+// tracking starts over (the next delta is the whole table). Every table needs a name
+// (ErrBadInput otherwise): the checkpoint knows tables by name. ctx is checked between chunks
+// of rows and before the swaps: once it is done the load stops and returns an error wrapping
+// ctx.Err(), and no table has changed.
+func LoadInto(ctx context.Context, dir string, tables []*Table, files map[string]func(io.Reader) error) (err error) {
 	const op = "load"
 	if err := nilIn(op, tables); err != nil {
 		return err
+	}
+	for _, t := range tables {
+		if t.name == "" {
+			return badInput(op, "", "an unnamed table is in no checkpoint: a checkpoint knows tables by name (NewNamed)")
+		}
 	}
 	m, err := readManifest(dir)
 	if err != nil {
@@ -424,7 +459,7 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 		if err := compatible(e, cc, states); err != nil {
 			return err
 		}
-		f, err := loadNew(dir, e, fmt.Sprintf("gorec-load-%s-%x", m.Generation, rand.Uint64()), cc.Device, cc.TensorKernels, cc.TrackAccess)
+		f, err := loadNew(ctx, dir, e, "", cc.Device, cc.TensorKernels, cc.TrackAccess) // unnamed: swapped in below
 		if err != nil {
 			return err
 		}
@@ -442,6 +477,9 @@ func LoadInto(dir string, tables []*Table, files map[string]func(io.Reader) erro
 		if err := readExtraFile(filepath.Join(dir, f.File), f, read); err != nil {
 			return err
 		}
+	}
+	if err := stopped(ctx, op, ""); err != nil { // the last moment: the swaps follow
+		return err
 	}
 	// (The swaps are not under configs' lock: each waits for the operations in flight.)
 	for i, t := range tables {
@@ -522,8 +560,9 @@ func configOf(e tableEntry, dev cgotorch.Device, tensorKernels, track bool) (Con
 	return cfg, cc
 }
 
-// loadNew creates a table named name from entry e and loads its file; closed again on error.
-func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorKernels, track bool) (*Table, error) {
+// loadNew creates a table named name ("": unnamed) from entry e and loads its file; closed
+// again on error.
+func loadNew(ctx context.Context, dir string, e tableEntry, name string, dev cgotorch.Device, tensorKernels, track bool) (*Table, error) {
 	cfg, cc := configOf(e, dev, tensorKernels, track)
 	ct, err := ctable.New(name, cc)
 	if err != nil {
@@ -532,13 +571,15 @@ func loadNew(dir string, e tableEntry, name string, dev cgotorch.Device, tensorK
 		}
 		return nil, wrap("load", e.Name, err)
 	}
-	if err := loadTableFile(filepath.Join(dir, e.File), e, ct); err != nil {
+	if err := loadTableFile(ctx, filepath.Join(dir, e.File), e, ct); err != nil {
 		ct.Close()
 		return nil, err
 	}
 	st := newState(cfg)
-	configs.Lock()
-	configs.m[name] = st
-	configs.Unlock()
+	if name != "" {
+		configs.Lock()
+		configs.m[name] = st
+		configs.Unlock()
+	}
 	return &Table{t: ct, name: name, st: st}, nil
 }

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 				start := rss()
 				peak := peakRSS(func() {
 					stall = max(stall, longestWait(update, func() {
-						if err := embedding.SaveWithOptions(dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: staged}); err != nil {
+						if err := embedding.SaveWithOptions(context.Background(), dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: staged}); err != nil {
 							b.Fatal(err)
 						}
 					}))
@@ -99,7 +100,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 			var ts []*embedding.Table
 			peak := peakRSS(func() {
 				var err error
-				if ts, err = embedding.Load(dir); err != nil {
+				if ts, err = embedding.Load(context.Background(), dir); err != nil {
 					b.Fatal(err)
 				}
 			})
@@ -116,7 +117,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 // envRows is the row count the environment variable name gives, or def.
 // emptyBenchTable creates a benchmark's table; it is closed when the benchmark ends.
 func emptyBenchTable(b *testing.B, name string, cfg embedding.Config) *embedding.Table {
-	tbl, err := embedding.New(name, cfg)
+	tbl, err := embedding.NewNamed(name, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

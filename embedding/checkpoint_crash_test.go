@@ -2,6 +2,7 @@ package embedding_test
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,7 +28,7 @@ const crashDirEnv = "GOREC_CRASH_SAVE_DIR"
 
 // crashTable is the table of TestCrashReplay, under the same name in both processes.
 func crashTable(t *testing.T) *embedding.Table {
-	tbl, err := embedding.New("crash", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{LR: 0.1}, BlockRows: 4})
+	tbl, err := embedding.NewNamed("crash", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{LR: 0.1}, BlockRows: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +44,11 @@ func TestCrashReplayChild(t *testing.T) {
 	}
 	tbl := crashTable(t)
 	defer tbl.Close()
-	if err := embedding.LoadInto(dir, []*embedding.Table{tbl}, nil); err != nil {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{tbl}, nil); err != nil {
 		t.Fatal(err)
 	}
 	update(t, tbl, []int64{1, 2, 9}, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -213,7 +214,7 @@ func TestCrashReplay(t *testing.T) {
 	dir := t.TempDir()
 	tbl := crashTable(t)
 	update(t, tbl, []int64{1, 2, 3}, 1, 1, 1, 2, 2, 2, 3, 3, 3)
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
 	tbl.Close()
@@ -245,7 +246,7 @@ func TestCrashReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		loaded, err := embedding.LoadRenamed(d, func(s string) string { return s + "-crash" })
+		loaded, err := embedding.LoadRenamed(context.Background(), d, func(s string) string { return s + "-crash" })
 		if err != nil {
 			return tableDump{}, err
 		}

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,7 @@ import (
 // table file and manifest.
 func validTableFile(t testing.TB) (table, manifest []byte) {
 	dir := t.TempDir()
-	a, err := embedding.New("fuzz-seed", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}, BlockRows: 4, Initializer: embedding.Zeros{}})
+	a, err := embedding.NewNamed("fuzz-seed", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}, BlockRows: 4, Initializer: embedding.Zeros{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func validTableFile(t testing.TB) (table, manifest []byte) {
 	if _, err := a.LookupIDs([]int64{500}); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedding.Save(dir, a); err != nil {
+	if err := embedding.Save(context.Background(), dir, a); err != nil {
 		t.Fatal(err)
 	}
 	man, tf := checkpointFiles(t, dir)
@@ -113,7 +114,7 @@ func mutantLoads(t *testing.T, dir string, man []byte, pos int, x byte, want tab
 		t.Fatal(err)
 	}
 	names := embedding.Names()
-	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-mutant" })
+	loaded, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "-mutant" })
 	if err != nil {
 		if !errors.Is(err, embedding.ErrCorrupt) {
 			t.Fatalf("byte %d ^ %#x: Load: %v (not ErrCorrupt)", pos%len(b), x, err)
@@ -139,20 +140,20 @@ func mutantLoads(t *testing.T, dir string, man []byte, pos int, x byte, want tab
 // configuration as loaded from the intact checkpoint.
 func manifestMutants(t testing.TB) (string, []byte, tableDump, embedding.Config) {
 	dir := t.TempDir()
-	a, err := embedding.New("fuzz-seed", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}, BlockRows: 4, Initializer: embedding.Zeros{}})
+	a, err := embedding.NewNamed("fuzz-seed", embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}, BlockRows: 4, Initializer: embedding.Zeros{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	train(t, a, rand.New(rand.NewPCG(7, 7)), 3, 6, 20)
-	if err := embedding.Save(dir, a); err != nil {
+	if err := embedding.Save(context.Background(), dir, a); err != nil {
 		t.Fatal(err)
 	}
 	man, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-mutant" })
+	loaded, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "-mutant" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -89,13 +90,13 @@ func TestLoadRefusesBrokenOptimizerInvariants(t *testing.T) {
 			dir := t.TempDir()
 			tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: c.opt}, c.name)
 			update(t, tbl, []int64{4, 5}, 1, 2, 3, 4, 5, 6)
-			if err := embedding.Save(dir, tbl); err != nil {
+			if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 				t.Fatal(err)
 			}
 			tbl.Close()
 			_, tf := checkpointFiles(t, dir)
 			patchTensor(t, dir, tf, c.state, 0, v)
-			loaded, err := embedding.Load(dir)
+			loaded, err := embedding.Load(context.Background(), dir)
 			for _, l := range loaded {
 				l.Close()
 			}

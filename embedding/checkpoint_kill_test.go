@@ -3,6 +3,7 @@ package embedding_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ const killDirEnv = "GOREC_KILL_SAVE_DIR"
 // killTable is the table the child saves over and over: every update steps all its rows with
 // gradient 1, so every consistent checkpoint has each Adagrad sum equal to its step.
 func killTable(t testing.TB) (*embedding.Table, []int64, []float32) {
-	tbl, err := embedding.New("kill", embedding.Config{Dim: 8, Optimizer: embedding.Adagrad{LR: 0.01}})
+	tbl, err := embedding.NewNamed("kill", embedding.Config{Dim: 8, Optimizer: embedding.Adagrad{LR: 0.01}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestKillDuringSaveChild(t *testing.T) {
 	}
 	tbl, ids, g := killTable(t)
 	defer tbl.Close()
-	if err := embedding.LoadInto(dir, []*embedding.Table{tbl}, nil); err != nil && !errors.Is(err, embedding.ErrNotFound) {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{tbl}, nil); err != nil && !errors.Is(err, embedding.ErrNotFound) {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -52,7 +53,7 @@ func TestKillDuringSaveChild(t *testing.T) {
 		if err := tbl.UpdateIDs(ids, g); err != nil {
 			t.Fatal(err)
 		}
-		if err := embedding.Save(dir, tbl); err != nil {
+		if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 			t.Fatal(err)
 		}
 		fmt.Printf("saved at %v\n", time.Since(start))
@@ -71,7 +72,7 @@ func TestKillDuringSave(t *testing.T) {
 	if err := tbl.UpdateIDs(ids, g); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
 	tbl.Close()

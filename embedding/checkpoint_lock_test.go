@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"testing"
@@ -19,7 +20,7 @@ func TestConcurrentSavesRefused(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		first <- embedding.SaveWith(dir, []*embedding.Table{tbl}, map[string]func(io.Writer) error{
+		first <- embedding.SaveWith(context.Background(), dir, []*embedding.Table{tbl}, map[string]func(io.Writer) error{
 			"held": func(w io.Writer) error {
 				close(started)
 				<-release // the save is in progress until the test lets it go on
@@ -29,7 +30,7 @@ func TestConcurrentSavesRefused(t *testing.T) {
 		})
 	}()
 	<-started
-	err := embedding.Save(dir, tbl)
+	err := embedding.Save(context.Background(), dir, tbl)
 	close(release)
 	if !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("a second save while one is in progress: %v, want ErrBadInput", err)
@@ -38,14 +39,14 @@ func TestConcurrentSavesRefused(t *testing.T) {
 		t.Fatalf("the first save: %v", err)
 	}
 	tbl.Close()
-	loaded, err := embedding.Load(dir)
+	loaded, err := embedding.Load(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer loaded[0].Close()
 	sameDump(t, "after the refused save", dump(t, loaded[0]), want)
 	// The lock went with the save: the next one goes through.
-	if err := embedding.Save(dir, loaded[0]); err != nil {
+	if err := embedding.Save(context.Background(), dir, loaded[0]); err != nil {
 		t.Errorf("a save after the first: %v", err)
 	}
 }

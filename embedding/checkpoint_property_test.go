@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -64,7 +65,7 @@ func TestCheckpointPropertyRandomOps(t *testing.T) {
 			case k < 8 && cfg.Optimizer != (embedding.NoOptimizer{}):
 				what, err = "set lr", tbl.SetLR(0.01+0.1*r.Float64())
 			default:
-				what, err = "save", embedding.Save(dir, tbl)
+				what, err = "save", embedding.Save(context.Background(), dir, tbl)
 				if err != nil {
 					t.Fatalf("%s op %d: Save: %v", name, op, err)
 				}
@@ -81,7 +82,7 @@ func TestCheckpointPropertyRandomOps(t *testing.T) {
 			if saved == nil || r.IntN(3) != 0 {
 				continue
 			}
-			loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-loaded" })
+			loaded, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "-loaded" })
 			if err != nil {
 				t.Fatalf("%s op %d (%s): Load: %v", name, op, what, err)
 			}

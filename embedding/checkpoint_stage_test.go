@@ -1,7 +1,6 @@
 package embedding
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -13,7 +12,7 @@ import (
 // was sized for (rows past them get memory of their own).
 func TestStagerReplaysTheSaveStream(t *testing.T) {
 	for _, sized := range []int64{5000, 0} {
-		tbl, err := New(fmt.Sprintf("stager-%d", sized), Config{Dim: 3, Optimizer: SGD{LR: 0.1, Momentum: 0.9}, TrackAccess: true})
+		tbl, err := New(Config{Dim: 3, Optimizer: SGD{LR: 0.1, Momentum: 0.9}, TrackAccess: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package embedding
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -68,7 +69,7 @@ func tableStates(t *ctable.Table, cc ctable.Config) ([]string, []int64, error) {
 
 // writeTableFile streams a consistent snapshot of t into a new file at path, fsynced (staged:
 // copied into memory under t's lock first, written after).
-func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
+func writeTableFile(ctx context.Context, path string, t *Table, staged bool) (tableEntry, error) {
 	const op = "save"
 	cc, err := t.t.Config()
 	if err != nil {
@@ -89,13 +90,26 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 		TrackAccess: cc.TrackAccess, AdmitAfter: admit, States: append([]string{}, states...),
 	}
 	perChunk := chunkRows(cc.Dim, widths)
-	stream := func(sink func(*ctable.Chunk) error) error { return t.t.Save(perChunk, sink) }
+	// Each chunk checks ctx first (the stream stops with the error a sink returns).
+	checked := func(sink func(*ctable.Chunk) error) func(*ctable.Chunk) error {
+		return func(c *ctable.Chunk) error {
+			if err := stopped(ctx, op, t.name); err != nil {
+				return err
+			}
+			return sink(c)
+		}
+	}
+	stream := func(sink func(*ctable.Chunk) error) error { return t.t.Save(perChunk, checked(sink)) }
 	if staged {
 		s := newStager(int64(t.Len()), rowFloats(cc.Dim, widths))
-		if err := t.t.Save(perChunk, s.add); err != nil {
+		if err := t.t.Save(perChunk, checked(s.add)); err != nil {
+			var ee *Error
+			if errors.As(err, &ee) { // stopped by ctx
+				return tableEntry{}, err
+			}
 			return tableEntry{}, wrap(op, t.name, err)
 		}
-		stream = s.replay
+		stream = func(sink func(*ctable.Chunk) error) error { return s.replay(checked(sink)) }
 	}
 	var w *stWriter
 	err = atomicfile.WriteSynced(path, func(out io.Writer) error {
@@ -129,6 +143,10 @@ func writeTableFile(path string, t *Table, staged bool) (tableEntry, error) {
 		})
 	})
 	if err != nil {
+		var ee *Error
+		if errors.As(err, &ee) { // stopped by ctx
+			return tableEntry{}, err
+		}
 		var ce *cgotorch.Error
 		if errors.As(err, &ce) {
 			return tableEntry{}, wrap(op, t.name, err)
@@ -153,7 +171,7 @@ func firstErr(errs ...error) error {
 // loadTableFile reads the file of entry e into the empty table dst, chunk by chunk, checking
 // the header against the entry, every chunk (the C side checks rows and metadata too) and the
 // checksums. dst is left partly filled on error: the caller drops it.
-func loadTableFile(path string, e tableEntry, dst *ctable.Table) error {
+func loadTableFile(ctx context.Context, path string, e tableEntry, dst *ctable.Table) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return corrupt("load", e.Name, "%w", err)
@@ -166,11 +184,11 @@ func loadTableFile(path string, e tableEntry, dst *ctable.Table) error {
 	if fi.Size() != e.Size {
 		return corrupt("load", e.Name, "file has %d bytes, the manifest says %d", fi.Size(), e.Size)
 	}
-	return readTable(f, fi.Size(), e, dst)
+	return readTable(ctx, f, fi.Size(), e, dst)
 }
 
 // readTable is loadTableFile on any reader of the given size (the fuzz target calls it).
-func readTable(f io.ReaderAt, size int64, e tableEntry, dst *ctable.Table) error {
+func readTable(ctx context.Context, f io.ReaderAt, size int64, e tableEntry, dst *ctable.Table) error {
 	fail := func(format string, args ...any) error { return corrupt("load", e.Name, format, args...) }
 	l, err := readLayout(f, size)
 	if err != nil {
@@ -220,6 +238,9 @@ func readTable(f io.ReaderAt, size int64, e tableEntry, dst *ctable.Table) error
 	}
 	ids, last, freq, stamp := make([]int64, cr), make([]int64, cr), make([]int64, cr), make([]int64, cr)
 	for off := int64(0); off < e.Rows; off += cr {
+		if err := stopped(ctx, "load", e.Name); err != nil {
+			return err
+		}
 		n := min(cr, e.Rows-off)
 		r := ctable.Rows{IDs: ids[:n], Rows: rows[:n*cc.Dim], LastStep: last[:n], Frequency: freq[:n], Stamp: stamp[:n]}
 		errs := []error{rd.next("ids", int64Bytes(r.IDs)), rd.next("rows", float32Bytes(r.Rows))}

@@ -2,6 +2,7 @@ package embedding_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,11 +116,12 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				dir := t.TempDir()
 				tname := "rt-" + strings.ReplaceAll(t.Name(), "/", "-")
-				tbl, err := embedding.New(tname, cfg)
+				tbl, err := embedding.NewNamed(tname, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer tbl.Close()
+				seed := tbl.Config().Seed
 				trainable := cfg.Optimizer != embedding.NoOptimizer{}
 				r := rand.New(rand.NewPCG(1, 2))
 				if trainable {
@@ -132,7 +134,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				if _, err := tbl.DeleteIDs([]int64{-3, -2, 0, 1, 5}); err != nil {
 					t.Fatal(err)
 				}
-				if ev, err := tbl.Evict(embedding.TTL(15), false); !cfg.TrackAccess {
+				if ev, err := tbl.Evict(context.Background(), embedding.TTL(15), false); !cfg.TrackAccess {
 					if !errors.Is(err, embedding.ErrBadInput) {
 						t.Errorf("Evict on a table without TrackAccess: %v, want ErrBadInput", err)
 					}
@@ -154,7 +156,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				if before.Count != 2 {
 					t.Fatalf("admission counts %d, want 2", before.Count)
 				}
-				if err := embedding.Save(dir, tbl); err != nil {
+				if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 					t.Fatalf("Save: %v", err)
 				}
 				cont := func(tb *embedding.Table) tableDump {
@@ -170,7 +172,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				if err := tbl.Close(); err != nil {
 					t.Fatal(err)
 				}
-				loaded, err := embedding.Load(dir)
+				loaded, err := embedding.Load(context.Background(), dir)
 				if err != nil {
 					t.Fatalf("Load: %v", err)
 				}
@@ -181,6 +183,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 				defer l.Close()
 				// Parameters come back with their defaults filled in.
 				got, want := l.Config(), withDefaults(t, cfg)
+				want.Seed = seed // (derived from the table's name when cfg leaves it 0)
 				if reflect.TypeOf(got.Optimizer) != reflect.TypeOf(want.Optimizer) {
 					t.Errorf("optimizer: got %+v, want %+v", got.Optimizer, want.Optimizer)
 				}
@@ -197,7 +200,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 
 // withDefaults is cfg as a table created from it reports it.
 func withDefaults(t testing.TB, cfg embedding.Config) embedding.Config {
-	tbl, err := embedding.New("defaults-"+t.Name(), cfg)
+	tbl, err := embedding.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +217,7 @@ func TestCheckpointModelOfSeveralTablesAndLoadInto(t *testing.T) {
 	train(t, b, r, 7, 10, 50)
 	da, db := dump(t, a), dump(t, b)
 	extra := []byte("dense state bytes")
-	err := embedding.SaveWith(dir, []*embedding.Table{a, b}, map[string]func(w io.Writer) error{
+	err := embedding.SaveWith(context.Background(), dir, []*embedding.Table{a, b}, map[string]func(w io.Writer) error{
 		"dense": func(w io.Writer) error { _, err := w.Write(extra); return err },
 	})
 	if err != nil {
@@ -223,7 +226,7 @@ func TestCheckpointModelOfSeveralTablesAndLoadInto(t *testing.T) {
 	train(t, a, r, 3, 10, 80)
 	train(t, b, r, 3, 10, 80)
 	var got []byte
-	err = embedding.LoadInto(dir, []*embedding.Table{a, b}, map[string]func(io.Reader) error{
+	err = embedding.LoadInto(context.Background(), dir, []*embedding.Table{a, b}, map[string]func(io.Reader) error{
 		"dense": func(rd io.Reader) error { var err error; got, err = io.ReadAll(rd); return err },
 	})
 	if err != nil {
@@ -235,7 +238,7 @@ func TestCheckpointModelOfSeveralTablesAndLoadInto(t *testing.T) {
 		t.Errorf("extra file %q", got)
 	}
 	// Only the new generation's files remain after another save.
-	if err := embedding.Save(dir, a, b); err != nil {
+	if err := embedding.Save(context.Background(), dir, a, b); err != nil {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(dir)
@@ -252,7 +255,7 @@ func TestCheckpointIncompatible(t *testing.T) {
 	dir := t.TempDir()
 	a := newTable(t, embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{}}, "x")
 	train(t, a, rand.New(rand.NewPCG(1, 1)), 2, 5, 20)
-	if err := embedding.Save(dir, a); err != nil {
+	if err := embedding.Save(context.Background(), dir, a); err != nil {
 		t.Fatal(err)
 	}
 	want := dump(t, a)
@@ -262,24 +265,24 @@ func TestCheckpointIncompatible(t *testing.T) {
 		"optimizer": {Dim: 4, Optimizer: embedding.Adagrad{}},
 		"layout":    {Dim: 4, Optimizer: embedding.SparseAdam{}, Layout: embedding.Interleaved},
 	} {
-		tbl, err := embedding.New(a.Name(), cfg)
+		tbl, err := embedding.NewNamed(a.Name(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := dump(t, tbl)
-		err = embedding.LoadInto(dir, []*embedding.Table{tbl}, nil)
+		err = embedding.LoadInto(context.Background(), dir, []*embedding.Table{tbl}, nil)
 		if !errors.Is(err, embedding.ErrIncompatible) {
 			t.Errorf("%s: LoadInto: %v, want ErrIncompatible", name, err)
 		}
 		sameDump(t, name+": unchanged", dump(t, tbl), before)
 		tbl.Close()
 	}
-	tbl, err := embedding.New(a.Name(), embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.5}})
+	tbl, err := embedding.NewNamed(a.Name(), embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tbl.Close()
-	if err := embedding.LoadInto(dir, []*embedding.Table{tbl}, nil); err != nil {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{tbl}, nil); err != nil {
 		t.Fatal(err)
 	}
 	sameDump(t, "compatible", dump(t, tbl), want)
@@ -302,7 +305,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	a := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}}, "c")
 	train(t, a, rand.New(rand.NewPCG(1, 9)), 3, 20, 100)
-	if err := embedding.Save(dir, a); err != nil {
+	if err := embedding.Save(context.Background(), dir, a); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -335,7 +338,7 @@ func TestCheckpointCorrupt(t *testing.T) {
 	for name, c := range cases {
 		os.WriteFile(man, c.man, 0o644)
 		os.WriteFile(tf, c.tf, 0o644)
-		tbls, err := embedding.Load(dir)
+		tbls, err := embedding.Load(context.Background(), dir)
 		if !errors.Is(err, embedding.ErrCorrupt) {
 			t.Errorf("%s: Load: %v, want ErrCorrupt", name, err)
 		}
@@ -376,7 +379,7 @@ func TestCheckpointConsistentUnderTraining(t *testing.T) {
 	}()
 	for i := 0; i < 6; i++ { // every other save staged
 		sub := filepath.Join(dir, fmt.Sprint(i))
-		if err := embedding.SaveWithOptions(sub, []*embedding.Table{a}, embedding.SaveOptions{Staged: i%2 == 1}); err != nil {
+		if err := embedding.SaveWithOptions(context.Background(), sub, []*embedding.Table{a}, embedding.SaveOptions{Staged: i%2 == 1}); err != nil {
 			t.Fatal(err)
 		}
 		checkUniformSum(t, sub)
@@ -406,7 +409,7 @@ func TestCheckpointStagedSameFile(t *testing.T) {
 			var files [2][]byte
 			for i, staged := range []bool{false, true} {
 				dir := t.TempDir()
-				if err := embedding.SaveWithOptions(dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: staged}); err != nil {
+				if err := embedding.SaveWithOptions(context.Background(), dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: staged}); err != nil {
 					t.Fatal(err)
 				}
 				m, err := filepath.Glob(filepath.Join(dir, "*.t0.safetensors"))
@@ -438,7 +441,7 @@ func TestCheckpointStagedReturnsMemory(t *testing.T) {
 	dir := t.TempDir()
 	debug.FreeOSMemory() // (the update's garbage)
 	before := procstat.ResidentKB()
-	if err := embedding.SaveWithOptions(dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: true}); err != nil {
+	if err := embedding.SaveWithOptions(context.Background(), dir, []*embedding.Table{tbl}, embedding.SaveOptions{Staged: true}); err != nil {
 		t.Fatal(err)
 	}
 	after := procstat.ResidentKB()
@@ -452,7 +455,7 @@ func TestCheckpointStagedReturnsMemory(t *testing.T) {
 // sum equals the step and returns the step.
 func checkUniformSum(t *testing.T, dir string) int64 {
 	t.Helper()
-	tbls, err := embedding.LoadRenamed(dir, func(name string) string { return name + "/copy" })
+	tbls, err := embedding.LoadRenamed(context.Background(), dir, func(name string) string { return name + "/copy" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,14 +478,14 @@ func TestLoadIntoAllOrNothing(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 1))
 	train(t, a, r, 3, 10, 40)
 	train(t, b, r, 3, 10, 40)
-	if err := embedding.Save(dir, a, b); err != nil {
+	if err := embedding.Save(context.Background(), dir, a, b); err != nil {
 		t.Fatal(err)
 	}
 	train(t, a, r, 2, 10, 40)
 	before := dump(t, a)
 	b.Close()
 	b3 := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.Adagrad{}}, "b")
-	if err := embedding.LoadInto(dir, []*embedding.Table{a, b3}, nil); !errors.Is(err, embedding.ErrIncompatible) {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{a, b3}, nil); !errors.Is(err, embedding.ErrIncompatible) {
 		t.Errorf("LoadInto with an incompatible second table: %v", err)
 	}
 	sameDump(t, "first table after a failed load", dump(t, a), before)
@@ -492,7 +495,7 @@ func TestLoadIntoAllOrNothing(t *testing.T) {
 	data, _ := os.ReadFile(m[0])
 	data[len(data)-3] ^= 0x40
 	os.WriteFile(m[0], data, 0o644)
-	if err := embedding.LoadInto(dir, []*embedding.Table{a, b2}, nil); !errors.Is(err, embedding.ErrCorrupt) {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{a, b2}, nil); !errors.Is(err, embedding.ErrCorrupt) {
 		t.Errorf("LoadInto with a corrupt second table: %v", err)
 	}
 	sameDump(t, "first table after a corrupt load", dump(t, a), before)
@@ -502,14 +505,14 @@ func TestLoadIntoAllOrNothing(t *testing.T) {
 	m0 := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}}, "m")
 	lookup(t, m0, 1)
 	dir2 := t.TempDir()
-	if err := embedding.Save(dir2, a, m0); err != nil {
+	if err := embedding.Save(context.Background(), dir2, a, m0); err != nil {
 		t.Fatal(err)
 	}
 	m0.Close()
 	train(t, a, r, 1, 10, 40) // so that a swap of the first table would show
 	before = dump(t, a)
 	m1 := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}}, "m")
-	if err := embedding.LoadInto(dir2, []*embedding.Table{a, m1}, nil); !errors.Is(err, embedding.ErrIncompatible) {
+	if err := embedding.LoadInto(context.Background(), dir2, []*embedding.Table{a, m1}, nil); !errors.Is(err, embedding.ErrIncompatible) {
 		t.Errorf("LoadInto of SGD with momentum into SGD without: %v, want ErrIncompatible", err)
 	}
 	sameDump(t, "first table after loading momentum into plain SGD", dump(t, a), before)
@@ -526,12 +529,12 @@ func TestLoadIntoAllOrNothing(t *testing.T) {
 // handles from Get kept the old one).
 func TestLoadIntoReachesEveryHandle(t *testing.T) {
 	dir := t.TempDir()
-	src, err := embedding.New(t.Name(), embedding.Config{Dim: 2, ReadDefault: embedding.ReadInitial})
+	src, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: 2, ReadDefault: embedding.ReadInitial})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lookup(t, src, 1)
-	if err := embedding.Save(dir, src); err != nil {
+	if err := embedding.Save(context.Background(), dir, src); err != nil {
 		t.Fatal(err)
 	}
 	src.Close()
@@ -549,7 +552,7 @@ func TestLoadIntoReachesEveryHandle(t *testing.T) {
 		}
 	})
 	for i := 0; i < 5; i++ {
-		if err := embedding.LoadInto(dir, []*embedding.Table{dst}, nil); err != nil {
+		if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{dst}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -567,12 +570,12 @@ func TestLoadRenamedBadName(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 2})
 	lookup(t, tbl, 1)
 	dir := t.TempDir()
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
 	names := embedding.Names()
-	for _, bad := range []string{"", strings.Repeat("x", 256), "tab\tle"} {
-		_, err := embedding.LoadRenamed(dir, func(string) string { return bad })
+	for _, bad := range []string{strings.Repeat("x", 256), "tab\tle"} { // ("" opens it unnamed)
+		_, err := embedding.LoadRenamed(context.Background(), dir, func(string) string { return bad })
 		if !errors.Is(err, embedding.ErrBadInput) || errors.Is(err, embedding.ErrCorrupt) {
 			t.Errorf("rename to %q: %v, want ErrBadInput and not ErrCorrupt", bad, err)
 		}

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"runtime/debug"
 	"testing"
 
@@ -38,7 +39,7 @@ func TestCompactReturnsMemory(t *testing.T) {
 	}
 	debug.FreeOSMemory()
 	before, b0 := procstat.ResidentKB(), stats().Bytes
-	ev, err := tbl.Evict(embedding.KeepRecent(keep), false)
+	ev, err := tbl.Evict(context.Background(), embedding.KeepRecent(keep), false)
 	if err != nil || ev.N != n-keep {
 		t.Fatalf("evicted %d (%v), want %d", ev.N, err, n-keep)
 	}

@@ -115,7 +115,7 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 				}
 				if rng.Intn(2) == 0 {
 					last := int64(math.MinInt64)
-					err := tbl.ExportEach(16, func(c *embedding.ExportChunk) error {
+					err := tbl.ExportEach(context.Background(), 16, func(c *embedding.ExportChunk) error {
 						var rows [][]float32
 						for k, id := range c.IDs {
 							if (c.Offset > 0 || k > 0) && id <= last {
@@ -225,7 +225,7 @@ func concurrentOperations(t *testing.T, device cgotorch.Device) {
 // crashes, and the table's memory is released.
 func TestCloseWhileInUse(t *testing.T) {
 	for round := 0; round < 5; round++ {
-		tbl, err := embedding.New(t.Name(), embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{}})
+		tbl, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{}})
 		if err != nil {
 			t.Fatal(err)
 		}

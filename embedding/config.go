@@ -10,7 +10,8 @@ type Config struct {
 	// Dim is the width of a row (> 0).
 	Dim int
 	// Initializer gives new rows their value; default Normal{Mean: 0, Std: 1}, the
-	// initialisation of torch.nn.Embedding. A row's initial value depends only on (Seed, id):
+	// initialisation of torch.nn.Embedding. A row's initial value depends only on (Seed, id)
+	// (the seed in use: see Seed):
 	// not on insertion order, batch composition or thread count.
 	Initializer Initializer
 	// Optimizer is what Update applies; default SGD{LR: 0.01}. NoOptimizer{} makes Update an
@@ -25,7 +26,14 @@ type Config struct {
 	// At most 2^40; New refuses at once (ErrBadInput) a capacity whose rows and states (4
 	// bytes a float) and id map (32 bytes an id) exceed the machine's physical memory.
 	Capacity int
-	// Seed keys the initializer's generator.
+	// Seed keys the initializer's generator: a row's initial value is f(seed, id). Zero (the
+	// default) derives the seed of a named table from its name, so that two tables do not
+	// start alike (user 42 and movie 42 get different rows) while a table of that name starts
+	// the same in every run, process and world size: seed = splitmix64's finaliser of the
+	// 64-bit FNV-1a hash of the name's bytes (cgotorch.h, CT_TABLE_SEED_FROM_NAME; the Python
+	// package does the same). An unnamed table (New) uses 0 as is. A nonzero Seed is used as
+	// is, whatever the name. Table.Config reports the seed in use, and a Config with it starts
+	// the same rows under any name.
 	Seed uint64
 	// Device is where the rows live; default the CPU. A CUDA table needs a libtorch with CUDA.
 	Device cgotorch.Device
@@ -316,6 +324,7 @@ func (cfg Config) resolve(name string) (Config, ctable.Config, error) {
 		Dim: int64(cfg.Dim), Capacity: int64(cfg.Capacity), BlockRows: int64(cfg.BlockRows),
 		Init: ik, InitParams: ip, Optimizer: ok, OptParams: Op,
 		Device: cfg.Device, Seed: cfg.Seed, Layout: layout, TrackAccess: cfg.TrackAccess,
+		SeedFromName: cfg.Seed == 0,
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
@@ -146,14 +147,14 @@ func TestDeltasFollowACheckpoint(t *testing.T) {
 	deltaOf(t, src)
 	train(t, src, r, 4, 10, 50)
 	dir := t.TempDir()
-	if err := embedding.Save(dir, src); err != nil {
+	if err := embedding.Save(context.Background(), dir, src); err != nil {
 		t.Fatal(err)
 	}
 	train(t, src, r, 4, 10, 50)
 	d1 := deltaOf(t, src)
 	train(t, src, r, 4, 10, 50)
 	d2 := deltaOf(t, src)
-	tbls, err := embedding.LoadRenamed(dir, func(s string) string { return s + "/copy" })
+	tbls, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "/copy" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestDeltasCarryTheLearningRate(t *testing.T) {
 		"ftrl":         {Dim: 2, Optimizer: embedding.FTRL{Alpha: 0.1}, TrackAccess: true},
 	} {
 		src := newTable(t, cfg, name, "src")
-		dst := newTable(t, cfg, name, "dst")
+		dst := newTable(t, src.Config(), name, "dst") // (its seed: new ids start alike)
 		train(t, src, rand.New(rand.NewPCG(1, 2)), 5, 8, 20)
 		applied(t, name+": the base", dst, deltaOf(t, src))
 		train(t, src, rand.New(rand.NewPCG(3, 4)), 5, 3, 20) // rows fall behind
@@ -202,7 +203,7 @@ func TestDeltasCarryTheLearningRate(t *testing.T) {
 func TestDeltasCarryAdmission(t *testing.T) {
 	cfg := embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1}, TrackAccess: true}
 	src := newTable(t, cfg, "src")
-	dst := newTable(t, cfg, "dst")
+	dst := newTable(t, src.Config(), "dst") // (its seed: new ids start alike)
 	if err := src.SetAdmission(3); err != nil {
 		t.Fatal(err)
 	}

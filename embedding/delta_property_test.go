@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -53,7 +54,7 @@ func deltaChainProperty(t *testing.T, name string, seed uint64) {
 	plan := deltaPlan{Config: name, Base: filepath.Join(dir, "base"), Tail: seed + 1000, Out: filepath.Join(dir, "child.json")}
 	for op := 0; op < ops; op++ {
 		if op == saveAt {
-			if err := embedding.Save(plan.Base, live); err != nil {
+			if err := embedding.Save(context.Background(), plan.Base, live); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -126,7 +127,7 @@ func TestDeltaChainChild(t *testing.T) {
 	if err := json.Unmarshal(b, &plan); err != nil {
 		t.Fatal(err)
 	}
-	tbls, err := embedding.LoadRenamed(plan.Base, func(string) string { return "child" })
+	tbls, err := embedding.LoadRenamed(context.Background(), plan.Base, func(string) string { return "child" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func randomOp(t *testing.T, tbl *embedding.Table, r *rand.Rand, evict bool) {
 		p := []embedding.EvictPolicy{embedding.TTL(int64(r.IntN(6))), embedding.KeepRecent(40 + r.IntN(40)),
 			embedding.KeepFrequent(40 + r.IntN(40)), embedding.MemoryBudget(int64(4000 + r.IntN(8000)))}[r.IntN(4)]
 		var ev *embedding.Evicted
-		if ev, err = tbl.Evict(p, false); err == nil && r.IntN(2) == 0 {
+		if ev, err = tbl.Evict(context.Background(), p, false); err == nil && r.IntN(2) == 0 {
 			err = tbl.Compact()
 		}
 		ev.Close()

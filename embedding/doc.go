@@ -1,4 +1,4 @@
-// Package embedding provides dynamic hash embedding tables: named tables that map raw int64
+// Package embedding provides dynamic hash embedding tables: tables that map raw int64
 // feature ids (user ids, item ids, crossed features) to float32 rows, store only the ids they
 // have seen, grow as new ids arrive, forget ids on request and update rows with sparse
 // optimizers whose state lives next to each row. The tables live on the C side (cgotorch.h,
@@ -7,13 +7,14 @@
 //
 // # Tables
 //
-// New creates a table under a process-wide unique name; Get returns another handle to it and
-// Names lists the open ones. Close closes a table for all its handles: its name is free at once
-// (a new table may take it), later operations fail with ErrClosed, and Close returns once the
-// operations in flight have finished. An open table stays registered even when no Go value
-// refers to it any more: close tables you are done with.
+// New creates an unnamed table; NewNamed creates one under a process-wide unique name, which
+// is what Get (another handle to it), Names (the open ones) and checkpoints know it by. Close
+// closes a table for all its handles: its name is free at once (a new table may take it), later
+// operations fail with ErrClosed, and Close returns once the operations in flight have
+// finished. An open table stays open even when no Go value refers to it any more: close tables
+// you are done with.
 //
-//	users, err := embedding.New("user", embedding.Config{
+//	users, err := embedding.NewNamed("user", embedding.Config{
 //		Dim:       16,
 //		Optimizer: embedding.SparseAdam{LR: 1e-3},
 //	})
@@ -26,14 +27,16 @@
 //   - Read: the rows of ids without inserting; absent ids get a default row (inference).
 //   - Write: set rows (insert or assign). Update: one optimizer step from gradients.
 //   - Prefetch: an asynchronous Read on a worker thread; Wait(ctx) returns its rows.
-//   - Delete, Clear, Len, Stats, Export (a consistent snapshot with optimizer states) and
-//     ExportEach (the same, streamed a chunk at a time).
+//   - Delete, Clear, Len, Stats, Export (a consistent snapshot with optimizer states),
+//     ExportEach (the same, streamed a chunk at a time) and ReadState (a few ids' rows and
+//     optimizer states, without the whole table).
 //
-// Ids are int64 tensors [N] (one-dimensional, contiguous, any device); rows, values and
-// gradients float32 [N, Dim]. Each operation also has a form taking a []int64 (LookupIDs, ...),
-// and Lookup and Read one writing the rows into the caller's []float32 (LookupInto, ReadInto:
-// no tensor on either side, for serving loops that reuse their buffers).
-// Results come back on the ids' device; empty ids give [0, Dim] results.
+// Ids are int64 tensors of any shape (contiguous, any device), as in torch.nn.Embedding and
+// nn.Embedding; rows, values and gradients are float32 of the ids' shape + [Dim] (found, of
+// Read, and indices have the ids' shape). Each operation also has a form taking a []int64
+// (LookupIDs, ...), and Lookup and Read one writing the rows into the caller's []float32
+// (LookupInto, ReadInto: no tensor on either side, for serving loops that reuse their
+// buffers). Results come back on the ids' device; empty ids give [0, Dim] results.
 //
 // # Autograd
 //
@@ -49,10 +52,26 @@
 //
 // # Values
 //
-// A new row's value depends only on the table's Seed and the id (a counter-based generator, not
-// libtorch's global one), so it does not depend on insertion order, batch composition or thread
-// count, and a deleted id that comes back starts again from the same value with fresh optimizer
-// state. Index allocation is contiguous (0, 1, 2, ...), reusing the indices of deleted ids.
+// A new row's value depends only on the table's seed and the id (a counter-based generator, not
+// libtorch's global one), so it does not depend on insertion order, batch composition, thread
+// count or world size (dist.ShardedTable), and a deleted id that comes back starts again from
+// the same value with fresh optimizer state. With the default Seed (0) a named table's seed is
+// derived from its name, so tables do not start alike (user 42 and movie 42 get different rows)
+// and a table of a given name starts the same in every run; a nonzero Seed is used as is, and an
+// unnamed table uses its Seed as is (see Config.Seed). Index allocation is contiguous (0, 1,
+// 2, ...), reusing the indices of deleted ids.
+//
+// # Steps
+//
+// One rule, PyTorch's (an optimizer steps a parameter that has a gradient, even one with no
+// rows, and skips one whose gradient is None): a gradient is a step, no gradient is none.
+// Update is a gradient, so every Update counts one step, also one with no ids (then no row or
+// state changes, but the step counter, which Adam's bias corrections and Adagrad's lr decay
+// read, moves on; SGD's momentum moves rows absent from a step, as in PyTorch). Step applies the
+// gradient that backward passes left pending since the last Step or ZeroGrad: after a backward
+// pass, even over no ids, it counts one step; with none (no backward pass since, or ZeroGrad)
+// it does nothing at all. testdata/step_rule.py checks the rule against PyTorch. A sharded
+// table relies on it: every owner steps at every step, with or without ids.
 //
 // # Optimizers
 //
@@ -64,7 +83,8 @@
 //
 // # Lifecycle
 //
-// Save, SaveWith, SaveWithOptions, Load, LoadRenamed and LoadInto write and read checkpoints:
+// Save, SaveWith, SaveWithOptions, Load, LoadRenamed and LoadInto write and read checkpoints of
+// named tables (a checkpoint knows its tables by name):
 // directories of safetensors files and a JSON manifest (docs/checkpoint.md), exact to the bit,
 // consistent per table, streamed in chunks, and crash-safe (the previous checkpoint stays loadable
 // until the new one is durable). A staged save (SaveOptions.Staged) copies each table into memory
@@ -76,6 +96,12 @@
 // a mark, with the optimizer's parameters and the admission state, for serving or incremental
 // checkpoints (ApplyDelta: all or nothing, each delta once and in order: ErrIncompatible
 // otherwise). Check verifies a table's invariants; every load runs it.
+//
+// The long operations take a context.Context first, as database/sql's do: Save and its forms,
+// Load, LoadRenamed and LoadInto check it between chunks of rows (a save stopped by it leaves
+// the previous checkpoint as it was, a stopped load changes nothing), ExportEach before each
+// chunk, Evict before it starts and EvictIf while it chooses, and Prefetch.Wait stops waiting
+// when it is done. The error then wraps ctx.Err().
 //
 // # Errors
 //

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -47,10 +48,10 @@ func TestCheckpointOfOnlyAdmissionCounts(t *testing.T) {
 	}
 	for i := range 20 {
 		dir := t.TempDir()
-		if err := embedding.Save(dir, tbl); err != nil {
+		if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 			t.Fatal(err)
 		}
-		loaded, err := embedding.LoadRenamed(dir, func(s string) string { return fmt.Sprintf("%s-%d", s, i) })
+		loaded, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return fmt.Sprintf("%s-%d", s, i) })
 		if err != nil {
 			t.Fatalf("run %d: Load: %v", i, err)
 		}

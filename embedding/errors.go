@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,6 +66,15 @@ func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
 // kinds are the sentinels an error of cgotorch can carry into this package, in the order wrap
 // tests them; any other failure is ErrInternal.
 var kinds = []error{ErrBadInput, ErrClosed, ErrNameTaken, ErrNotFound, ErrUnknownPrefetch, ErrDevice, ErrIncompatible}
+
+// stopped is the error of an operation whose context is done (nil while it is not): it
+// wraps ctx.Err() (context.Canceled or context.DeadlineExceeded) as its Kind.
+func stopped(ctx context.Context, op, table string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return &Error{Op: op, Table: table, Kind: ctx.Err(), Err: fmt.Errorf("stopped: %w", context.Cause(ctx))}
+}
 
 // wrap turns an error of cgotorch into an *Error whose Kind is the sentinel it wraps.
 func wrap(op, table string, err error) error {

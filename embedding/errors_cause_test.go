@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,7 @@ func isBoth(t *testing.T, what string, err, sentinel, cause error) {
 
 func TestMissingFilesKeepTheOSError(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
-	_, err := embedding.Load(missing)
+	_, err := embedding.Load(context.Background(), missing)
 	isBoth(t, "Load of a missing directory", err, embedding.ErrNotFound, fs.ErrNotExist)
 	_, _, err = embedding.ReadDelta(missing)
 	isBoth(t, "ReadDelta of a missing file", err, embedding.ErrNotFound, fs.ErrNotExist)
@@ -38,7 +39,7 @@ func TestMissingFilesKeepTheOSError(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(unreadable, "manifest.json"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = embedding.Load(unreadable)
+	_, err = embedding.Load(context.Background(), unreadable)
 	if !errors.Is(err, embedding.ErrInternal) || errors.Is(err, embedding.ErrNotFound) {
 		t.Errorf("Load of a manifest that is a directory: %v; want ErrInternal, not ErrNotFound", err)
 	}
@@ -47,7 +48,7 @@ func TestMissingFilesKeepTheOSError(t *testing.T) {
 	dir := t.TempDir()
 	tbl := newTable(t, embedding.Config{Dim: 2}, "t")
 	write(t, tbl, []int64{1}, 1, 2)
-	if err := embedding.SaveWith(dir, []*embedding.Table{tbl}, map[string]func(io.Writer) error{
+	if err := embedding.SaveWith(context.Background(), dir, []*embedding.Table{tbl}, map[string]func(io.Writer) error{
 		"extra": func(w io.Writer) error { _, err := w.Write([]byte("x")); return err },
 	}); err != nil {
 		t.Fatal(err)
@@ -57,11 +58,11 @@ func TestMissingFilesKeepTheOSError(t *testing.T) {
 		t.Fatalf("extra files: %v", extra)
 	}
 	os.Remove(extra[0])
-	err = embedding.LoadInto(dir, nil, map[string]func(io.Reader) error{"extra": func(io.Reader) error { return nil }})
+	err = embedding.LoadInto(context.Background(), dir, nil, map[string]func(io.Reader) error{"extra": func(io.Reader) error { return nil }})
 	isBoth(t, "LoadInto without the extra file", err, embedding.ErrCorrupt, fs.ErrNotExist)
 	_, tf := checkpointFiles(t, dir)
 	os.Remove(tf)
-	_, err = embedding.LoadRenamed(dir, func(s string) string { return s + "-2" })
+	_, err = embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "-2" })
 	isBoth(t, "Load without the table file", err, embedding.ErrCorrupt, fs.ErrNotExist)
 }
 

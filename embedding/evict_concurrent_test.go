@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"math/rand"
 	"sync/atomic"
 	"testing"
@@ -37,7 +38,7 @@ func TestEvictWhileTraining(t *testing.T) {
 			}
 			switch rng.Intn(8) {
 			case 0: // a removal between an eviction's phases makes it choose again
-				ev, err := tbl.EvictIf(func(id, _, _ int64) bool { return id%workers == int64(w) })
+				ev, err := tbl.EvictIf(context.Background(), func(id, _, _ int64) bool { return id%workers == int64(w) })
 				if err == nil {
 					var m int64
 					m, err = rowMass(ev)
@@ -73,7 +74,7 @@ func TestEvictWhileTraining(t *testing.T) {
 			running = false // one more eviction after the last update
 		default:
 		}
-		ev, err := tbl.Evict(policies[evictions%int64(len(policies))], true)
+		ev, err := tbl.Evict(context.Background(), policies[evictions%int64(len(policies))], true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -10,18 +11,18 @@ import (
 
 // A long-lived table forgets what it has not seen for a while, then gives the memory back.
 func ExampleTable_Evict() {
-	t, _ := embedding.New("example-evict", embedding.Config{Dim: 4, Optimizer: embedding.SGD{LR: 0.1}, TrackAccess: true})
+	t, _ := embedding.NewNamed("example-evict", embedding.Config{Dim: 4, Optimizer: embedding.SGD{LR: 0.1}, TrackAccess: true})
 	defer t.Close()
 	grad := make([]float32, 3*4)
 	for step, ids := range [][]int64{{1, 2, 3}, {1, 2, 4}, {1, 5, 6}} { // one update a step
 		_ = t.UpdateIDs(ids, grad)
 		fmt.Println("step", step+1, "rows", t.Len())
 	}
-	ev, _ := t.Evict(embedding.TTL(1), true) // last trained more than 1 step ago
+	ev, _ := t.Evict(context.Background(), embedding.TTL(1), true) // last trained more than 1 step ago
 	ids, _ := cgotorch.ToSlice[int64](ev.IDs)
 	ev.Close()
 	fmt.Println("evicted", ids, "left", t.Len())
-	ev, _ = t.Evict(embedding.KeepFrequent(2), true) // ties keep the more recent, then the smaller id
+	ev, _ = t.Evict(context.Background(), embedding.KeepFrequent(2), true) // ties keep the more recent, then the smaller id
 	ids, _ = cgotorch.ToSlice[int64](ev.IDs)
 	ev.Close()
 	fmt.Println("evicted", ids, "left", t.Len())
@@ -37,10 +38,10 @@ func ExampleTable_Evict() {
 
 // EvictIf takes any rule over a row's id, last step and frequency.
 func ExampleTable_EvictIf() {
-	t, _ := embedding.New("example-evict-if", embedding.Config{Dim: 2, TrackAccess: true})
+	t, _ := embedding.NewNamed("example-evict-if", embedding.Config{Dim: 2, TrackAccess: true})
 	defer t.Close()
 	_, _ = t.LookupIDs([]int64{10, 11, 12, 10, 10, 11}) // a training lookup counts each occurrence
-	ev, _ := t.EvictIf(func(id, lastStep, frequency int64) bool { return frequency < 2 })
+	ev, _ := t.EvictIf(context.Background(), func(id, lastStep, frequency int64) bool { return frequency < 2 })
 	defer ev.Close()
 	ids, _ := cgotorch.ToSlice[int64](ev.IDs)
 	fmt.Println(ids, t.Len())
@@ -52,18 +53,18 @@ func ExampleTable_EvictIf() {
 func ExampleSave() {
 	dir, _ := os.MkdirTemp("", "gorec-example")
 	defer os.RemoveAll(dir)
-	t, _ := embedding.New("example-saved", embedding.Config{
+	t, _ := embedding.NewNamed("example-saved", embedding.Config{
 		Dim:         2,
 		Initializer: embedding.Constant{Value: 1},
 		Optimizer:   embedding.Adagrad{LR: 0.5},
 	})
 	_ = t.UpdateIDs([]int64{7, 8}, []float32{1, 1, 0, 2})
-	if err := embedding.Save(dir, t); err != nil {
+	if err := embedding.Save(context.Background(), dir, t); err != nil {
 		panic(err)
 	}
 	_ = t.Close() // (Load opens the tables under their saved names)
 
-	loaded, err := embedding.Load(dir)
+	loaded, err := embedding.Load(context.Background(), dir)
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +80,7 @@ func ExampleSave() {
 
 // With admission, an id gets a row only at its k-th training lookup: rare ids cost nothing.
 func ExampleTable_SetAdmission() {
-	t, _ := embedding.New("example-admission", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
+	t, _ := embedding.NewNamed("example-admission", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
 	defer t.Close()
 	_ = t.SetAdmission(2)
 	for _, batch := range [][]int64{{5, 6}, {5}} {
@@ -95,9 +96,9 @@ func ExampleTable_SetAdmission() {
 // Deltas ship a trainer's changes to a replica (a server, say) without copying the table.
 func ExampleTable_Delta() {
 	cfg := embedding.Config{Dim: 1, Initializer: embedding.Constant{Value: 1}, Optimizer: embedding.SGD{LR: 1}}
-	trainer, _ := embedding.New("example-trainer", cfg)
+	trainer, _ := embedding.NewNamed("example-trainer", cfg)
 	defer trainer.Close()
-	replica, _ := embedding.New("example-replica", cfg)
+	replica, _ := embedding.NewNamed("example-replica", cfg)
 	defer replica.Close()
 	ship := func() {
 		d, _ := trainer.Delta(true) // the changes since the last mark, and a new mark

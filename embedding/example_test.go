@@ -10,7 +10,7 @@ import (
 )
 
 func Example() {
-	users, err := embedding.New("example-users", embedding.Config{
+	users, err := embedding.NewNamed("example-users", embedding.Config{
 		Dim:         2,
 		Initializer: embedding.Constant{Value: 0.5},
 		Optimizer:   embedding.SGD{LR: 0.1},
@@ -35,7 +35,7 @@ func Example() {
 }
 
 func ExampleTable_Prefetch() {
-	items, _ := embedding.New("example-items", embedding.Config{Dim: 3, Initializer: embedding.Constant{Value: 1}})
+	items, _ := embedding.New(embedding.Config{Dim: 3, Initializer: embedding.Constant{Value: 1}})
 	defer items.Close()
 	_, _ = items.LookupIDs([]int64{10, 11})
 
@@ -52,7 +52,7 @@ func ExampleTable_Prefetch() {
 }
 
 func ExampleTable_Export() {
-	t, _ := embedding.New("example-export", embedding.Config{
+	t, _ := embedding.New(embedding.Config{
 		Dim:         1,
 		Initializer: embedding.Constant{Value: 1},
 		Optimizer:   embedding.Adagrad{LR: 0.5},
@@ -71,7 +71,7 @@ func ExampleTable_Export() {
 
 // Rows straight into a buffer the caller reuses: no tensor, nothing allocated per call.
 func ExampleTable_LookupInto() {
-	t, _ := embedding.New("example-lookup-into", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 0.5}})
+	t, _ := embedding.New(embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 0.5}})
 	defer t.Close()
 	buf := make([]float32, 3*t.Dim())
 	for _, batch := range [][]int64{{1, 2, 3}, {3, 4, 5}} {
@@ -91,11 +91,11 @@ func ExampleTable_LookupInto() {
 
 // A table streamed a chunk at a time, as one would push it to a serving store.
 func ExampleTable_ExportEach() {
-	t, _ := embedding.New("example-export-each", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
+	t, _ := embedding.New(embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
 	defer t.Close()
 	rows, _ := t.LookupIDs([]int64{30, 10, 20, 40, 50})
 	rows.Close()
-	_ = t.ExportEach(2, func(c *embedding.ExportChunk) error {
+	_ = t.ExportEach(context.Background(), 2, func(c *embedding.ExportChunk) error {
 		fmt.Println(c.Offset, c.Total, c.IDs, c.Rows) // valid during the call: copy what you keep
 		return nil
 	})
@@ -105,9 +105,38 @@ func ExampleTable_ExportEach() {
 	// 4 5 [50] [1 1]
 }
 
-func ExampleNew_nameTaken() {
-	a, _ := embedding.New("example-shared", embedding.Config{Dim: 4})
-	_, err := embedding.New("example-shared", embedding.Config{Dim: 4})
+// A throwaway table needs no name: New's tables are in no registry.
+func ExampleNew() {
+	t, _ := embedding.New(embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}})
+	defer t.Close()
+	u, _ := embedding.New(embedding.Config{Dim: 2}) // another one: no name to clash
+	defer u.Close()
+	rows, _ := t.LookupIDs([]int64{7})
+	v, _ := embedding.Rows(rows)
+	fmt.Printf("%q %v\n", t.Name(), v)
+	// Output:
+	// "" [[1 1]]
+}
+
+// A few ids' rows and optimizer states, without exporting the table.
+func ExampleTable_ReadState() {
+	t, _ := embedding.New(embedding.Config{Dim: 1, Initializer: embedding.Constant{Value: 1},
+		Optimizer: embedding.Adagrad{LR: 0.5}})
+	defer t.Close()
+	_ = t.UpdateIDs([]int64{3, 2}, []float32{2, 0})
+	s, _ := t.ReadStateIDs([]int64{3, 9})
+	defer s.Close()
+	rows, _ := embedding.Rows(s.Rows)
+	sum, _ := embedding.Rows(s.States[0].Values)
+	found, _ := cgotorch.ToSlice[bool](s.Found)
+	fmt.Println(rows, s.States[0].Name, sum, found)
+	// Output:
+	// [[0.5] [0]] sum [[4] [0]] [true false]
+}
+
+func ExampleNewNamed_nameTaken() {
+	a, _ := embedding.NewNamed("example-shared", embedding.Config{Dim: 4})
+	_, err := embedding.NewNamed("example-shared", embedding.Config{Dim: 4})
 	fmt.Println(errors.Is(err, embedding.ErrNameTaken))
 	b, ok := embedding.Get("example-shared")
 	fmt.Println(ok, b.Dim())

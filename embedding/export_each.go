@@ -1,6 +1,10 @@
 package embedding
 
-import "github.com/gorec/gorec/internal/ctable"
+import (
+	"context"
+
+	"github.com/gorec/gorec/internal/ctable"
+)
 
 // ExportChunk is one chunk of ExportEach. Its slices view memory that is valid only during the
 // call of ExportEach's function: copy what must outlive it.
@@ -29,8 +33,9 @@ type ChunkState struct {
 // not call the table. Beyond a chunk's buffers it holds 16 bytes an id (32 while it sorts them).
 // An error fn returns stops the export and is returned as is; a panic in fn stops it too and
 // comes back as an ErrInternal error. For pushing a large table to a serving store, or writing
-// it in a format of one's own.
-func (t *Table) ExportEach(chunkRows int, fn func(*ExportChunk) error) error {
+// it in a format of one's own. ctx is checked before each chunk: once it is done the export
+// stops, returning an error that wraps ctx.Err().
+func (t *Table) ExportEach(ctx context.Context, chunkRows int, fn func(*ExportChunk) error) error {
 	if t == nil {
 		return errNilTable
 	}
@@ -38,8 +43,14 @@ func (t *Table) ExportEach(chunkRows int, fn func(*ExportChunk) error) error {
 	if chunkRows <= 0 {
 		return badInput(op, t.name, "chunkRows must be > 0, got %d", chunkRows)
 	}
+	if err := stopped(ctx, op, t.name); err != nil {
+		return err
+	}
 	var fnErr error
 	err := t.t.ExportChunks(int64(chunkRows), func(c *ctable.Chunk) error {
+		if fnErr = stopped(ctx, op, t.name); fnErr != nil {
+			return fnErr
+		}
 		ch := &ExportChunk{Offset: int(c.Offset), Total: int(c.TotalRows), Step: c.Step, IDs: c.IDs, Rows: c.Rows}
 		for i, v := range c.States {
 			ch.States = append(ch.States, ChunkState{Name: c.StateNames[i], Values: v})

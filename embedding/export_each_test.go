@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -18,7 +19,7 @@ func collectEach(t *testing.T, tbl *embedding.Table, chunkRows int) (exported, i
 	t.Helper()
 	e := exported{rows: map[int64][]float32{}, states: map[string]map[int64][]float32{}, step: -1}
 	calls, dim := 0, tbl.Dim()
-	err := tbl.ExportEach(chunkRows, func(c *embedding.ExportChunk) error {
+	err := tbl.ExportEach(context.Background(), chunkRows, func(c *embedding.ExportChunk) error {
 		calls++
 		n := len(c.IDs)
 		if c.Offset != len(e.ids) || n == 0 || n > chunkRows || c.Total != tbl.Len() || len(c.Rows) != n*dim {
@@ -93,7 +94,7 @@ func TestExportEachMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gotIDs, gotLast, gotFreq []int64
-	if err := tbl.ExportEach(3, func(c *embedding.ExportChunk) error {
+	if err := tbl.ExportEach(context.Background(), 3, func(c *embedding.ExportChunk) error {
 		if len(c.LastStep) != len(c.IDs) || len(c.Frequency) != len(c.IDs) {
 			t.Errorf("a chunk of %d ids has %d last steps and %d frequencies", len(c.IDs), len(c.LastStep), len(c.Frequency))
 		}
@@ -109,7 +110,7 @@ func TestExportEachMetadata(t *testing.T) {
 	}
 	untracked := newTable(t, embedding.Config{Dim: 2}, "untracked")
 	lookup(t, untracked, 1)
-	if err := untracked.ExportEach(3, func(c *embedding.ExportChunk) error {
+	if err := untracked.ExportEach(context.Background(), 3, func(c *embedding.ExportChunk) error {
 		if c.LastStep != nil || c.Frequency != nil {
 			t.Errorf("an untracked table's chunk has metadata")
 		}
@@ -126,23 +127,23 @@ func TestExportEachErrors(t *testing.T) {
 	lookup(t, tbl, 1, 2, 3, 4, 5)
 	stop := errors.New("the serving store is down")
 	calls := 0
-	err := tbl.ExportEach(2, func(*embedding.ExportChunk) error { calls++; return stop })
+	err := tbl.ExportEach(context.Background(), 2, func(*embedding.ExportChunk) error { calls++; return stop })
 	if err != stop || calls != 1 {
 		t.Errorf("ExportEach with a failing fn: %v after %d calls", err, calls)
 	}
 	// A panic in fn stops the export as an error, and the table is not left locked.
-	if err := tbl.ExportEach(2, func(*embedding.ExportChunk) error { panic("sink bug") }); !errors.Is(err, embedding.ErrInternal) ||
+	if err := tbl.ExportEach(context.Background(), 2, func(*embedding.ExportChunk) error { panic("sink bug") }); !errors.Is(err, embedding.ErrInternal) ||
 		!strings.Contains(err.Error(), "sink bug") {
 		t.Errorf("ExportEach with a panicking fn: %v", err)
 	}
 	update(t, tbl, []int64{1}, 1, 1)
-	if err := tbl.ExportEach(0, func(*embedding.ExportChunk) error { return nil }); !errors.Is(err, embedding.ErrBadInput) {
+	if err := tbl.ExportEach(context.Background(), 0, func(*embedding.ExportChunk) error { return nil }); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("chunkRows 0: %v", err)
 	}
 	if err := tbl.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tbl.ExportEach(2, func(*embedding.ExportChunk) error { return nil }); !errors.Is(err, embedding.ErrClosed) {
+	if err := tbl.ExportEach(context.Background(), 2, func(*embedding.ExportChunk) error { return nil }); !errors.Is(err, embedding.ErrClosed) {
 		t.Errorf("closed table: %v", err)
 	}
 }
@@ -178,7 +179,7 @@ func TestExportEachIsOneSnapshot(t *testing.T) {
 	for round := 0; round < 5; round++ {
 		var value float32
 		first := true
-		err := tbl.ExportEach(8, func(c *embedding.ExportChunk) error {
+		err := tbl.ExportEach(context.Background(), 8, func(c *embedding.ExportChunk) error {
 			time.Sleep(time.Millisecond) // room for an update between chunks, were it not locked out
 			for _, v := range c.Rows {
 				if first {

@@ -2,17 +2,14 @@ package embedding
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"fmt"
 	"hash/crc32"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/internal/ctable"
 )
-
-var fuzzTables atomic.Int64
 
 // LoadTableBytes loads data as the table file of a dim-3 Adagrad table whose manifest entry
 // agrees with data's header (rows, counts, step and checksums taken from it when it parses),
@@ -34,12 +31,12 @@ func LoadTableBytes(data []byte) error {
 		}
 	}
 	_, cc := configOf(e, cgotorch.CPU, false, e.TrackAccess)
-	t, err := ctable.New(fmt.Sprintf("fuzz-%d", fuzzTables.Add(1)), cc)
+	t, err := ctable.New("", cc) // unnamed
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	return readTable(bytes.NewReader(data), int64(len(data)), e, t)
+	return readTable(context.Background(), bytes.NewReader(data), int64(len(data)), e, t)
 }
 
 // ParseManifest exposes the manifest parser to the fuzz target.

@@ -2,6 +2,7 @@ package embedding_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -61,12 +62,16 @@ func withoutGeneration(t *testing.T, path string) string {
 // earlier gorec, still loads with the same contents.
 func TestGoldenCheckpointVersion1(t *testing.T) {
 	want := goldenTable(t)
-	loaded, err := embedding.LoadRenamed(filepath.Join(goldenDir, "checkpoint-v1"), func(s string) string { return s + "-v1" })
+	loaded, err := embedding.LoadRenamed(context.Background(), filepath.Join(goldenDir, "checkpoint-v1"), func(s string) string { return s + "-v1" })
 	if err != nil {
 		t.Fatalf("loading a version 1 checkpoint: %v", err)
 	}
 	defer loaded[0].Close()
 	sameDump(t, "version 1 checkpoint", dump(t, loaded[0]), dump(t, want))
+	// A saved seed is kept as it is, not derived again from the name the table is loaded under.
+	if s := loaded[0].Config().Seed; s != 0 {
+		t.Errorf("seed %d after loading a checkpoint saved with seed 0", s)
+	}
 }
 
 func TestGoldenCheckpoint(t *testing.T) {
@@ -74,11 +79,11 @@ func TestGoldenCheckpoint(t *testing.T) {
 	dir := filepath.Join(goldenDir, "checkpoint")
 	if writeGolden() {
 		os.RemoveAll(dir)
-		if err := embedding.Save(dir, want); err != nil {
+		if err := embedding.Save(context.Background(), dir, want); err != nil {
 			t.Fatal(err)
 		}
 	}
-	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-loaded" })
+	loaded, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "-loaded" })
 	if err != nil {
 		t.Fatalf("loading the checkpoint of an earlier gorec: %v", err)
 	}
@@ -89,7 +94,7 @@ func TestGoldenCheckpoint(t *testing.T) {
 	sameDump(t, "golden checkpoint", dump(t, loaded[0]), dump(t, want))
 
 	again := t.TempDir()
-	if err := embedding.Save(again, want); err != nil {
+	if err := embedding.Save(context.Background(), again, want); err != nil {
 		t.Fatal(err)
 	}
 	gm, gtf := checkpointFiles(t, dir)

@@ -17,12 +17,26 @@ import (
 func newTable(t testing.TB, cfg embedding.Config, suffix ...string) *embedding.Table {
 	t.Helper()
 	name := strings.Join(append([]string{t.Name()}, suffix...), "/")
-	tbl, err := embedding.New(name, cfg)
+	tbl, err := embedding.NewNamed(name, cfg)
 	if err != nil {
 		t.Fatalf("New(%q): %v", name, err)
 	}
 	t.Cleanup(func() { tbl.Close() })
 	return tbl
+}
+
+// sumStep is a training step through autograd: a training Forward of ids, a backward pass of
+// the sum of the rows (gradients of 1), and Step.
+func sumStep(t testing.TB, tbl *embedding.Table, ids ...int64) {
+	t.Helper()
+	out, err := tbl.Forward(ids64(t, ids), embedding.ForwardOptions{Train: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Sum().Backward()
+	if err := tbl.Step(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func ids64(t testing.TB, ids []int64) *cgotorch.Tensor {

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"syscall"
@@ -25,7 +26,7 @@ func TestCapacityRefused(t *testing.T) {
 		capacity int
 		why      string
 	}{{1 << 43, "limit of 2^40"}, {1<<40 + 1, "limit of 2^40"}, {overRAM, "memory"}} {
-		tbl, err := embedding.New("capacity", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}, Capacity: c.capacity})
+		tbl, err := embedding.NewNamed("capacity", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}, Capacity: c.capacity})
 		if !errors.Is(err, embedding.ErrBadInput) || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("Capacity %d: %v, want ErrBadInput about the %s", c.capacity, err, c.why)
 		}
@@ -44,14 +45,14 @@ func TestCapacityRefused(t *testing.T) {
 // succeeded and New("a") failed with ErrNameTaken.
 func TestTableNameNULAndLength(t *testing.T) {
 	base := t.Name()
-	if _, err := embedding.New(base+"\x00b", embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrBadInput) {
+	if _, err := embedding.NewNamed(base+"\x00b", embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("New with a NUL byte: %v, want ErrBadInput", err)
 	}
 	tbl := newTable(t, embedding.Config{Dim: 2}) // named base
 	if tbl.Name() != base {
 		t.Fatalf("name %q", tbl.Name())
 	}
-	if _, err := embedding.New(strings.Repeat("n", 256), embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrBadInput) {
+	if _, err := embedding.NewNamed(strings.Repeat("n", 256), embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("New with a 256-byte name: %v, want ErrBadInput", err)
 	}
 	long := newTable(t, embedding.Config{Dim: 2}, strings.Repeat("n", 255-len(base)-1))
@@ -69,16 +70,16 @@ func TestTableNameNULAndLength(t *testing.T) {
 func TestNilTablesAndTensors(t *testing.T) {
 	dir := t.TempDir()
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{}})
-	if err := embedding.Save(dir, nil); !errors.Is(err, embedding.ErrBadInput) {
+	if err := embedding.Save(context.Background(), dir, nil); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("Save(dir, nil): %v", err)
 	}
-	if err := embedding.SaveWith(dir, []*embedding.Table{tbl, nil}, nil); !errors.Is(err, embedding.ErrBadInput) {
+	if err := embedding.SaveWith(context.Background(), dir, []*embedding.Table{tbl, nil}, nil); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("SaveWith with a nil table: %v", err)
 	}
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedding.LoadInto(dir, []*embedding.Table{nil}, nil); !errors.Is(err, embedding.ErrBadInput) {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{nil}, nil); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("LoadInto with a nil table: %v", err)
 	}
 	var n *embedding.Table
@@ -91,7 +92,7 @@ func TestNilTablesAndTensors(t *testing.T) {
 		"Step":         n.Step,
 		"ZeroGrad":     n.ZeroGrad,
 		"PendingGrad":  func() error { _, _, err := n.PendingGrad(); return err },
-		"ExportEach":   func() error { return n.ExportEach(1, nil) },
+		"ExportEach":   func() error { return n.ExportEach(context.Background(), 1, nil) },
 		"LookupIDs":    func() error { _, err := n.LookupIDs([]int64{1}); return err },
 		"IndicesIDs":   func() error { _, err := n.IndicesIDs([]int64{1}, true); return err },
 		"ReadIDs":      func() error { _, _, err := n.ReadIDs([]int64{1}); return err },
@@ -101,8 +102,8 @@ func TestNilTablesAndTensors(t *testing.T) {
 		"PrefetchIDs":  func() error { _, err := n.PrefetchIDs([]int64{1}); return err },
 		"LookupInto":   func() error { return n.LookupInto(make([]float32, 2), []int64{1}) },
 		"ReadInto":     func() error { return n.ReadInto(make([]float32, 2), make([]bool, 1), []int64{1}) },
-		"Evict":        func() error { _, err := n.Evict(embedding.EvictPolicy{}, false); return err },
-		"EvictIf":      func() error { _, err := n.EvictIf(nil); return err },
+		"Evict":        func() error { _, err := n.Evict(context.Background(), embedding.EvictPolicy{}, false); return err },
+		"EvictIf":      func() error { _, err := n.EvictIf(context.Background(), nil); return err },
 		"Metadata":     func() error { _, _, _, err := n.Metadata(); return err },
 		"Compact":      n.Compact,
 		"SetAdmission": func() error { return n.SetAdmission(2) },

@@ -20,7 +20,8 @@ func flatten(rows [][]float32) []float32 {
 // rows whose SGD momentum lags behind, and ids not yet admitted (zero rows).
 func TestLookupIntoEqualsLookup(t *testing.T) {
 	cfg := embedding.Config{Dim: 3, Initializer: embedding.Normal{Std: 1}, Optimizer: embedding.SGD{LR: 0.1, Momentum: 0.9}}
-	a, b := newTable(t, cfg, "a"), newTable(t, cfg, "b")
+	a := newTable(t, cfg, "a")
+	b := newTable(t, a.Config(), "b") // (a's seed: the same initial rows)
 	batches := [][]int64{{5, 9, 5, -1}, {9, 12}, {}, {7, 7, 7, 5, 100}}
 	for i, ids := range batches {
 		got := make([]float32, len(ids)*3)

@@ -1,6 +1,7 @@
 package embedding
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -77,13 +78,18 @@ func (e *Evicted) Close() {
 // against the last one the keep admitted), rows inserted meanwhile are not candidates, and
 // after a delete, removal, Clear, compaction or another eviction meanwhile it chooses again
 // under the exclusive lock. Row memory is reused by later inserts; Compact returns it
-// (MemoryBudget compacts by itself, in the same exclusive section).
-func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
+// (MemoryBudget compacts by itself, in the same exclusive section). The eviction is one call
+// into the table: ctx is checked before it starts (a done ctx gives an error wrapping ctx.Err()
+// and removes nothing); once started it runs to its end.
+func (t *Table) Evict(ctx context.Context, p EvictPolicy, rows bool) (*Evicted, error) {
 	if t == nil {
 		return nil, errNilTable
 	}
 	if !p.set {
 		return nil, badInput("evict", t.name, "EvictPolicy{} is no policy: build one with TTL, KeepRecent, KeepFrequent or MemoryBudget")
+	}
+	if err := stopped(ctx, "evict", t.name); err != nil {
+		return nil, err
 	}
 	ids, r, n, err := t.t.Evict(p.kind, p.param, rows)
 	if err != nil {
@@ -96,17 +102,27 @@ func (t *Table) Evict(p EvictPolicy, rows bool) (*Evicted, error) {
 // in one batch, the rows it returns true for whose metadata is still what evict saw, returning
 // their ids (ascending) and rows as they were when removed: a row trained between the export
 // and the removal stays, as with Evict. evict runs with no lock held and may use the table.
-func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
+// ctx is checked before the export, every 4096 calls of evict and before the removal: once it
+// is done EvictIf returns an error wrapping ctx.Err() and removes nothing.
+func (t *Table) EvictIf(ctx context.Context, evict func(id, lastStep, frequency int64) bool) (*Evicted, error) {
 	if t == nil {
 		return nil, errNilTable
 	}
 	const op = "evict"
+	if err := stopped(ctx, op, t.name); err != nil {
+		return nil, err
+	}
 	ids, last, freq, err := t.metadata(op)
 	if err != nil {
 		return nil, err
 	}
 	var victims [3][]int64 // ids, last steps, frequencies
 	for i, id := range ids {
+		if i%4096 == 4095 {
+			if err := stopped(ctx, op, t.name); err != nil {
+				return nil, err
+			}
+		}
 		if evict(id, last[i], freq[i]) {
 			victims[0] = append(victims[0], id)
 			victims[1] = append(victims[1], last[i])
@@ -121,6 +137,9 @@ func (t *Table) EvictIf(evict func(id, lastStep, frequency int64) bool) (*Evicte
 		defer k[j].Close()
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := stopped(ctx, op, t.name); err != nil {
 		return nil, err
 	}
 	gone, rows, err := t.t.RemoveUnchanged(k[0], k[1], k[2])

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func BenchmarkEvict(b *testing.B) {
 				peak := peakRSS(func() {
 					wait = longestRead(tbl, id(0), func() {
 						var err error
-						if ev, err = tbl.Evict(p.policy, true); err != nil {
+						if ev, err = tbl.Evict(context.Background(), p.policy, true); err != nil {
 							b.Fatal(err)
 						}
 					})
@@ -222,7 +223,7 @@ func BenchmarkExport(b *testing.B) {
 	run("ExportEach", func() int { // chunks of 64K rows, each summed (as a consumer would read it)
 		n := 0
 		var sum float32
-		if err := tbl.ExportEach(1<<16, func(c *embedding.ExportChunk) error {
+		if err := tbl.ExportEach(context.Background(), 1<<16, func(c *embedding.ExportChunk) error {
 			n += len(c.IDs)
 			for _, v := range c.Rows {
 				sum += v

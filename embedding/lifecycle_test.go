@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -41,7 +42,7 @@ func TestEvictTTL(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, BlockRows: 4, TrackAccess: true})
 	stepEach(t, tbl, 10)
 	rowsBefore, _ := read(t, tbl, 0, 1, 2, 3, 4, 5)
-	ev, err := tbl.Evict(embedding.TTL(3), true)
+	ev, err := tbl.Evict(context.Background(), embedding.TTL(3), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestEvictTTL(t *testing.T) {
 		t.Errorf("left %v, want 6..9", ids)
 	}
 	// An evicted id that comes back starts from its initial row with fresh optimizer state.
-	fresh := newTable(t, embedding.Config{Dim: 3, Optimizer: embedding.SGD{LR: 0.1}, TrackAccess: true}, "fresh")
+	fresh := newTable(t, tbl.Config(), "fresh") // (tbl's seed: the same initial rows)
 	if a, b := lookup(t, tbl, 2), lookup(t, fresh, 2); !reflect.DeepEqual(a, b) {
 		t.Errorf("evicted id 2 came back as %v, want its initial row %v", a, b)
 	}
@@ -111,7 +112,7 @@ func evictKeepN(t *testing.T, tbl *embedding.Table, keep int, lfu bool) (got, wa
 	if lfu {
 		p = embedding.KeepFrequent(keep)
 	}
-	ev, err := tbl.Evict(p, true)
+	ev, err := tbl.Evict(context.Background(), p, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestEvictKeepTies(t *testing.T) {
 func TestEvictIf(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}, TrackAccess: true})
 	stepEach(t, tbl, 20)
-	ev, err := tbl.EvictIf(func(id, last, freq int64) bool { return id%2 == 1 || last <= 3 })
+	ev, err := tbl.EvictIf(context.Background(), func(id, last, freq int64) bool { return id%2 == 1 || last <= 3 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestEvictIf(t *testing.T) {
 	if !reflect.DeepEqual(ids, []int64{4, 6, 8, 10, 12, 14, 16, 18}) {
 		t.Errorf("left %v", ids)
 	}
-	if _, err := tbl.Evict(embedding.TTL(-1), false); !errors.Is(err, embedding.ErrBadInput) {
+	if _, err := tbl.Evict(context.Background(), embedding.TTL(-1), false); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("TTL(-1): %v, want ErrBadInput", err)
 	}
 }
@@ -214,7 +215,7 @@ func TestEvictIf(t *testing.T) {
 func TestEvictIfKeepsRowsTrainedMeanwhile(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Zeros{}, TrackAccess: true})
 	stepEach(t, tbl, 6) // ids 0..5, each row -1 after its update
-	ev, err := tbl.EvictIf(func(id, _, _ int64) bool {
+	ev, err := tbl.EvictIf(context.Background(), func(id, _, _ int64) bool {
 		if id == 2 {
 			if err := tbl.UpdateIDs([]int64{2}, ones(2)); err != nil {
 				t.Error(err)
@@ -259,7 +260,7 @@ func TestEvictMemoryBudgetReturnsMemory(t *testing.T) {
 			}
 			before, _ := tbl.Stats()
 			budget := before.Bytes * percent / 100
-			ev, err := tbl.Evict(embedding.MemoryBudget(budget), false)
+			ev, err := tbl.Evict(context.Background(), embedding.MemoryBudget(budget), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -471,10 +472,10 @@ func TestAdmissionCountsEndWithARow(t *testing.T) {
 		t.Fatalf("counted %d ids, %d rows; want 1 (id 4) and 3", counted, tbl.Len())
 	}
 	dir := t.TempDir()
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := embedding.LoadRenamed(dir, func(s string) string { return s + "-loaded" })
+	loaded, err := embedding.LoadRenamed(context.Background(), dir, func(s string) string { return s + "-loaded" })
 	if err != nil {
 		t.Fatalf("the table's checkpoint does not load: %v", err)
 	}
@@ -540,15 +541,7 @@ func TestAdmissionForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		ids := ids64(t, []int64{3})
-		out, err := tbl.Forward(ids, embedding.ForwardOptions{Train: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.Sum().Backward()
-		if err := tbl.Step(); err != nil {
-			t.Fatal(err)
-		}
+		sumStep(t, tbl, 3)
 	}
 	// Seen twice: admitted at the second lookup, then one step of lr 1 on gradient 1.
 	if got, _ := read(t, tbl, 3); !reflect.DeepEqual(got, [][]float32{{0, 0}}) || tbl.Len() != 1 {
@@ -582,7 +575,7 @@ func TestDeltasReproduceTheTable(t *testing.T) {
 			train(t, src, r, 3, 10, 150)
 			ids, _, _, _ := src.Metadata()
 			src.DeleteIDs(ids[:5])
-			ev, err := src.Evict(embedding.TTL(8), false)
+			ev, err := src.Evict(context.Background(), embedding.TTL(8), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -733,20 +726,20 @@ func TestAccessTrackingIsOptIn(t *testing.T) {
 		t.Errorf("Metadata: %v, want ErrBadInput", err)
 	}
 	for _, p := range []embedding.EvictPolicy{embedding.TTL(1), embedding.KeepRecent(3), embedding.KeepFrequent(3), embedding.MemoryBudget(1 << 10)} {
-		if _, err := plain.Evict(p, true); !errors.Is(err, embedding.ErrBadInput) {
+		if _, err := plain.Evict(context.Background(), p, true); !errors.Is(err, embedding.ErrBadInput) {
 			t.Errorf("Evict(%v): %v, want ErrBadInput", p, err)
 		}
 	}
-	if _, err := plain.EvictIf(func(id, last, freq int64) bool { return true }); !errors.Is(err, embedding.ErrBadInput) {
+	if _, err := plain.EvictIf(context.Background(), func(id, last, freq int64) bool { return true }); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("EvictIf: %v, want ErrBadInput", err)
 	}
 	sameDump(t, "after refused evictions", dump(t, plain), before)
 
 	dir := t.TempDir()
-	if err := embedding.Save(dir, plain); err != nil {
+	if err := embedding.Save(context.Background(), dir, plain); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := embedding.LoadRenamed(dir, func(saved string) string { return saved + "-loaded" })
+	loaded, err := embedding.LoadRenamed(context.Background(), dir, func(saved string) string { return saved + "-loaded" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -758,12 +751,12 @@ func TestAccessTrackingIsOptIn(t *testing.T) {
 	// Into a table of that name that tracks access: every row seen at the saved step, never counted.
 	name := plain.Name()
 	plain.Close()
-	into, err := embedding.New(name, cfg)
+	into, err := embedding.NewNamed(name, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer into.Close()
-	if err := embedding.LoadInto(dir, []*embedding.Table{into}, nil); err != nil {
+	if err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{into}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ids, last, freq, err := into.Metadata()
@@ -887,10 +880,10 @@ func TestLifecycleErrorsNameTheirCall(t *testing.T) {
 	track := newTable(t, embedding.Config{Dim: 2, TrackAccess: true}, "track")
 	lookup(t, track, 1, 2)
 	update(t, track, []int64{3}, 1, 1) // step 1: rows 1 and 2 were last seen a step ago
-	if _, err := track.Evict(embedding.EvictPolicy{}, false); !errors.Is(err, embedding.ErrBadInput) || track.Len() != 3 {
+	if _, err := track.Evict(context.Background(), embedding.EvictPolicy{}, false); !errors.Is(err, embedding.ErrBadInput) || track.Len() != 3 {
 		t.Errorf("Evict(EvictPolicy{}): %v, %d rows left; want ErrBadInput and 3 (it was TTL(0): 1 left)", err, track.Len())
 	}
-	_, err := tbl.EvictIf(func(int64, int64, int64) bool { return true })
+	_, err := tbl.EvictIf(context.Background(), func(int64, int64, int64) bool { return true })
 	var e *embedding.Error
 	if !errors.As(err, &e) || e.Op != "evict" || !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("EvictIf without access tracking: %v, want op \"evict\" and ErrBadInput", err)

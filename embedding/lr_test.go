@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -24,10 +25,10 @@ func TestSetLR(t *testing.T) {
 		t.Errorf("Config: %+v", o)
 	}
 	dir := t.TempDir()
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
-	loaded, err := embedding.LoadRenamed(dir, func(string) string { return t.Name() + "/loaded" })
+	loaded, err := embedding.LoadRenamed(context.Background(), dir, func(string) string { return t.Name() + "/loaded" })
 	if err != nil {
 		t.Fatal(err)
 	}

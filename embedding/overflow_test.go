@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -34,7 +35,7 @@ func TestOverflowingUpdateRejectedAndSaveLoads(t *testing.T) {
 				dir := t.TempDir()
 				tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: opt, Layout: layout}, name)
 				update(t, tbl, []int64{7, 8}, 0.5, 0, 0.25, -1)
-				if err := embedding.Save(dir, tbl); err != nil {
+				if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 					t.Fatal(err)
 				}
 				want := export(t, tbl)
@@ -56,11 +57,11 @@ func TestOverflowingUpdateRejectedAndSaveLoads(t *testing.T) {
 				if got := export(t, tbl); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s layout %d fused %v: the rejected update changed the table", name, layout, fused)
 				}
-				if err := embedding.Save(dir, tbl); err != nil {
+				if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 					t.Fatal(err)
 				}
 				tbl.Close()
-				loaded, err := embedding.Load(dir)
+				loaded, err := embedding.Load(context.Background(), dir)
 				if err != nil {
 					t.Fatalf("%s layout %d fused %v: Load: %v", name, layout, fused, err)
 				}
@@ -97,7 +98,7 @@ func TestSaveRefusesWhatLoadRefuses(t *testing.T) {
 	dir := t.TempDir()
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 0.1, Momentum: 2}})
 	update(t, tbl, []int64{1}, 1, 1) // the buffer of row 1 is 1
-	if err := embedding.Save(dir, tbl); err != nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 		t.Fatal(err)
 	}
 	want := export(t, tbl)
@@ -107,11 +108,11 @@ func TestSaveRefusesWhatLoadRefuses(t *testing.T) {
 	if err := tbl.SetLR(0.2); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedding.Save(dir, tbl); err == nil {
+	if err := embedding.Save(context.Background(), dir, tbl); err == nil {
 		t.Fatal("Save of a table holding Inf: nil")
 	}
 	tbl.Close()
-	loaded, err := embedding.Load(dir)
+	loaded, err := embedding.Load(context.Background(), dir)
 	if err != nil {
 		t.Fatalf("Load after the refused save: %v", err)
 	}

@@ -21,7 +21,7 @@ import (
 // name. Close used to drop the name only after the operations in flight had finished.
 func TestClosingTableFreesItsName(t *testing.T) {
 	name := t.Name()
-	x, err := embedding.New(name, embedding.Config{Dim: 2})
+	x, err := embedding.NewNamed(name, embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestClosingTableFreesItsName(t *testing.T) {
 			t.Errorf("Stats of that handle: %v", err)
 		}
 	}
-	n, err := embedding.New(name, embedding.Config{Dim: 3})
+	n, err := embedding.NewNamed(name, embedding.Config{Dim: 3})
 	if err != nil {
 		t.Errorf("New with the name of a table being closed: %v", err)
 	} else {
@@ -99,12 +99,12 @@ func TestLoadIntoTableClosedMeanwhile(t *testing.T) {
 	train(t, a, r, 3, 10, 40)
 	train(t, b, r, 3, 10, 40)
 	files := map[string]func(io.Writer) error{"extra": func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }}
-	if err := embedding.SaveWith(dir, []*embedding.Table{a, b}, files); err != nil {
+	if err := embedding.SaveWith(context.Background(), dir, []*embedding.Table{a, b}, files); err != nil {
 		t.Fatal(err)
 	}
 	train(t, a, r, 2, 10, 40) // so that a swap of a shows
 	before := dump(t, a)
-	err := embedding.LoadInto(dir, []*embedding.Table{a, b}, map[string]func(io.Reader) error{
+	err := embedding.LoadInto(context.Background(), dir, []*embedding.Table{a, b}, map[string]func(io.Reader) error{
 		"extra": func(io.Reader) error { return b.Close() },
 	})
 	if !errors.Is(err, embedding.ErrClosed) {
@@ -120,7 +120,7 @@ func holdInExport(x *embedding.Table) (release func(), exported <-chan error) {
 	inFn, held := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- x.ExportEach(1, func(*embedding.ExportChunk) error {
+		done <- x.ExportEach(context.Background(), 1, func(*embedding.ExportChunk) error {
 			close(inFn)
 			<-held
 			return nil
@@ -154,7 +154,7 @@ func waitBlocked(t *testing.T, fn string, states ...string) {
 // operation on it (here an export): it used to wait for the handle's lock, behind the Close,
 // until the export ended, whatever its context said.
 func TestPrefetchWaitCancelledWhileClosePending(t *testing.T) {
-	x, err := embedding.New(t.Name(), embedding.Config{Dim: 2})
+	x, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +180,8 @@ func TestPrefetchWaitCancelledWhileClosePending(t *testing.T) {
 		r, err := p.Wait(ctx)
 		waited <- result{r, err}
 	}()
-	// Wait is past its first look at ctx: behind the Close for the handle's lock, or sleeping
-	// between polls.
-	waitBlocked(t, "embedding.(*Prefetch).Wait", "sync.RWMutex.RLock", "sleep")
+	// Wait is past its first look at ctx, waiting for the result or ctx.
+	waitBlocked(t, "embedding.(*Prefetch).Wait", "select")
 	cancel()
 	pending := true
 	select {
@@ -216,27 +215,27 @@ func TestPrefetchWaitCancelledWhileClosePending(t *testing.T) {
 // waited for the registry, held by LoadInto, which waited for the export.
 func TestLoadIntoDoesNotHoldTheRegistry(t *testing.T) {
 	dir := t.TempDir()
-	x, err := embedding.New(t.Name(), embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}})
+	x, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Closed only if nothing deadlocked (a Close would wait for the stuck export for ever).
 	train(t, x, rand.New(rand.NewPCG(8, 1)), 2, 8, 20)
-	if err := embedding.Save(dir, x); err != nil {
+	if err := embedding.Save(context.Background(), dir, x); err != nil {
 		t.Fatal(err)
 	}
 	inFn, proceed := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
 		first := true
-		done <- x.ExportEach(1, func(*embedding.ExportChunk) error {
+		done <- x.ExportEach(context.Background(), 1, func(*embedding.ExportChunk) error {
 			if !first {
 				return nil
 			}
 			first = false
 			close(inFn)
 			<-proceed // LoadInto is waiting for this export by now
-			o, err := embedding.New(t.Name()+"/other", embedding.Config{Dim: 2})
+			o, err := embedding.NewNamed(t.Name()+"/other", embedding.Config{Dim: 2})
 			if err == nil {
 				err = o.Close()
 			}
@@ -245,7 +244,7 @@ func TestLoadIntoDoesNotHoldTheRegistry(t *testing.T) {
 	}()
 	<-inFn
 	loaded := make(chan error, 1)
-	go func() { loaded <- embedding.LoadInto(dir, []*embedding.Table{x}, nil) }()
+	go func() { loaded <- embedding.LoadInto(context.Background(), dir, []*embedding.Table{x}, nil) }()
 	waitBlocked(t, "ctable.(*Table).Swap", "syscall")
 	close(proceed)
 	select {

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -34,10 +35,10 @@ func TestRowOrderWithFreeRows(t *testing.T) {
 			}
 
 			dir := t.TempDir()
-			if err := embedding.Save(dir, tbl); err != nil {
+			if err := embedding.Save(context.Background(), dir, tbl); err != nil {
 				t.Fatal(err)
 			}
-			loaded, err := embedding.LoadRenamed(dir, func(saved string) string { return saved + "/loaded" })
+			loaded, err := embedding.LoadRenamed(context.Background(), dir, func(saved string) string { return saved + "/loaded" })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,21 +1,18 @@
 package embedding
 
 import (
-	"context"
-	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/internal/ctable"
 )
 
-// Table is a handle to a named dynamic hash embedding table. All methods are safe for
-// concurrent use. Ids are int64 tensors [N] (one-dimensional, contiguous, on any device); rows,
-// values and gradients are float32 tensors [N, Dim] (contiguous); results come back on the ids'
-// device. Empty ids are fine and give [0, Dim] results.
+// Table is a handle to a dynamic hash embedding table, named (NewNamed) or not (New). All
+// methods are safe for concurrent use. Ids are int64 tensors of any shape (contiguous, on any
+// device); rows, values and gradients are float32 tensors of the ids' shape + [Dim]
+// (contiguous); results come back on the ids' device. Empty ids are fine and give [0, Dim]
+// results.
 type Table struct {
 	t    *ctable.Table
 	name string
@@ -35,16 +32,31 @@ func newState(cfg Config) *tableState {
 // conf is the table's resolved Config.
 func (t *Table) conf() Config { return *t.st.cfg.Load() }
 
-// configs keeps the state of the tables this package created, for Get; mu also orders table
-// creation with updates of the map.
+// configs keeps the state of the named tables this package created, for Get; mu also orders
+// table creation with updates of the map.
 var configs = struct {
 	sync.Mutex
 	m map[string]*tableState
 }{m: map[string]*tableState{}}
 
-// New creates a table and registers it under name (ErrNameTaken if an open table has it): 1 to
-// 255 bytes, no control characters or NUL bytes (ErrBadInput).
-func New(name string, cfg Config) (*Table, error) {
+// New creates an unnamed table: it is in no registry (Get and Names do not see it, it takes no
+// name) and its Name is "". Name a table (NewNamed) to look it up by name or to save it in a
+// checkpoint. With the default Seed (0) an unnamed table's rows start from f(0, id) (see
+// Config.Seed).
+func New(cfg Config) (*Table, error) { return create("", cfg) }
+
+// NewNamed creates a table and registers it under name (ErrNameTaken if an open table has it):
+// 1 to 255 bytes, no control characters or NUL bytes (ErrBadInput). The name is how Get finds
+// the table and how checkpoints know it, and with the default Seed it keys the table's initial
+// rows (Config.Seed).
+func NewNamed(name string, cfg Config) (*Table, error) {
+	if name == "" {
+		return nil, badInput("new", name, "the name is empty (New makes an unnamed table)")
+	}
+	return create(name, cfg)
+}
+
+func create(name string, cfg Config) (*Table, error) {
 	cfg, cc, err := cfg.resolve(name)
 	if err != nil {
 		return nil, err
@@ -56,9 +68,11 @@ func New(name string, cfg Config) (*Table, error) {
 		return nil, wrap("new", name, err)
 	}
 	st := newState(cfg)
-	configs.m[name] = st
+	if name != "" {
+		configs.m[name] = st
+	}
 	tbl := &Table{t: t, name: name, st: st}
-	tbl.refresh() // the optimizer's defaults filled in
+	tbl.refresh() // the optimizer's defaults and the derived seed filled in
 	return tbl, nil
 }
 
@@ -91,7 +105,7 @@ func UpdateByName(name string, ids, grads *cgotorch.Tensor) error {
 	return wrap("update", name, ctable.UpdateByName(name, ids, grads))
 }
 
-// Name is the table's name.
+// Name is the table's name ("" for a table made by New).
 func (t *Table) Name() string {
 	if t == nil {
 		return ""
@@ -173,6 +187,9 @@ func (t *Table) Close() error {
 		return nil
 	}
 	err := t.t.Close() // (not under configs' lock: it waits for the operations in flight)
+	if t.name == "" {
+		return wrap("close", t.name, err)
+	}
 	configs.Lock()
 	defer configs.Unlock()
 	if !isOpen(t.name) { // (a table created after this one was closed by another handle keeps it)
@@ -196,29 +213,49 @@ func (t *Table) Lookup(ids *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	if t == nil {
 		return nil, errNilTable
 	}
-	r, err := t.t.Lookup(ids)
-	return r, wrap("lookup", t.name, err)
+	s, err := t.flatIDs("lookup", ids)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	r, err := t.t.Lookup(s.flat)
+	return s.back(r, wrap("lookup", t.name, err))
 }
 
-// Indices returns the row indices of ids (int64 [N]). With insert, absent ids are inserted
+// Indices returns the row indices of ids (int64, the ids' shape). With insert, absent ids are inserted
 // (as Lookup does); without, they give -1. Indices are contiguous from 0; those of deleted ids
 // are reused.
 func (t *Table) Indices(ids *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, error) {
 	if t == nil {
 		return nil, errNilTable
 	}
-	r, err := t.t.Indices(ids, insert)
-	return r, wrap("indices", t.name, err)
+	s, err := t.flatIDs("indices", ids)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	r, err := t.t.Indices(s.flat, insert)
+	return s.back(r, wrap("indices", t.name, err))
 }
 
 // Read returns the rows of ids without inserting anything: ids not in the table get the
-// Config's ReadDefault row. found (bool [N]) says which ids were present.
+// Config's ReadDefault row. found (bool, the ids' shape) says which ids were present.
 func (t *Table) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error) {
 	if t == nil {
 		return nil, nil, errNilTable
 	}
-	rows, found, err = t.t.Read(ids, t.conf().ReadDefault.c())
-	return rows, found, wrap("read", t.name, err)
+	s, err := t.flatIDs("read", ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.close()
+	rows, found, err = t.t.Read(s.flat, t.conf().ReadDefault.c())
+	if err != nil {
+		return nil, nil, wrap("read", t.name, err)
+	}
+	rows, _ = s.back(rows, nil)
+	found, _ = s.back(found, nil)
+	return rows, found, nil
 }
 
 // Write sets the rows of ids to values, inserting absent ids (their optimizer state starts
@@ -229,7 +266,7 @@ func (t *Table) Write(ids, values *cgotorch.Tensor) error {
 	if t == nil {
 		return errNilTable
 	}
-	return wrap("write", t.name, t.t.Write(ids, values))
+	return t.withRows("write", ids, "values", values, t.t.Write)
 }
 
 // Update applies one step of the table's optimizer with grads for ids: the gradients of
@@ -237,13 +274,13 @@ func (t *Table) Write(ids, values *cgotorch.Tensor) error {
 // or Inf gradient is rejected as a whole (ErrBadInput) and changes nothing: one bad example
 // must not poison the rows of a batch, and no partial update is hidden from the caller. So is
 // one whose result would overflow float32 (a row or an optimizer state NaN or Inf: Adagrad's
-// sum after a gradient of 1e20, say), which no checkpoint could hold. An Update with no ids
-// still counts as a step.
+// sum after a gradient of 1e20, say), which no checkpoint could hold. Every Update counts one
+// step, also one with no ids (the package doc's Steps).
 func (t *Table) Update(ids, grads *cgotorch.Tensor) error {
 	if t == nil {
 		return errNilTable
 	}
-	return wrap("update", t.name, t.t.Update(ids, grads))
+	return t.withRows("update", ids, "grads", grads, t.t.Update)
 }
 
 // Delete removes ids and returns how many were present. A deleted id's row and optimizer state
@@ -252,7 +289,12 @@ func (t *Table) Delete(ids *cgotorch.Tensor) (int, error) {
 	if t == nil {
 		return 0, errNilTable
 	}
-	n, err := t.t.Delete(ids)
+	s, err := t.flatIDs("delete", ids)
+	if err != nil {
+		return 0, err
+	}
+	defer s.close()
+	n, err := t.t.Delete(s.flat)
 	return int(n), wrap("delete", t.name, err)
 }
 
@@ -306,106 +348,4 @@ func (t *Table) Export() (*Snapshot, error) {
 		snap.States = append(snap.States, State{Name: s.StateNames[i], Values: v})
 	}
 	return snap, nil
-}
-
-// ---- prefetch -------------------------------------------------------------------------------
-
-// Prefetch is an asynchronous Read started by Table.Prefetch.
-type Prefetch struct {
-	table   *Table
-	id      int64
-	mu      sync.Mutex
-	over    bool // waited for or discarded
-	cleanup runtime.Cleanup
-}
-
-type prefetchRef struct {
-	t  *ctable.Table
-	id int64
-}
-
-// pollInterval bounds how long Wait takes to notice a cancelled context.
-const pollInterval = 10 * time.Millisecond
-
-// Prefetch starts reading the rows of ids on a worker thread (as Read: nothing is inserted);
-// Wait returns them. A Prefetch that is never waited for is discarded when it becomes
-// unreachable (or call Discard).
-func (t *Table) Prefetch(ids *cgotorch.Tensor) (*Prefetch, error) {
-	if t == nil {
-		return nil, errNilTable
-	}
-	id, err := t.t.Prefetch(ids, t.conf().ReadDefault.c())
-	if err != nil {
-		return nil, wrap("prefetch", t.name, err)
-	}
-	p := &Prefetch{table: t, id: id}
-	p.cleanup = runtime.AddCleanup(p, func(r prefetchRef) { _ = r.t.PrefetchDiscard(r.id) }, prefetchRef{t.t, id})
-	return p, nil
-}
-
-// ID is the prefetch's id in its table.
-func (p *Prefetch) ID() int64 { return p.id }
-
-// Wait blocks until the rows are read and returns them. If ctx is done first it returns
-// ctx.Err() and the prefetch stays pending (Wait again, or Discard). Waiting for a prefetch
-// that was already waited for (or discarded) gives ErrUnknownPrefetch, and so does a Wait
-// during which another goroutine discards the prefetch (it returns at once) or waits for it
-// already (one Wait at a time).
-func (p *Prefetch) Wait(ctx context.Context) (*cgotorch.Tensor, error) {
-	p.mu.Lock()
-	over := p.over
-	p.mu.Unlock()
-	if over {
-		return nil, &Error{Op: "prefetch wait", Table: p.table.name, Kind: ErrUnknownPrefetch,
-			Err: errors.New("the prefetch was already waited for or discarded")}
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rows, found, ready, err := p.table.t.PrefetchWait(p.id, pollInterval)
-		if err != nil {
-			if !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
-				// a failed read or a closed table: the prefetch is gone either way
-				p.finish()
-			}
-			return nil, wrap("prefetch wait", p.table.name, err)
-		}
-		if ready {
-			found.Close()
-			p.finish()
-			return rows, nil
-		}
-	}
-}
-
-// Discard forgets the prefetch, also while another goroutine Waits for it (that Wait then
-// returns ErrUnknownPrefetch at once). Discarding a prefetch that was already waited for or
-// discarded, or whose table was closed, does nothing and returns nil.
-func (p *Prefetch) Discard() error {
-	if p.isOver() {
-		return nil
-	}
-	p.finish()
-	err := p.table.t.PrefetchDiscard(p.id)
-	if errors.Is(err, cgotorch.ErrClosed) || errors.Is(err, cgotorch.ErrUnknownPrefetch) {
-		// closed, or consumed by a concurrent Wait (or Discard) just now: gone either way
-		return nil
-	}
-	return wrap("prefetch discard", p.table.name, err)
-}
-
-func (p *Prefetch) isOver() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.over
-}
-
-func (p *Prefetch) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.over {
-		p.over = true
-		p.cleanup.Stop()
-	}
 }

@@ -314,11 +314,11 @@ func TestInitializerStatistics(t *testing.T) {
 
 func TestNamesAndLifecycle(t *testing.T) {
 	name := t.Name()
-	tbl, err := embedding.New(name, embedding.Config{Dim: 2})
+	tbl, err := embedding.NewNamed(name, embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := embedding.New(name, embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrNameTaken) {
+	if _, err := embedding.NewNamed(name, embedding.Config{Dim: 2}); !errors.Is(err, embedding.ErrNameTaken) {
 		t.Fatalf("duplicate name: %v", err)
 	}
 	if !slices.Contains(embedding.Names(), name) {
@@ -368,7 +368,7 @@ func TestNamesAndLifecycle(t *testing.T) {
 	if slices.Contains(embedding.Names(), name) {
 		t.Fatal("the name is still registered")
 	}
-	again, err := embedding.New(name, embedding.Config{Dim: 3})
+	again, err := embedding.NewNamed(name, embedding.Config{Dim: 3})
 	if err != nil {
 		t.Fatalf("name not freed: %v", err)
 	}
@@ -454,19 +454,7 @@ func TestPrefetch(t *testing.T) {
 // does: Discard failed, and the prefetch stayed pending until the table closed, out of reach.)
 func TestPrefetchDiscardDuringWait(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 1})
-	big := make([]int64, 4_000_000) // reads that take a while
-	for i := range big {
-		big[i] = int64(i)
-	}
-	// Two such reads keep the pool's two workers busy, so that p stays pending for a while.
-	var blockers []*embedding.Prefetch
-	for i := 0; i < 2; i++ {
-		b, err := tbl.PrefetchIDs(big)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blockers = append(blockers, b)
-	}
+	big, waitBusy := busyPrefetches(t, tbl) // so that p stays pending for a while
 	p, err := tbl.PrefetchIDs(big)
 	if err != nil {
 		t.Fatal(err)
@@ -505,13 +493,7 @@ func TestPrefetchDiscardDuringWait(t *testing.T) {
 	if !errors.Is(err, cgotorch.ErrUnknownPrefetch) {
 		t.Fatalf("the C side still holds the discarded prefetch: ready %v, err %v", ready, err)
 	}
-	for _, b := range blockers {
-		r, err := b.Wait(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Close()
-	}
+	waitBusy()
 }
 
 // cgoTable opens the binding's handle (internal/ctable) of an embedding table.
@@ -637,7 +619,7 @@ func TestCUDATable(t *testing.T) {
 // Config has the optimizer's defaults filled in, and the learning rate SetLR set, also once the
 // table is closed.
 func TestConfigFillsOptimizerDefaults(t *testing.T) {
-	tbl, err := embedding.New(t.Name(), embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}})
+	tbl, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: 2, Optimizer: embedding.SparseAdam{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +648,7 @@ func TestConfigFillsOptimizerDefaults(t *testing.T) {
 // deadlocked (Close held the registry's lock, New waited for it). On a regression this test
 // fails after 10 s and leaves the registry locked, so later tests of the package hang too.
 func TestCloseDoesNotHoldTheRegistry(t *testing.T) {
-	x, err := embedding.New(t.Name(), embedding.Config{Dim: 2})
+	x, err := embedding.NewNamed(t.Name(), embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,10 +656,10 @@ func TestCloseDoesNotHoldTheRegistry(t *testing.T) {
 	inFn := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- x.ExportEach(1, func(*embedding.ExportChunk) error {
+		done <- x.ExportEach(context.Background(), 1, func(*embedding.ExportChunk) error {
 			close(inFn)
 			time.Sleep(100 * time.Millisecond) // Close is waiting for the export by now
-			o, err := embedding.New(t.Name()+"/other", embedding.Config{Dim: 2})
+			o, err := embedding.NewNamed(t.Name()+"/other", embedding.Config{Dim: 2})
 			if err == nil {
 				err = o.Close()
 			}

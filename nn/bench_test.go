@@ -32,7 +32,7 @@ type ctrModel struct {
 func newCTRModel(b *testing.B) *ctrModel {
 	m := &ctrModel{}
 	for f := 0; f < ctrFields; f++ {
-		tbl, err := embedding.New(fmt.Sprintf("%s/field%d", b.Name(), f), embedding.Config{
+		tbl, err := embedding.New(embedding.Config{
 			Dim: ctrDim, Capacity: ctrIDs, Optimizer: embedding.SparseAdam{LR: 1e-3},
 			Initializer: embedding.Normal{Std: 0.01}})
 		if err != nil {

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -92,9 +93,10 @@ func checkLocalTables(op string, m Module) error {
 // counts) and its dense state (StateDict, as SaveState writes it), with embedding.SaveWith's
 // crash safety: the previous checkpoint in dir stays loadable until the new one is complete.
 // Save between training steps: the tables and the dense state are each consistent, not
-// consistent with each other while other goroutines train.
-func SaveCheckpoint(dir string, m Module) error {
-	return SaveCheckpointWith(dir, m, embedding.SaveOptions{})
+// consistent with each other while other goroutines train. ctx stops the save as it stops
+// embedding.Save (the previous checkpoint stays).
+func SaveCheckpoint(ctx context.Context, dir string, m Module) error {
+	return SaveCheckpointWith(ctx, dir, m, embedding.SaveOptions{})
 }
 
 // SaveCheckpointWith is SaveCheckpoint with embedding's save options: o.Staged copies each
@@ -103,11 +105,11 @@ func SaveCheckpoint(dir string, m Module) error {
 // caller's own (a vocabulary, the data reader's position), read back by LoadCheckpointWith.
 // "dense", "optimizer" and "rng" are the checkpoint's own: a file of such a name is
 // ErrBadInput.
-func SaveCheckpointWith(dir string, m Module, o embedding.SaveOptions) error {
-	return saveModel(dir, m, nil, o)
+func SaveCheckpointWith(ctx context.Context, dir string, m Module, o embedding.SaveOptions) error {
+	return saveModel(ctx, dir, m, nil, o)
 }
 
-func saveModel(dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
+func saveModel(ctx context.Context, dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
 	if err := checkLocalTables("save", m); err != nil {
 		return err
 	}
@@ -116,25 +118,27 @@ func saveModel(dir string, m Module, opt *Optimizer, o embedding.SaveOptions) er
 		return err
 	}
 	o.Files = files
-	return embedding.SaveWithOptions(dir, Tables(m), o)
+	return embedding.SaveWithOptions(ctx, dir, Tables(m), o)
 }
 
 // LoadCheckpoint restores a checkpoint of SaveCheckpoint into m (its tables must match the
 // saved ones in name, dim, optimizer and layout: embedding.ErrIncompatible otherwise; its
 // dense state is loaded strictly, like LoadState). Everything is read and checked before
-// anything changes: on error m is as it was.
-func LoadCheckpoint(dir string, m Module) error { return LoadCheckpointWith(dir, m, nil) }
+// anything changes: on error m is as it was, also when ctx stops the load (embedding.LoadInto).
+func LoadCheckpoint(ctx context.Context, dir string, m Module) error {
+	return LoadCheckpointWith(ctx, dir, m, nil)
+}
 
 // LoadCheckpointWith is LoadCheckpoint that also reads the caller's files saved with
 // SaveCheckpointWith (each must be in the checkpoint: embedding.ErrIncompatible otherwise).
 // The tables, the dense state and the caller's files are all read and checked before anything
 // changes, so on error m is as it was (a file function that ran has seen its file); then the
 // tables are swapped in and the dense state copied in.
-func LoadCheckpointWith(dir string, m Module, files map[string]func(io.Reader) error) error {
-	return loadModel(dir, m, nil, files)
+func LoadCheckpointWith(ctx context.Context, dir string, m Module, files map[string]func(io.Reader) error) error {
+	return loadModel(ctx, dir, m, nil, files)
 }
 
-func loadModel(dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
+func loadModel(ctx context.Context, dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
 	if err := checkLocalTables("load", m); err != nil {
 		return err
 	}
@@ -144,7 +148,7 @@ func loadModel(dir string, m Module, opt *Optimizer, files map[string]func(io.Re
 	if err != nil {
 		return err
 	}
-	if err := embedding.LoadInto(dir, Tables(m), all); err != nil {
+	if err := embedding.LoadInto(ctx, dir, Tables(m), all); err != nil {
 		return err
 	}
 	return read.apply()

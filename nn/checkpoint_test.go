@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"reflect"
@@ -14,12 +15,12 @@ import (
 // A model of two tables and dense layers saved in one call and restored exactly.
 func TestModelCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	users, err := embedding.New("ckpt-users", embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{}})
+	users, err := embedding.NewNamed("ckpt-users", embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer users.Close()
-	items, err := embedding.New("ckpt-items", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
+	items, err := embedding.NewNamed("ckpt-items", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +57,12 @@ func TestModelCheckpoint(t *testing.T) {
 		b, _ := items.Export()
 		return m, [2]*embedding.Snapshot{a, b}
 	}
-	if err := nn.SaveCheckpoint(dir, c); err != nil {
+	if err := nn.SaveCheckpoint(context.Background(), dir, c); err != nil {
 		t.Fatal(err)
 	}
 	wantDense, wantTables := state()
 	step()
-	if err := nn.LoadCheckpoint(dir, c); err != nil {
+	if err := nn.LoadCheckpoint(context.Background(), dir, c); err != nil {
 		t.Fatal(err)
 	}
 	gotDense, gotTables := state()
@@ -78,7 +79,7 @@ func TestModelCheckpoint(t *testing.T) {
 	// A model without the dense layers does not fit: nothing changes.
 	other := nn.NewSequential(nn.NewEmbedding(users, nn.EmbeddingOptions{}), nn.NewLinear(4, 5, true))
 	before, _ := users.Export()
-	if err := nn.LoadCheckpoint(dir, other); !errors.Is(err, embedding.ErrBadInput) {
+	if err := nn.LoadCheckpoint(context.Background(), dir, other); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("LoadCheckpoint into another model: %v", err)
 	}
 	after, _ := users.Export()

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -15,11 +16,11 @@ import (
 // an optimizer built the same way then continues with the numbers the uninterrupted run
 // gives. Save between steps (after Step, before the next ZeroGrad), from the goroutine that
 // trains.
-func SaveTrainingCheckpoint(dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
+func SaveTrainingCheckpoint(ctx context.Context, dir string, m Module, opt *Optimizer, o embedding.SaveOptions) error {
 	if opt == nil {
 		return badCheckpoint("save", "nil optimizer")
 	}
-	return saveModel(dir, m, opt, o)
+	return saveModel(ctx, dir, m, opt, o)
 }
 
 // LoadTrainingCheckpoint restores a checkpoint of SaveTrainingCheckpoint into m and opt and
@@ -28,11 +29,11 @@ func SaveTrainingCheckpoint(dir string, m Module, opt *Optimizer, o embedding.Sa
 // optimizer's state as Optimizer.LoadState checks it, the generator's state and the caller's
 // files), so on error m, opt and the generator are as they were; a checkpoint of
 // SaveCheckpoint, which has no optimizer state, is embedding.ErrIncompatible.
-func LoadTrainingCheckpoint(dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
+func LoadTrainingCheckpoint(ctx context.Context, dir string, m Module, opt *Optimizer, files map[string]func(io.Reader) error) error {
 	if opt == nil {
 		return badCheckpoint("load", "nil optimizer")
 	}
-	return loadModel(dir, m, opt, files)
+	return loadModel(ctx, dir, m, opt, files)
 }
 
 // savers are the checkpoint's own files: the dense state, and with an optimizer its state and

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"hash/crc32"
@@ -37,13 +38,13 @@ func TestTrainingCheckpointResumesExactly(t *testing.T) {
 		}
 	}
 	run()
-	if err := nn.SaveTrainingCheckpoint(dir, c.model, c.opt, embedding.SaveOptions{Staged: true}); err != nil {
+	if err := nn.SaveTrainingCheckpoint(context.Background(), dir, c.model, c.opt, embedding.SaveOptions{Staged: true}); err != nil {
 		t.Fatal(err)
 	}
 	run()
 	want := c.state(t)
 
-	if err := nn.LoadTrainingCheckpoint(dir, c.model, c.opt, nil); err != nil {
+	if err := nn.LoadTrainingCheckpoint(context.Background(), dir, c.model, c.opt, nil); err != nil {
 		t.Fatal(err)
 	}
 	run()
@@ -51,7 +52,7 @@ func TestTrainingCheckpointResumesExactly(t *testing.T) {
 		t.Errorf("resumed from a training checkpoint:\n%s\nuninterrupted:\n%s", got, want)
 	}
 
-	if err := nn.LoadCheckpoint(dir, c.model); err != nil {
+	if err := nn.LoadCheckpoint(context.Background(), dir, c.model); err != nil {
 		t.Fatal(err)
 	}
 	run()
@@ -76,10 +77,10 @@ func TestTrainingCheckpointErrorsChangeNothing(t *testing.T) {
 	modelOnly, training := t.TempDir(), t.TempDir()
 	c := newDropoutModel(t, "train-ckpt-errors")
 	c.step(t, 1, 2, 3)
-	if err := nn.SaveCheckpoint(modelOnly, c.model); err != nil {
+	if err := nn.SaveCheckpoint(context.Background(), modelOnly, c.model); err != nil {
 		t.Fatal(err)
 	}
-	if err := nn.SaveTrainingCheckpoint(training, c.model, c.opt, embedding.SaveOptions{}); err != nil {
+	if err := nn.SaveTrainingCheckpoint(context.Background(), training, c.model, c.opt, embedding.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sgd, err := nn.NewSGD(c.model, nn.SGDOptions{LR: 0.1, Momentum: 0.9})
@@ -93,14 +94,14 @@ func TestTrainingCheckpointErrorsChangeNothing(t *testing.T) {
 		load func() error
 		kind error
 	}{
-		{"nil optimizer", func() error { return nn.LoadTrainingCheckpoint(training, c.model, nil, nil) }, embedding.ErrBadInput},
-		{"no optimizer state", func() error { return nn.LoadTrainingCheckpoint(modelOnly, c.model, c.opt, nil) }, embedding.ErrIncompatible},
-		{"another optimizer", func() error { return nn.LoadTrainingCheckpoint(training, c.model, sgd, nil) }, cgotorch.ErrInvalidArgument},
+		{"nil optimizer", func() error { return nn.LoadTrainingCheckpoint(context.Background(), training, c.model, nil, nil) }, embedding.ErrBadInput},
+		{"no optimizer state", func() error { return nn.LoadTrainingCheckpoint(context.Background(), modelOnly, c.model, c.opt, nil) }, embedding.ErrIncompatible},
+		{"another optimizer", func() error { return nn.LoadTrainingCheckpoint(context.Background(), training, c.model, sgd, nil) }, cgotorch.ErrInvalidArgument},
 		{"file named optimizer", func() error {
-			return nn.LoadTrainingCheckpoint(training, c.model, c.opt, map[string]func(io.Reader) error{"optimizer": noFile})
+			return nn.LoadTrainingCheckpoint(context.Background(), training, c.model, c.opt, map[string]func(io.Reader) error{"optimizer": noFile})
 		}, embedding.ErrBadInput},
 		{"file named rng", func() error {
-			return nn.LoadCheckpointWith(training, c.model, map[string]func(io.Reader) error{"rng": noFile})
+			return nn.LoadCheckpointWith(context.Background(), training, c.model, map[string]func(io.Reader) error{"rng": noFile})
 		}, embedding.ErrBadInput},
 	}
 	for _, tc := range cases {
@@ -125,8 +126,8 @@ func TestTrainingCheckpointErrorsChangeNothing(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrBadInput", name, err)
 		}
 	}
-	save("SaveTrainingCheckpoint with a nil optimizer", nn.SaveTrainingCheckpoint(t.TempDir(), c.model, nil, embedding.SaveOptions{}))
-	save("SaveCheckpointWith a file named optimizer", nn.SaveCheckpointWith(t.TempDir(), c.model,
+	save("SaveTrainingCheckpoint with a nil optimizer", nn.SaveTrainingCheckpoint(context.Background(), t.TempDir(), c.model, nil, embedding.SaveOptions{}))
+	save("SaveCheckpointWith a file named optimizer", nn.SaveCheckpointWith(context.Background(), t.TempDir(), c.model,
 		embedding.SaveOptions{Files: map[string]func(io.Writer) error{"optimizer": func(io.Writer) error { return nil }}}))
 }
 
@@ -217,7 +218,7 @@ func TestTrainingCheckpointInvalidRNGStateChangesNothing(t *testing.T) {
 	dir := t.TempDir()
 	c := newDropoutModel(t, "train-ckpt-bad-rng")
 	c.step(t, 1, 2, 3)
-	if err := nn.SaveTrainingCheckpoint(dir, c.model, c.opt, embedding.SaveOptions{}); err != nil {
+	if err := nn.SaveTrainingCheckpoint(context.Background(), dir, c.model, c.opt, embedding.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rewriteCheckpointFile(t, dir, "rng", func(b []byte) []byte {
@@ -228,7 +229,7 @@ func TestTrainingCheckpointInvalidRNGStateChangesNothing(t *testing.T) {
 	})
 	c.step(t, 4, 5, 6) // away from the saved state
 	checkLoadFailsChangingNothing(t, c, cgotorch.ErrInvalidArgument, func() error {
-		return nn.LoadTrainingCheckpoint(dir, c.model, c.opt, nil)
+		return nn.LoadTrainingCheckpoint(context.Background(), dir, c.model, c.opt, nil)
 	})
 }
 
@@ -241,13 +242,13 @@ func TestTrainingCheckpointRefusesTrailingBytes(t *testing.T) {
 			dir := t.TempDir()
 			c := newDropoutModel(t, "train-ckpt-trailing-"+name)
 			c.step(t, 1, 2, 3)
-			if err := nn.SaveTrainingCheckpoint(dir, c.model, c.opt, embedding.SaveOptions{}); err != nil {
+			if err := nn.SaveTrainingCheckpoint(context.Background(), dir, c.model, c.opt, embedding.SaveOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			rewriteCheckpointFile(t, dir, name, func(b []byte) []byte { return append(b, "after the data"...) })
 			c.step(t, 4, 5, 6)
 			checkLoadFailsChangingNothing(t, c, nn.ErrFormat, func() error {
-				return nn.LoadTrainingCheckpoint(dir, c.model, c.opt, nil)
+				return nn.LoadTrainingCheckpoint(context.Background(), dir, c.model, c.opt, nil)
 			})
 		})
 	}

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,7 @@ type ckptModel struct {
 
 func newCkptModel(t *testing.T, name string) *ckptModel {
 	t.Helper()
-	tab, err := embedding.New(name, embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
+	tab, err := embedding.NewNamed(name, embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +106,14 @@ func TestCheckpointWithStagedAndFiles(t *testing.T) {
 	c := newCkptModel(t, "ckpt-with")
 	c.step(t, 1, 2, 3)
 	plain, staged := t.TempDir(), t.TempDir()
-	if err := nn.SaveCheckpoint(plain, c.model); err != nil {
+	if err := nn.SaveCheckpoint(context.Background(), plain, c.model); err != nil {
 		t.Fatal(err)
 	}
 	vocab := []byte("apple\nbanana\n")
 	o := embedding.SaveOptions{Staged: true, Files: map[string]func(io.Writer) error{
 		"vocab": func(w io.Writer) error { _, err := w.Write(vocab); return err },
 	}}
-	if err := nn.SaveCheckpointWith(staged, c.model, o); err != nil {
+	if err := nn.SaveCheckpointWith(context.Background(), staged, c.model, o); err != nil {
 		t.Fatal(err)
 	}
 	want := checksums(t, plain)
@@ -130,7 +131,7 @@ func TestCheckpointWithStagedAndFiles(t *testing.T) {
 		t.Fatal("the step changed nothing")
 	}
 	var read []byte
-	err := nn.LoadCheckpointWith(staged, c.model, map[string]func(io.Reader) error{
+	err := nn.LoadCheckpointWith(context.Background(), staged, c.model, map[string]func(io.Reader) error{
 		"vocab": func(r io.Reader) (err error) { read, err = io.ReadAll(r); return err },
 	})
 	if err != nil {
@@ -152,7 +153,7 @@ func TestCheckpointWithFailedLoadChangesNothing(t *testing.T) {
 	o := embedding.SaveOptions{Files: map[string]func(io.Writer) error{
 		"pos": func(w io.Writer) error { _, err := w.Write([]byte("17")); return err },
 	}}
-	if err := nn.SaveCheckpointWith(dir, c.model, o); err != nil {
+	if err := nn.SaveCheckpointWith(context.Background(), dir, c.model, o); err != nil {
 		t.Fatal(err)
 	}
 	c.step(t, 2, 5)
@@ -168,7 +169,7 @@ func TestCheckpointWithFailedLoadChangesNothing(t *testing.T) {
 		{map[string]func(io.Reader) error{"dense": func(io.Reader) error { return nil }}, embedding.ErrBadInput},
 	}
 	for i, tc := range cases {
-		if err := nn.LoadCheckpointWith(dir, c.model, tc.files); !errors.Is(err, tc.want) {
+		if err := nn.LoadCheckpointWith(context.Background(), dir, c.model, tc.files); !errors.Is(err, tc.want) {
 			t.Errorf("case %d: %v, want %v", i, err, tc.want)
 		}
 		if c.state(t) != before {
@@ -178,7 +179,7 @@ func TestCheckpointWithFailedLoadChangesNothing(t *testing.T) {
 	// A model whose dense layers do not fit the file fails with its table unchanged too.
 	other := nn.NewSequential(nn.NewEmbedding(c.table, nn.EmbeddingOptions{}), nn.NewLinear(4, 3, true))
 	tableBefore, _ := c.table.Export()
-	if err := nn.LoadCheckpointWith(dir, other, nil); !errors.Is(err, embedding.ErrBadInput) {
+	if err := nn.LoadCheckpointWith(context.Background(), dir, other, nil); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("load into a model of another shape: %v", err)
 	}
 	if tableAfter, _ := c.table.Export(); tableAfter.Step != tableBefore.Step || c.state(t) != before {
@@ -191,7 +192,7 @@ func TestCheckpointWithDenseNameTaken(t *testing.T) {
 	c := newCkptModel(t, "ckpt-with-dense")
 	dir := t.TempDir()
 	o := embedding.SaveOptions{Files: map[string]func(io.Writer) error{"dense": func(io.Writer) error { return nil }}}
-	if err := nn.SaveCheckpointWith(dir, c.model, o); !errors.Is(err, embedding.ErrBadInput) {
+	if err := nn.SaveCheckpointWith(context.Background(), dir, c.model, o); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("save with a file named dense: %v", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -28,7 +28,10 @@ func (o EmbeddingOptions) forward(train bool) embedding.ForwardOptions {
 }
 
 // Embedding is torch.nn.Embedding over a dynamic hash embedding table: Forward maps int64 ids
-// of any shape (raw feature ids, not row numbers) to ids.shape + [Dim] rows of Table.
+// of any shape (raw feature ids, not row numbers) to ids.shape + [Dim] rows of Table, the
+// shapes embedding.Table's operations take and give too. Forward takes a tensor, as every
+// Module's does: ids in a Go []int64 go through cgotorch.FromSlice (the table's ...IDs forms
+// take the slice itself).
 //
 // In training mode (the default) unseen ids are inserted and the output joins the autograd
 // graph with the table as its parameter: a backward pass hands the gradient of the looked-up

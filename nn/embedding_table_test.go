@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"context"
 	"errors"
 	"os"
 	"testing"
@@ -21,7 +22,7 @@ func (failingTable) Forward(*Tensor, embedding.ForwardOptions) (*Tensor, error) 
 // A module over a table other than *embedding.Table works, and the panic of its failed lookup
 // keeps the table's error in its chain (before, only cgotorch.ErrTorch was left).
 func TestEmbeddingOverOtherTable(t *testing.T) {
-	tab, err := embedding.New("other-table", embedding.Config{Dim: 2})
+	tab, err := embedding.NewNamed("other-table", embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +40,17 @@ func TestEmbeddingOverOtherTable(t *testing.T) {
 // A model checkpoint refuses a model whose table lives elsewhere (a sharded table): saving
 // without it would silently lose its rows.
 func TestCheckpointRefusesOtherTables(t *testing.T) {
-	tab, err := embedding.New("other-table-ckpt", embedding.Config{Dim: 2})
+	tab, err := embedding.NewNamed("other-table-ckpt", embedding.Config{Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tab.Close()
 	m := NewSequential(NewEmbedding(failingTable{tab}, EmbeddingOptions{}), NewLinear(2, 1, true))
 	dir := t.TempDir()
-	if err := SaveCheckpoint(dir, m); !errors.Is(err, embedding.ErrBadInput) {
+	if err := SaveCheckpoint(context.Background(), dir, m); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("SaveCheckpoint: %v, want ErrBadInput", err)
 	}
-	if err := LoadCheckpoint(dir, m); !errors.Is(err, embedding.ErrBadInput) {
+	if err := LoadCheckpoint(context.Background(), dir, m); !errors.Is(err, embedding.ErrBadInput) {
 		t.Errorf("LoadCheckpoint: %v, want ErrBadInput", err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

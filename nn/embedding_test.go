@@ -76,7 +76,7 @@ func closeSlices(t *testing.T, what string, got, want []float32) {
 
 func newEmbTable(t testing.TB, name string, cfg embedding.Config) *embedding.Table {
 	t.Helper()
-	tbl, err := embedding.New(name, cfg)
+	tbl, err := embedding.NewNamed(name, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +17,7 @@ import (
 func ExampleSaveCheckpointWith() {
 	dir, _ := os.MkdirTemp("", "ckpt")
 	defer os.RemoveAll(dir)
-	users, err := embedding.New("example-ckpt-users", embedding.Config{Dim: 8})
+	users, err := embedding.NewNamed("example-ckpt-users", embedding.Config{Dim: 8})
 	if err != nil {
 		panic(err)
 	}
@@ -25,7 +26,7 @@ func ExampleSaveCheckpointWith() {
 	model.Forward(cgotorch.MustFromSlice([]int64{4, 8, 15})) // rows for three ids
 
 	position := 1200 // examples read so far
-	err = nn.SaveCheckpointWith(dir, model, embedding.SaveOptions{Staged: true, Files: map[string]func(io.Writer) error{
+	err = nn.SaveCheckpointWith(context.Background(), dir, model, embedding.SaveOptions{Staged: true, Files: map[string]func(io.Writer) error{
 		"reader": func(w io.Writer) error { _, err := fmt.Fprint(w, position); return err },
 	}})
 	if err != nil {
@@ -33,7 +34,7 @@ func ExampleSaveCheckpointWith() {
 	}
 
 	position = 0
-	err = nn.LoadCheckpointWith(dir, model, map[string]func(io.Reader) error{
+	err = nn.LoadCheckpointWith(context.Background(), dir, model, map[string]func(io.Reader) error{
 		"reader": func(r io.Reader) error {
 			b, err := io.ReadAll(r)
 			if err == nil {

@@ -25,9 +25,9 @@ func (r *ranker) Forward(users, tags, offsets *nn.Tensor) *nn.Tensor {
 // One optimizer made from the whole model trains the head and both tables, and SetLR reaches
 // the tables.
 func ExampleEmbeddingBag() {
-	users, _ := embedding.New("example-ranker-users", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
+	users, _ := embedding.NewNamed("example-ranker-users", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
 	defer users.Close()
-	tags, _ := embedding.New("example-ranker-tags", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
+	tags, _ := embedding.NewNamed("example-ranker-tags", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{}})
 	defer tags.Close()
 	m := &ranker{users: nn.NewEmbedding(users, nn.EmbeddingOptions{}),
 		tags: nn.NewEmbeddingBag(tags, embedding.Mean, nn.EmbeddingOptions{}), head: nn.NewLinear(8, 1, true)}

@@ -9,7 +9,7 @@ import (
 
 // A warm-up over three steps for the dense layers and an embedding table together.
 func ExampleScheduler() {
-	items, err := embedding.New("example-schedule-items", embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.01}})
+	items, err := embedding.New(embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.01}})
 	if err != nil {
 		panic(err)
 	}

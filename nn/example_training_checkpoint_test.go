@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -15,7 +16,7 @@ import (
 func ExampleSaveTrainingCheckpoint() {
 	dir, _ := os.MkdirTemp("", "train")
 	defer os.RemoveAll(dir)
-	items, err := embedding.New("example-train-items", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{LR: 0.1}})
+	items, err := embedding.NewNamed("example-train-items", embedding.Config{Dim: 4, Optimizer: embedding.Adagrad{LR: 0.1}})
 	if err != nil {
 		panic(err)
 	}
@@ -40,11 +41,11 @@ func ExampleSaveTrainingCheckpoint() {
 	}
 
 	step()
-	if err := nn.SaveTrainingCheckpoint(dir, model, opt, embedding.SaveOptions{}); err != nil {
+	if err := nn.SaveTrainingCheckpoint(context.Background(), dir, model, opt, embedding.SaveOptions{}); err != nil {
 		panic(err)
 	}
 	before := []float64{step(), step()}
-	if err := nn.LoadTrainingCheckpoint(dir, model, opt, nil); err != nil {
+	if err := nn.LoadTrainingCheckpoint(context.Background(), dir, model, opt, nil); err != nil {
 		panic(err)
 	}
 	after := []float64{step(), step()}

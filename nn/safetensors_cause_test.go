@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -51,7 +52,7 @@ func TestReadSafetensorsClosesWhatItBuiltOnFailure(t *testing.T) {
 }
 
 func TestLoadCheckpointOfAMissingDirectory(t *testing.T) {
-	err := nn.LoadCheckpoint(filepath.Join(t.TempDir(), "missing"), interopModel())
+	err := nn.LoadCheckpoint(context.Background(), filepath.Join(t.TempDir(), "missing"), interopModel())
 	if !errors.Is(err, embedding.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%v; want embedding.ErrNotFound and fs.ErrNotExist", err)
 	}

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -37,7 +38,7 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 	for _, name := range []string{"sched_step", "sched_exponential", "sched_cosine", "sched_linear"} {
 		t.Run(name, func(t *testing.T) {
 			c := refCaseNamed(t, name)
-			tab, err := embedding.New("sched-"+name, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{LR: 0.05}})
+			tab, err := embedding.NewNamed("sched-"+name, embedding.Config{Dim: 2, Optimizer: embedding.Adagrad{LR: 0.05}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +90,7 @@ func TestSchedulerResumes(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := nn.SaveTrainingCheckpoint(dir, c.model, c.opt, embedding.SaveOptions{
+	if err := nn.SaveTrainingCheckpoint(context.Background(), dir, c.model, c.opt, embedding.SaveOptions{
 		Files: map[string]func(w io.Writer) error{"scheduler": sc.SaveState}}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestSchedulerResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nn.LoadTrainingCheckpoint(dir, c.model, c.opt, map[string]func(io.Reader) error{"scheduler": fresh.LoadState}); err != nil {
+	if err := nn.LoadTrainingCheckpoint(context.Background(), dir, c.model, c.opt, map[string]func(io.Reader) error{"scheduler": fresh.LoadState}); err != nil {
 		t.Fatal(err)
 	}
 	if fresh.LastStep() != 3 {

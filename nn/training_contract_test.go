@@ -21,7 +21,7 @@ type bagModel struct {
 func newBagModel(t *testing.T, name string, sgd float64) *bagModel {
 	t.Helper()
 	table := func(suffix string) *embedding.Table {
-		tab, err := embedding.New(name+suffix, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: sgd}})
+		tab, err := embedding.NewNamed(name+suffix, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: sgd}})
 		if err != nil {
 			t.Fatal(err)
 		}

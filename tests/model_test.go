@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -40,7 +41,7 @@ func newRecModel(t *testing.T, prefix string) *recModel {
 	m := &recModel{}
 	table := func(name string, cfg embedding.Config) *embedding.Table {
 		cfg.Dim, cfg.Seed = dim, 7
-		tab, err := embedding.New(prefix+name, cfg)
+		tab, err := embedding.NewNamed(prefix+name, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func (m *recModel) digest(t *testing.T) string {
 		fmt.Fprint(h, p.Name, v)
 	}
 	for _, tab := range m.tables {
-		err := tab.ExportEach(1<<10, func(c *embedding.ExportChunk) error {
+		err := tab.ExportEach(context.Background(), 1<<10, func(c *embedding.ExportChunk) error {
 			fmt.Fprint(h, tab.Name(), c.Step, c.IDs, c.Rows, c.LastStep, c.Frequency)
 			for _, st := range c.States {
 				fmt.Fprint(h, st.Name, st.Values)
@@ -170,7 +171,7 @@ func (m *recModel) digest(t *testing.T) string {
 func (m *recModel) maintain(t *testing.T) int {
 	t.Helper()
 	items := m.tables[1]
-	ev, err := items.Evict(embedding.TTL(5), false)
+	ev, err := items.Evict(context.Background(), embedding.TTL(5), false)
 	if err != nil {
 		t.Fatal(err)
 	}

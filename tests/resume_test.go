@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"io"
 	"slices"
 	"testing"
@@ -41,7 +42,7 @@ func TestResumeFromTrainingCheckpoint(t *testing.T) {
 	first := newRecModel(t, "resume-")
 	first.run(t, 0, resumeAt)
 	files := map[string]func(io.Writer) error{"scheduler": first.sched.SaveState}
-	if err := nn.SaveTrainingCheckpoint(dir, first, first.opt, embedding.SaveOptions{Staged: true, Files: files}); err != nil {
+	if err := nn.SaveTrainingCheckpoint(context.Background(), dir, first, first.opt, embedding.SaveOptions{Staged: true, Files: files}); err != nil {
 		t.Fatal(err)
 	}
 	want, evicted := first.run(t, resumeAt, resumeEnd)
@@ -66,7 +67,7 @@ func TestResumeFromTrainingCheckpoint(t *testing.T) {
 
 	second := newRecModel(t, "resume-")
 	load := map[string]func(io.Reader) error{"scheduler": second.sched.LoadState}
-	if err := nn.LoadTrainingCheckpoint(dir, second, second.opt, load); err != nil {
+	if err := nn.LoadTrainingCheckpoint(context.Background(), dir, second, second.opt, load); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := second.run(t, resumeAt, resumeEnd)
@@ -84,7 +85,7 @@ func TestResumeFromModelCheckpointDiffers(t *testing.T) {
 	dir := t.TempDir()
 	first := newRecModel(t, "resume-model-")
 	first.run(t, 0, resumeAt)
-	if err := nn.SaveCheckpoint(dir, first); err != nil {
+	if err := nn.SaveCheckpoint(context.Background(), dir, first); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := first.run(t, resumeAt, resumeEnd)
@@ -94,7 +95,7 @@ func TestResumeFromModelCheckpointDiffers(t *testing.T) {
 		}
 	}
 	second := newRecModel(t, "resume-model-")
-	if err := nn.LoadCheckpoint(dir, second); err != nil {
+	if err := nn.LoadCheckpoint(context.Background(), dir, second); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := second.run(t, resumeAt, resumeEnd); slices.Equal(got, want) {

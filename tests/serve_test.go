@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,7 +19,7 @@ type store map[int64][]float32
 func exportTo(t *testing.T, tab *embedding.Table) store {
 	t.Helper()
 	s := store{}
-	err := tab.ExportEach(100, func(c *embedding.ExportChunk) error {
+	err := tab.ExportEach(context.Background(), 100, func(c *embedding.ExportChunk) error {
 		for i, id := range c.IDs {
 			s[id] = slices.Clone(c.Rows[i*dim : (i+1)*dim])
 		}
@@ -71,7 +72,7 @@ func TestServingCopiesFollowTraining(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if replicas[i], err = embedding.New("replica-"+tab.Name(), tab.Config()); err != nil {
+		if replicas[i], err = embedding.NewNamed("replica-"+tab.Name(), tab.Config()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { replicas[i].Close() })

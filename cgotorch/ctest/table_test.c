@@ -55,7 +55,19 @@ static void test_lifecycle(void) {
   CHECK(ok(ct_table_new(&a, "life", &cfg)));
   CHECK(fails_with(ct_table_new(&b, "life", &cfg), "name taken: "));
   CHECK(b == NULL);
-  CHECK(fails_with(ct_table_new(&b, "", &cfg), "invalid argument: "));
+  CHECK(ok(ct_table_new(&b, "", &cfg))); /* unnamed: not registered, takes no name */
+  CHECK(ok(ct_table_new(&c, NULL, &cfg)));
+  {
+    char *names = NULL;
+    CHECK(ok(ct_table_names(&names)));
+    size_t len = strlen(names); /* no empty name listed */
+    CHECK(len > 0 && names[0] != '\n' && names[len - 1] != '\n' && strstr(names, "\n\n") == NULL);
+    ct_string_free(names);
+  }
+  CHECK(ok(ct_table_close(b)) && ok(ct_table_close(c)));
+  ct_table_free(b);
+  ct_table_free(c);
+  b = c = NULL;
   CHECK(fails_with(ct_table_new(&b, "bad\nname", &cfg), "control"));
   cfg.dim = 0;
   CHECK(fails_with(ct_table_new(&b, "dim0", &cfg), "dim"));
@@ -1795,8 +1807,76 @@ static void test_remove_unchanged(void) {
   ct_table_free(plain);
 }
 
+/* CT_TABLE_SEED_FROM_NAME: named tables of one seed start apart, the derived seed is reported
+ * (without the flag) and reproduces the rows; an unnamed table keeps its seed. */
+static void test_seed_from_name(void) {
+  ct_table a = NULL, b = NULL, c = NULL, u = NULL;
+  ct_table_config cfg = config(3, CT_OPT_NONE), got;
+  cfg.seed = 0;
+  cfg.flags = CT_TABLE_SEED_FROM_NAME;
+  CHECK(ok(ct_table_new(&a, "seeded-a", &cfg)) && ok(ct_table_new(&b, "seeded-b", &cfg)));
+  CHECK(ok(ct_table_new(&u, NULL, &cfg)));
+  CHECK(ok(ct_table_config_get(&got, a)) && got.seed != 0 && got.flags == 0);
+  ct_table_config again = got;
+  CHECK(ok(ct_table_new(&c, "seeded-c", &again))); /* a's seed, as is */
+  int64_t id = 42;
+  ct_tensor k = ids_tensor(&id, 1), r = NULL;
+  float ra[3], rb[3], rc[3], ru[3];
+  CHECK(ok(ct_table_lookup(&r, a, k)) && take_floats(r, ra, 3));
+  CHECK(ok(ct_table_lookup(&r, b, k)) && take_floats(r, rb, 3));
+  CHECK(ok(ct_table_lookup(&r, c, k)) && take_floats(r, rc, 3));
+  CHECK(ok(ct_table_lookup(&r, u, k)) && take_floats(r, ru, 3));
+  CHECK(memcmp(ra, rb, sizeof ra) != 0 && memcmp(ra, rc, sizeof ra) == 0);
+  CHECK(ok(ct_table_config_get(&got, u)) && got.seed == 0);
+  ct_table ts[4] = {a, b, c, u};
+  for (int i = 0; i < 4; i++) {
+    CHECK(ok(ct_table_close(ts[i])));
+    ct_table_free(ts[i]);
+  }
+  ct_tensor_free(k);
+}
+
+/* ct_table_read_state: rows and states of a few ids as the export gives them, zeros for absent
+ * ids, nothing inserted; bad arguments refused. */
+static void test_read_state(void) {
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_ADAGRAD);
+  cfg.opt_params[0] = 0.5;
+  cfg.opt_params[3] = 1e-10;
+  CHECK(ok(ct_table_new(&t, NULL, &cfg)));
+  int64_t ids[3] = {4, 99, 3};
+  float g[4] = {1, 2, 3, 4};
+  ct_tensor k2 = ids_tensor(ids + 1, 2), gr = rows_tensor(g, 2, 2), k = ids_tensor(ids, 3);
+  int64_t two[2] = {4, 3};
+  ct_tensor kk = ids_tensor(two, 2);
+  CHECK(ok(ct_table_update(t, kk, gr)));
+  ct_tensor rows = NULL, states[1] = {NULL}, found = NULL;
+  CHECK(fails_with(ct_table_read_state(&rows, states, 0, &found, t, k), "invalid argument: "));
+  CHECK(ok(ct_table_read_state(&rows, states, 1, &found, t, k)));
+  float r[6], s[6];
+  uint8_t f[3];
+  CHECK(take_floats(rows, r, 6) && take_floats(states[0], s, 6));
+  CHECK(ok(ct_tensor_copy_to(f, sizeof f, found, CT_BOOL)));
+  ct_tensor_free(found);
+  CHECK(f[0] == 1 && f[1] == 0 && f[2] == 1);
+  /* Adagrad's sums: g^2 for 4 and 3, zeros for 99 */
+  CHECK(s[0] == 1 && s[1] == 4 && s[2] == 0 && s[3] == 0 && s[4] == 9 && s[5] == 16);
+  CHECK(r[2] == 0 && r[3] == 0);
+  ct_table_stats st;
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 2); /* 99 was not inserted */
+  CHECK(ok(ct_table_close(t)));
+  CHECK(fails_with(ct_table_read_state(&rows, states, 1, NULL, t, k2), "closed: "));
+  ct_table_free(t);
+  ct_tensor_free(k);
+  ct_tensor_free(k2);
+  ct_tensor_free(kk);
+  ct_tensor_free(gr);
+}
+
 int main(void) {
   test_lifecycle();
+  test_seed_from_name();
+  test_read_state();
   test_lookup_read_write();
   test_update_and_bad_input();
   test_set_lr();

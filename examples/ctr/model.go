@@ -93,13 +93,14 @@ type DeepFM struct {
 // numTables is the number of field tables (the single-valued fields and the tags).
 const numTables = numFields + 1
 
-// NewDeepFM creates the model on device: its tables (names prefixed by prefix, with the sparse
-// optimizer opt) and its MLP (built on the CPU, then moved).
-func NewDeepFM(prefix string, dim int, hidden []int, opt embedding.Optimizer, seed uint64, device cgotorch.Device) (*DeepFM, error) {
+// NewDeepFM creates the model on device: its tables (unnamed: nothing looks them up or saves
+// them; each with its own seed, seed, seed+1, ..., so that id 42 of two fields starts apart;
+// the sparse optimizer opt) and its MLP (built on the CPU, then moved).
+func NewDeepFM(dim int, hidden []int, opt embedding.Optimizer, seed uint64, device cgotorch.Device) (*DeepFM, error) {
 	m := &DeepFM{}
 	table := func(name string, d int) (*embedding.Table, error) {
-		t, err := embedding.New(prefix+name, embedding.Config{
-			Dim: d, Optimizer: opt, Seed: seed, Initializer: embedding.Normal{Std: 0.01}, Device: device,
+		t, err := embedding.New(embedding.Config{
+			Dim: d, Optimizer: opt, Seed: seed + uint64(len(m.tables)), Initializer: embedding.Normal{Std: 0.01}, Device: device,
 		})
 		if err == nil {
 			m.tables = append(m.tables, t)

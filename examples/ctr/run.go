@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -48,8 +47,6 @@ type Result struct {
 	UnseenUsers, UnseenItems float64
 }
 
-var runSeq atomic.Int64
-
 // run trains DeepFM on a stream of synthetic clicks, one pass in time order, then evaluates it
 // on the samples that follow.
 func run(cfg Config, out io.Writer) (res Result, err error) {
@@ -59,7 +56,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 		return res, fmt.Errorf("bad configuration %+v", cfg)
 	}
 	cgotorch.ManualSeed(cfg.Gen.Seed) // the MLP's initial weights
-	m, err := NewDeepFM(fmt.Sprintf("ctr-%d-", runSeq.Add(1)), cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed, cfg.Device)
+	m, err := NewDeepFM(cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed, cfg.Device)
 	if err != nil {
 		return res, err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"sync/atomic"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -23,15 +21,14 @@ type Model struct {
 	tables             []*embedding.Table
 }
 
-var tableSeq atomic.Int64
-
-// NewModel creates the tables (names unique in the process) with the given optimizer. l2 and
-// l2Bias weigh the squared norms of the factor rows and of the biases a rating uses in the loss.
+// NewModel creates the tables (unnamed: nothing looks them up or saves them) with the given
+// optimizer. Each table gets its own seed (seed, seed+1, ...), so that user 42 and movie 42
+// do not start with the same row. l2 and l2Bias weigh the squared norms of the factor rows and
+// of the biases a rating uses in the loss.
 func NewModel(mu float64, dim int, opt embedding.Optimizer, l2, l2Bias float64, seed uint64) (*Model, error) {
 	m := &Model{mu: mu, l2: l2, l2Bias: l2Bias}
-	prefix := fmt.Sprintf("movielens-%d-", tableSeq.Add(1))
 	add := func(name string, d int, init embedding.Initializer) (*nn.Embedding, error) {
-		t, err := embedding.New(prefix+name, embedding.Config{Dim: d, Initializer: init, Optimizer: opt, Seed: seed})
+		t, err := embedding.New(embedding.Config{Dim: d, Initializer: init, Optimizer: opt, Seed: seed + uint64(len(m.tables))})
 		if err != nil {
 			return nil, err
 		}

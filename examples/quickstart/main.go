@@ -21,7 +21,7 @@ func main() {
 
 func run(out io.Writer) error {
 	// A table of 8-wide rows for any int64 id (no vocabulary size), updated by SparseAdam.
-	items, err := embedding.New("quickstart-items", embedding.Config{Dim: 8, Optimizer: embedding.SparseAdam{LR: 0.05}})
+	items, err := embedding.NewNamed("quickstart-items", embedding.Config{Dim: 8, Optimizer: embedding.SparseAdam{LR: 0.05}})
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,9 @@ type Config struct {
 	// TrackAccess keeps each row's last step and frequency (8 bytes a row), which Metadata and
 	// Evict need (CT_TABLE_TRACK_ACCESS).
 	TrackAccess bool
+	// SeedFromName derives the seed from the table's name (CT_TABLE_SEED_FROM_NAME); Config
+	// then reports the derived seed.
+	SeedFromName bool
 }
 
 // Stats describes a table.
@@ -205,7 +208,8 @@ func tableName(op, name string) (*C.char, error) {
 	return C.CString(name), nil
 }
 
-// New creates and registers a table; the name must not be taken.
+// New creates and registers a table; the name must not be taken. An empty name gives an
+// unnamed table, which is not registered.
 func New(name string, cfg Config) (*Table, error) {
 	if err := ctensor.CheckDevice(cfg.Device); err != nil {
 		return nil, err
@@ -231,6 +235,9 @@ func New(name string, cfg Config) (*Table, error) {
 	}
 	if cfg.TrackAccess {
 		c.flags |= C.CT_TABLE_TRACK_ACCESS
+	}
+	if cfg.SeedFromName {
+		c.flags |= C.CT_TABLE_SEED_FROM_NAME
 	}
 	cname, err := tableName("new table", name)
 	if err != nil {

@@ -53,7 +53,8 @@ void fill(double (&dst)[N], const std::vector<double> &src, const char *what) {
 
 void create_table(std::string name, int64_t dim, int64_t initializer, std::vector<double> init_params,
                   int64_t optimizer, std::vector<double> opt_params, int64_t seed, int64_t capacity,
-                  int64_t block_rows, int64_t layout, bool track_access, c10::optional<at::Device> device) {
+                  int64_t block_rows, int64_t layout, bool track_access, c10::optional<at::Device> device,
+                  bool seed_from_name) {
   ct_table_config c{};
   c.dim = dim;
   c.capacity = capacity;
@@ -65,17 +66,18 @@ void create_table(std::string name, int64_t dim, int64_t initializer, std::vecto
   c.device = device.has_value() ? ct::from_device(*device) : ct_device{CT_CPU, -1};
   c.seed = static_cast<uint64_t>(seed);
   c.layout = static_cast<int32_t>(layout);
-  c.flags = track_access ? CT_TABLE_TRACK_ACCESS : 0;
+  c.flags = (track_access ? CT_TABLE_TRACK_ACCESS : 0) | (seed_from_name ? CT_TABLE_SEED_FROM_NAME : 0);
   ct_table t = nullptr;
   check(ct_table_new(&t, name.c_str(), &c));
   ct_table_free(t);  // the registry holds the table until close_table
 }
 
 // RecStore's: a table with gorec's defaults (embedding.Config: normal(0, 1) rows, SGD with lr
-// 0.01), room for num_embeddings ids, which becomes the default table.
+// 0.01, the seed derived from the name), room for num_embeddings ids, which becomes the
+// default table.
 bool init_embedding_table(std::string name, int64_t num_embeddings, int64_t embedding_dim) {
   create_table(name, embedding_dim, CT_INIT_NORMAL, {0, 1}, CT_OPT_SGD, {0.01}, 0, num_embeddings, 0,
-               CT_LAYOUT_SEPARATE, false, c10::nullopt);
+               CT_LAYOUT_SEPARATE, false, c10::nullopt, true);
   std::lock_guard<std::mutex> l(default_mu);
   default_name = name;
   return true;
@@ -238,7 +240,7 @@ TORCH_LIBRARY(gorec, m) {
         &gorec::init_embedding_table);
   m.def(gorec::stateful("create_table(str name, int dim, int initializer, float[] init_params, int optimizer, "
         "float[] opt_params, int seed=0, int capacity=0, int block_rows=0, int layout=0, "
-        "bool track_access=False, Device? device=None) -> ()"),
+        "bool track_access=False, Device? device=None, bool seed_from_name=False) -> ()"),
         &gorec::create_table);
   m.def(gorec::stateful("close_table(str name) -> ()"), &gorec::close_table);
   m.def(gorec::stateful("table_names() -> str[]"), &gorec::table_names);

@@ -60,7 +60,9 @@ class Table:
     """A dynamic embedding table: rows of ``dim`` float32 values keyed by any int64 id.
 
     Ids need no vocabulary: a training lookup inserts absent ids, with rows from the
-    initializer (a function of ``seed`` and the id alone, as in Go). ``optimizer`` is the rule
+    initializer (a function of the seed and the id alone, as in Go: ``seed=0``, the default,
+    derives the table's seed from its name, as Go's ``Config.Seed`` 0 does, so tables do not
+    start alike; another ``seed`` is used as is; ``config()["seed"]`` is the seed in use). ``optimizer`` is the rule
     that ``update`` and ``step`` apply (none, sgd, adagrad, rowwise_adagrad, sparse_adam, adamw,
     ftrl), with its parameters under torch's names as keywords (``lr=0.1, momentum=0.9``);
     ``init`` gives the initializer's (``Table("t", 8, initializer="uniform",
@@ -84,7 +86,7 @@ class Table:
             block_rows = 65536 if device is not None and torch.device(device).type == "cuda" else 4096
         _ops.create_table(name, dim, INITIALIZERS.index(initializer), ip, OPTIMIZERS.index(optimizer), op,
                           _signed(seed), capacity, block_rows, LAYOUTS.index(layout), track_access,
-                          None if device is None else torch.device(device))
+                          None if device is None else torch.device(device), seed == 0)
         if admit_after > 1:
             _ops.set_admission(name, admit_after)
 

@@ -1,7 +1,8 @@
 """One checkpoint format for Go and Python (docs/checkpoint.md): tables trained and saved by Go
 load in Python with the same ids, rows, optimizer states, metadata and step, bit for bit; saved
-again by Python, Go loads them and saves the same tensors; and the same seed gives the same
-initial row for an id in both. The Go side is python/tests/goside, built once per session."""
+again by Python, Go loads them and saves the same tensors; and the same seed (or, by default,
+the same table name) gives the same initial row for an id in both. The Go side is
+python/tests/goside, built once per session."""
 import json
 import os
 import shutil
@@ -127,9 +128,12 @@ def test_initial_rows_agree(goside, name, tmp_path):
     goside("init", tmp_path / "go")
     saved = files(tmp_path / "go")
     batches = [[1, 2, 1, 2 ** 63 - 1], [-2 ** 63, 2, 7, 7], [1 << 62, -5, 1, 9]]  # goside's
-    for go_name, kw in (("go_init_normal", dict(seed=1234)),
-                        ("go_init_xavier", dict(seed=(1 << 63) + 99, initializer="xavier_uniform"))):
-        t = gorec.Table(name + go_name, 8, **kw)
+    # The default seed is derived from the table's name: that table has Go's name here.
+    for go_name, py_name, kw in (("go_init_normal", name + "go_init_normal", dict(seed=1234)),
+                                 ("go_init_xavier", name + "go_init_xavier",
+                                  dict(seed=(1 << 63) + 99, initializer="xavier_uniform")),
+                                 ("go_init_default", "go_init_default", dict())):
+        t = gorec.Table(py_name, 8, **kw)
         try:
             for b in batches:
                 t.lookup(torch.tensor(b), train=True)
@@ -159,3 +163,19 @@ def test_load_refuses_a_corrupt_manifest(goside, name, tmp_path, writer):
     with pytest.raises(gorec.CheckpointError, match="^corrupt: manifest: checksum "):
         gorec.load(tmp_path)
     assert not set(loaded) & set(gorec.table_names())
+
+
+def test_default_seed_depends_on_the_name(name):
+    """seed=0 (the default) derives each table's seed from its name, as Go's Config.Seed 0: two
+    tables do not start alike; an explicit seed is used as is, whatever the name."""
+    tables = [gorec.Table(name + s, 4, **kw) for s, kw in (("-a", {}), ("-b", {}), ("-c", dict(seed=5)),
+                                                          ("-d", dict(seed=5)))]
+    try:
+        rows = [t.lookup(torch.tensor([42]), train=True) for t in tables]
+        assert not torch.equal(rows[0], rows[1])
+        assert torch.equal(rows[2], rows[3])
+        assert tables[0].config()["seed"] not in (0, tables[1].config()["seed"])
+        assert tables[2].config()["seed"] == 5
+    finally:
+        for t in tables:
+            t.close()

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -35,12 +36,12 @@ func run(args []string) error {
 	case len(args) == 2 && args[0] == "init":
 		return initial(args[1])
 	case len(args) == 3 && args[0] == "resave":
-		ts, err := embedding.Load(args[1])
+		ts, err := embedding.Load(context.Background(), args[1])
 		if err != nil {
 			return err
 		}
 		defer closeAll(ts)
-		return embedding.Save(args[2], ts...)
+		return embedding.Save(context.Background(), args[2], ts...)
 	}
 	return fmt.Errorf("usage: goside train DIR | init DIR | resave SRC DST")
 }
@@ -54,7 +55,7 @@ func closeAll(ts []*embedding.Table) {
 func newTables(cfgs map[string]embedding.Config, order []string) ([]*embedding.Table, error) {
 	var ts []*embedding.Table
 	for _, n := range order {
-		t, err := embedding.New(n, cfgs[n])
+		t, err := embedding.NewNamed(n, cfgs[n])
 		if err != nil {
 			closeAll(ts)
 			return nil, err
@@ -93,14 +94,15 @@ func train(dir string) error {
 			}
 		}
 	}
-	return embedding.Save(dir, ts...)
+	return embedding.Save(context.Background(), dir, ts...)
 }
 
 func initial(dir string) error {
-	order := []string{"go_init_normal", "go_init_xavier"}
+	order := []string{"go_init_normal", "go_init_xavier", "go_init_default"}
 	ts, err := newTables(map[string]embedding.Config{
-		"go_init_normal": {Dim: 8, Seed: 1234},
-		"go_init_xavier": {Dim: 8, Seed: 1<<63 + 99, Initializer: embedding.XavierUniform{}},
+		"go_init_normal":  {Dim: 8, Seed: 1234},
+		"go_init_xavier":  {Dim: 8, Seed: 1<<63 + 99, Initializer: embedding.XavierUniform{}},
+		"go_init_default": {Dim: 8}, // the seed derived from the name
 	}, order)
 	if err != nil {
 		return err
@@ -113,7 +115,7 @@ func initial(dir string) error {
 			}
 		}
 	}
-	return embedding.Save(dir, ts...)
+	return embedding.Save(context.Background(), dir, ts...)
 }
 
 // lookup is a training lookup of b (inserting the absent ids) whose rows are not needed.
