@@ -34,7 +34,14 @@ func (s *ShardedTable) settle(op string, local error) error {
 }
 
 func (s *ShardedTable) verdicts(op string, local error, has bool, failed string) (anyHas bool, err error) {
-	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), boolInt(has)})
+	return verdicts(s.g, fmt.Sprintf("table %q", s.name), op, local, has, failed)
+}
+
+// verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
+// operation of what (a table, a checkpoint): it returns local itself, or an ErrMismatch naming
+// the ranks that failed, and whether any rank had the flag set.
+func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
+	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
 	if err != nil {
 		return false, errors.Join(err, local)
 	}
@@ -42,28 +49,32 @@ func (s *ShardedTable) verdicts(op string, local error, has bool, failed string)
 		return false, local
 	}
 	var refused []int
-	for r := 0; r < s.g.WorldSize(); r++ {
+	for r := 0; r < g.WorldSize(); r++ {
 		if all[2*r] != 0 {
 			refused = append(refused, r)
 		}
 		anyHas = anyHas || all[2*r+1] != 0
 	}
 	if refused != nil {
-		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v %s", s.name, refused, failed)}
+		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank(s) %v %s", what, refused, failed)}
 	}
 	return anyHas, nil
 }
 
 // gatherInt64s returns every rank's v (the same length on every rank), in rank order.
 func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
+	return gatherInt64s(s.g, fmt.Sprintf("table %q", s.name), op, v)
+}
+
+func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
 	t, err := cgotorch.FromSlice(v)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	all, err := s.g.AllGather(t)
+	all, err := g.AllGather(t)
 	if err != nil {
-		return nil, fmt.Errorf("table %q: %s: %w", s.name, op, err)
+		return nil, fmt.Errorf("%s: %s: %w", what, op, err)
 	}
 	defer all.Close()
 	return cgotorch.ToSlice[int64](all)
