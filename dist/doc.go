@@ -81,8 +81,16 @@
 // Both parts then get the gradients of the global batch's mean loss, and train as one process
 // would on the whole batch, up to float32 rounding.
 //
-// Save writes every rank's shard into one directory, and rank 0 commits a manifest once they
-// are all durable. LoadShardedTable opens the table on any world size.
+// # Checkpoints
+//
+// ShardedTable.Save writes every rank's shard into one directory, and rank 0 commits a
+// manifest once they are all durable. LoadShardedTable opens the table on any world size.
+// SaveCheckpoint does the same for a whole model: its sharded tables, its replicated dense
+// layers and the optimizer's state, into one directory; LoadCheckpoint restores it into the
+// model built afresh, on any world size (nn's own model checkpoints refuse sharded tables):
+//
+//	err := dist.SaveCheckpoint(g, dir, ddp, opt) // every rank, between steps
+//	err := dist.LoadCheckpoint(g, dir, ddp, opt) // a restarted job, before training
 //
 // # Who may join
 //
