@@ -180,8 +180,7 @@ func LoadShardedTable(g *Group, dir string) (*ShardedTable, error) {
 	if err == nil {
 		cfg, lr, err = savedConfig(dir, m)
 	}
-	agreeing := &ShardedTable{g: g, name: m.Table}
-	if _, err := agreeing.agree(op, err, false); err != nil {
+	if _, err := verdicts(g, fmt.Sprintf("table %q", m.Table), op, err, false, "could not read it"); err != nil {
 		return nil, err
 	}
 	s, err := NewShardedTable(g, m.Table, cfg)

@@ -24,17 +24,10 @@ func (s *ShardedTable) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor,
 // lookupRows is Lookup (insert) and Read.
 func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
 	v, err := s.idsOf(op, ids)
-	if _, err := s.agree(op, err, false); err != nil {
-		return nil, nil, err
-	}
 	u := uniqueIDs(v, false, 0)
-	urows, ufound, err := s.fetch(op, u, insert, !insert)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer urows.Close()
 	pos := positions(v, u)
-	if rows, err = selectRows(urows, pos); err != nil || insert {
+	rows, ufound, err := s.fetch(op, u, err, insert, !insert, slices.Clone(pos))
+	if err != nil || insert {
 		return rows, nil, err
 	}
 	f := make([]bool, len(v))
@@ -48,6 +41,17 @@ func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) 
 	return rows, found, nil
 }
 
+// identity reports whether pos is 0, 1, ..., len(pos)-1 (positions of ids already ascending
+// and without repeats).
+func identity(pos []int64) bool {
+	for i, k := range pos {
+		if k != int64(i) {
+			return false
+		}
+	}
+	return true
+}
+
 // positions returns the position in u (ascending, without repeats) of each of ids.
 func positions(ids, u []int64) []int64 {
 	pos := make([]int64, len(ids))
@@ -58,10 +62,12 @@ func positions(ids, u []int64) []int64 {
 	return pos
 }
 
-// fetch returns the rows of ids (unique; float32 [len(ids), Dim]) from their owners, which
-// insert absent ids (insert) or read them; with found, also whether each was present (1).
-func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgotorch.Tensor, []int64, error) {
-	r, _, err := s.owners(ids, nil, false)
+// fetch returns the rows of ids (unique; float32 [len(ids), Dim], or in the order pos gives:
+// back) from their owners, which insert absent ids (insert) or read them; with found, also
+// whether each was present (1, in the order of ids). local is this rank's verdict on its
+// input: the ranks agree on theirs as the ids go out.
+func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
+	r, _, err := s.route(op, ids, local, false, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,7 +78,7 @@ func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgoto
 	} else {
 		rows, present, err = s.shard.ReadIDs(r.ids)
 	}
-	got, berr := s.back(r, rows, int64(s.cfg.Dim)) // (rows nil: this owner failed)
+	got, berr := s.back(r, rows, int64(s.cfg.Dim), pos) // (rows nil: this owner failed)
 	rows.Close()
 	if err = errors.Join(err, berr); err != nil || !found {
 		return got, nil, err
@@ -87,7 +93,7 @@ func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgoto
 		return nil, nil, err
 	}
 	defer ft.Close()
-	back, err := s.back(r, ft, 1)
+	back, err := s.back(r, ft, 1, nil)
 	if err != nil {
 		got.Close()
 		return nil, nil, err
@@ -106,20 +112,21 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "values", values, len(v))
 	}
-	if _, err := s.agree(op, err, false); err != nil {
-		return err
-	}
 	u := uniqueIDs(v, false, 0)
-	last := make([]int64, len(u))
-	for i, k := range positions(v, u) {
-		last[k] = int64(i)
+	urows := values
+	if pos := positions(v, u); err == nil && !identity(pos) {
+		last := make([]int64, len(u))
+		for i, k := range pos {
+			last[k] = int64(i)
+		}
+		urows, err = selectRows(values, last)
+		defer urows.Close()
 	}
-	urows, err := selectRows(values, last)
+	r, _, err := s.route(op, u, err, false, false)
 	if err != nil {
 		return err
 	}
-	defer urows.Close()
-	r, got, err := s.owners(u, urows, false)
+	got, err := s.sendRows(r, urows)
 	if err != nil {
 		return err
 	}
@@ -146,38 +153,42 @@ func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "gradients", grads, len(v))
 	}
-	if _, err := s.agree(op, err, false); err != nil {
-		return err
-	}
 	u := uniqueIDs(v, false, 0)
-	var sums *cgotorch.Tensor
-	err = cgotorch.Try(func() {
-		pos := cgotorch.MustFromSlice(positions(v, u))
-		defer pos.Close()
-		sums = cgotorch.Zeros([]int64{int64(len(u)), int64(s.cfg.Dim)}).IndexAddInPlace(0, pos, grads)
-	})
-	if err != nil {
-		return err
+	sums := grads // summed per id, unless the ids are ascending and distinct already
+	if pos := positions(v, u); err == nil && !identity(pos) {
+		var summed *cgotorch.Tensor
+		err = cgotorch.Try(func() {
+			pt := cgotorch.MustFromSlice(pos)
+			defer pt.Close()
+			summed = cgotorch.Zeros([]int64{int64(len(u)), int64(s.cfg.Dim)}).IndexAddInPlace(0, pt, grads)
+		})
+		defer summed.Close()
+		sums = summed
 	}
-	defer sums.Close()
-	return s.applyGrads(op, u, sums)
+	_, err = s.applyGrads(op, u, sums, err, true)
+	return err
 }
 
 // applyGrads sends the gradients of ids (unique on this rank) to their owners, which sum them
-// per id and step (every owner steps, even with no ids); every rank learns whether they all
-// did.
-func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor) error {
-	if s.fault == faultLostGradient && len(ids) > 0 {
+// per id and step, once the ranks have agreed on their verdicts (local: this rank's); every
+// rank learns whether the owners all did. Every owner steps, even with no ids, when always is
+// set or any rank has gradients; stepped says whether they did.
+func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor, local error, always bool) (stepped bool, err error) {
+	if s.fault == faultLostGradient && len(ids) > 0 && local == nil {
 		rest, err := selectRows(grads, span(1, len(ids)))
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer rest.Close()
 		ids, grads = ids[1:], rest
 	}
-	r, got, err := s.owners(ids, grads, true)
+	r, anyHas, err := s.route(op, ids, local, len(ids) > 0, true)
+	if err != nil || !(always || anyHas) {
+		return false, err
+	}
+	got, err := s.sendRows(r, grads)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer got.Close()
 	recv := r.ids
@@ -185,11 +196,11 @@ func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor
 		var keep []int64
 		recv, keep = firstOfEach(recv)
 		if got, err = selectRows(got, keep); err != nil {
-			return err
+			return false, err
 		}
 		defer got.Close()
 	}
-	return s.settle(op, s.onShard(recv, got, s.shard.Update))
+	return true, s.settle(op, s.onShard(recv, got, s.shard.Update))
 }
 
 // span is from, from+1, ..., to-1.
@@ -219,10 +230,7 @@ func firstOfEach(ids []int64) (first, at []int64) {
 func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	const op = "delete"
 	v, err := s.idsOf(op, ids)
-	if _, err := s.agree(op, err, false); err != nil {
-		return 0, err
-	}
-	r, _, err := s.owners(uniqueIDs(v, false, 0), nil, false)
+	r, _, err := s.route(op, uniqueIDs(v, false, 0), err, false, false)
 	if err != nil {
 		return 0, err
 	}

@@ -18,23 +18,12 @@ type routed struct {
 	recv []int64 // how many came from each rank
 }
 
-// agree exchanges every rank's verdict on its input (local: nil or its error) before anything
-// changes: it returns local itself, or an ErrMismatch naming the ranks that refused theirs.
-// has, for each rank, is what it reported (Step: whether it has gradients).
-func (s *ShardedTable) agree(op string, local error, has bool) (anyHas bool, err error) {
-	return s.verdicts(op, local, has, "refused their input; no shard changed")
-}
-
 // settle tells every rank whether the owners applied a change the ranks had agreed on (an
 // owner whose shard fails, a closed one say, is the only way they do not): it returns local
 // itself, or an ErrMismatch naming the ranks that failed.
 func (s *ShardedTable) settle(op string, local error) error {
-	_, err := s.verdicts(op, local, false, "failed to apply it on their shard")
+	_, err := verdicts(s.g, fmt.Sprintf("table %q", s.name), op, local, false, "failed to apply it on their shard")
 	return err
-}
-
-func (s *ShardedTable) verdicts(op string, local error, has bool, failed string) (anyHas bool, err error) {
-	return verdicts(s.g, fmt.Sprintf("table %q", s.name), op, local, has, failed)
 }
 
 // verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
@@ -80,12 +69,25 @@ func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
 	return cgotorch.ToSlice[int64](all)
 }
 
-// owners sends ids to their owners, with rows ([len(ids), ...] in the same order) when not nil;
-// grads says the rows are gradients. It returns the rows this rank received as an owner.
-func (s *ShardedTable) owners(ids []int64, rows *cgotorch.Tensor, grads bool) (*routed, *cgotorch.Tensor, error) {
+// The header that leads each rank's block of ids to each peer in route.
+const (
+	headerRefused = 1 // the rank refused its input
+	headerHas     = 2 // the rank has data (Step: pending gradients)
+)
+
+// route sends ids to their owners in one all-to-all, each rank's block to each peer led by a
+// header: whether this rank refused its input (local: its error, or nil) and whether it has
+// data (has). Every rank thus learns every verdict before anything changes, without a
+// collective of their own: route returns local itself, or an ErrMismatch naming
+// the ranks that refused theirs, before any shard changes; and whether any rank had data.
+// grads says the ids are gradients' (the defect faultWrongOwner moves those).
+func (s *ShardedTable) route(op string, ids []int64, local error, has, grads bool) (*routed, bool, error) {
 	w := s.g.WorldSize()
+	if local != nil {
+		ids = nil
+	}
 	owner := make([]int, len(ids))
-	r := &routed{send: make([]int64, w), perm: make([]int64, len(ids))}
+	r := &routed{send: make([]int64, w), recv: make([]int64, w), perm: make([]int64, len(ids))}
 	for i, id := range ids {
 		owner[i] = Owner(id, w)
 		if s.fault == faultWrongOwner && grads {
@@ -93,43 +95,74 @@ func (s *ShardedTable) owners(ids []int64, rows *cgotorch.Tensor, grads bool) (*
 		}
 		r.send[owner[i]]++
 	}
-	start := make([]int64, w)
-	for j := 1; j < w; j++ {
-		start[j] = start[j-1] + r.send[j-1]
+	// sent: for each rank j, the header, then the ids j owns; start[j]: where they go next
+	sent := make([]int64, len(ids)+w)
+	start, blocks := make([]int64, w), make([]int64, w)
+	header := boolInt(local != nil)*headerRefused | boolInt(has)*headerHas
+	for j, at := 0, int64(0); j < w; j++ {
+		sent[at], start[j], blocks[j] = header, at+1, r.send[j]+1
+		at += blocks[j]
 	}
-	sent := make([]int64, len(ids))
 	for i := range ids {
 		k := start[owner[i]]
 		start[owner[i]]++
-		r.perm[k], sent[k] = int64(i), ids[i]
+		sent[k] = ids[i]
+		r.perm[k-int64(owner[i])-1] = int64(i) // its position among the ids alone
 	}
 	t, err := cgotorch.FromSlice(sent)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, errors.Join(err, local)
 	}
 	defer t.Close()
-	got, recv, err := s.allToAll(t, r.send)
+	got, recv, err := s.allToAll(t, blocks)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, errors.Join(err, local)
 	}
-	r.recv = recv
-	r.ids, err = cgotorch.ToSlice[int64](got)
+	all, err := cgotorch.ToSlice[int64](got)
 	got.Close()
-	if err != nil || rows == nil {
-		return r, nil, err
+	if err != nil {
+		return nil, false, errors.Join(err, local)
 	}
+	var refused []int
+	anyHas := false
+	for j, at := 0, int64(0); j < w; j++ {
+		if recv[j] < 1 {
+			return nil, false, errors.Join(&Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d sent no header", s.name, j)}, local)
+		}
+		h := all[at]
+		if h&headerRefused != 0 {
+			refused = append(refused, j)
+		}
+		anyHas = anyHas || h&headerHas != 0
+		r.recv[j] = recv[j] - 1
+		r.ids = append(r.ids, all[at+1:at+recv[j]]...)
+		at += recv[j]
+	}
+	switch {
+	case local != nil:
+		return nil, false, local
+	case refused != nil:
+		return nil, false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", s.name, refused)}
+	}
+	return r, anyHas, nil
+}
+
+// sendRows sends rows ([len(ids), ...], in the order of the ids routed by r) to their owners,
+// and returns the rows this rank received as an owner, in the order of r.ids.
+func (s *ShardedTable) sendRows(r *routed, rows *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	permuted, err := selectRows(rows, r.perm)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer permuted.Close()
 	out, _, err := s.allToAll(permuted, r.send)
-	return r, out, err
+	return out, err
 }
 
 // back returns the owners' answers (rows, [len(r.ids), ...] in the order received; nil: this
-// owner failed) to the ranks that sent the ids, in the order of the caller's ids.
-func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64) (*cgotorch.Tensor, error) {
+// owner failed) to the ranks that sent the ids, in the order of the caller's ids, or, when pos
+// is not nil, in the order pos gives them (row i: the answer for the caller's pos[i]-th id).
+func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64, pos []int64) (*cgotorch.Tensor, error) {
 	send := r.recv
 	if rows == nil { // this owner failed: it sends nothing, and the peers see it
 		rows, send = cgotorch.Zeros([]int64{0, width}), make([]int64, len(send))
@@ -146,6 +179,12 @@ func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64) (*cgo
 	inv := make([]int64, len(r.perm))
 	for k, i := range r.perm {
 		inv[i] = int64(k)
+	}
+	if pos != nil {
+		for i, k := range pos {
+			pos[i] = inv[k]
+		}
+		inv = pos
 	}
 	return selectRows(got, inv)
 }
