@@ -67,7 +67,7 @@ func positions(ids, u []int64) []int64 {
 // whether each was present (1, in the order of ids). local is this rank's verdict on its
 // input: the ranks agree on theirs as the ids go out.
 func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
-	r, _, err := s.route(op, ids, local, false, false)
+	r, _, _, err := s.route(op, ids, nil, 0, local, false, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -122,11 +122,7 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 		urows, err = selectRows(values, last)
 		defer urows.Close()
 	}
-	r, _, err := s.route(op, u, err, false, false)
-	if err != nil {
-		return err
-	}
-	got, err := s.sendRows(r, urows)
+	r, got, _, err := s.route(op, u, urows, int64(s.cfg.Dim), err, false, false)
 	if err != nil {
 		return err
 	}
@@ -182,15 +178,11 @@ func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor
 		defer rest.Close()
 		ids, grads = ids[1:], rest
 	}
-	r, anyHas, err := s.route(op, ids, local, len(ids) > 0, true)
+	r, got, anyHas, err := s.route(op, ids, grads, int64(s.cfg.Dim), local, len(ids) > 0, true)
+	defer got.Close()
 	if err != nil || !(always || anyHas) {
 		return false, err
 	}
-	got, err := s.sendRows(r, grads)
-	if err != nil {
-		return false, err
-	}
-	defer got.Close()
 	recv := r.ids
 	if s.fault == faultNoSum {
 		var keep []int64
@@ -230,7 +222,7 @@ func firstOfEach(ids []int64) (first, at []int64) {
 func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	const op = "delete"
 	v, err := s.idsOf(op, ids)
-	r, _, err := s.route(op, uniqueIDs(v, false, 0), err, false, false)
+	r, _, _, err := s.route(op, uniqueIDs(v, false, 0), nil, 0, err, false, false)
 	if err != nil {
 		return 0, err
 	}

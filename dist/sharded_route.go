@@ -78,13 +78,16 @@ const (
 // route sends ids to their owners in one all-to-all, each rank's block to each peer led by a
 // header: whether this rank refused its input (local: its error, or nil) and whether it has
 // data (has). Every rank thus learns every verdict before anything changes, without a
-// collective of their own: route returns local itself, or an ErrMismatch naming
-// the ranks that refused theirs, before any shard changes; and whether any rank had data.
-// grads says the ids are gradients' (the defect faultWrongOwner moves those).
-func (s *ShardedTable) route(op string, ids []int64, local error, has, grads bool) (*routed, bool, error) {
+// collective of their own: route returns local itself, or an ErrMismatch naming the ranks
+// that refused theirs, before any shard changes; and whether any rank had data. With width >
+// 0 (the same on every rank), rows (float32 [len(ids), width], in the order of ids; nil on a
+// rank that refused its input) travel with their ids in the same all-to-all (packRows), and
+// route returns those this rank received as an owner, in the order of r.ids. grads says the
+// ids are gradients' (the defect faultWrongOwner moves those).
+func (s *ShardedTable) route(op string, ids []int64, rows *cgotorch.Tensor, width int64, local error, has, grads bool) (*routed, *cgotorch.Tensor, bool, error) {
 	w := s.g.WorldSize()
 	if local != nil {
-		ids = nil
+		ids, rows = nil, nil
 	}
 	owner := make([]int, len(ids))
 	r := &routed{send: make([]int64, w), recv: make([]int64, w), perm: make([]int64, len(ids))}
@@ -103,31 +106,24 @@ func (s *ShardedTable) route(op string, ids []int64, local error, has, grads boo
 		sent[at], start[j], blocks[j] = header, at+1, r.send[j]+1
 		at += blocks[j]
 	}
+	slot := make([]int64, len(sent)) // slot[k]: the position in ids of the k-th sent (0: a header)
 	for i := range ids {
 		k := start[owner[i]]
 		start[owner[i]]++
-		sent[k] = ids[i]
+		sent[k], slot[k] = ids[i], int64(i)
 		r.perm[k-int64(owner[i])-1] = int64(i) // its position among the ids alone
 	}
-	t, err := cgotorch.FromSlice(sent)
+	all, got, recv, err := s.exchange(sent, slot, rows, width, blocks)
 	if err != nil {
-		return nil, false, errors.Join(err, local)
-	}
-	defer t.Close()
-	got, recv, err := s.allToAll(t, blocks)
-	if err != nil {
-		return nil, false, errors.Join(err, local)
-	}
-	all, err := cgotorch.ToSlice[int64](got)
-	got.Close()
-	if err != nil {
-		return nil, false, errors.Join(err, local)
+		return nil, nil, false, errors.Join(err, local)
 	}
 	var refused []int
 	anyHas := false
+	data := make([]int64, 0, len(all))
 	for j, at := 0, int64(0); j < w; j++ {
 		if recv[j] < 1 {
-			return nil, false, errors.Join(&Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d sent no header", s.name, j)}, local)
+			got.Close()
+			return nil, nil, false, errors.Join(&Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d sent no header", s.name, j)}, local)
 		}
 		h := all[at]
 		if h&headerRefused != 0 {
@@ -136,27 +132,56 @@ func (s *ShardedTable) route(op string, ids []int64, local error, has, grads boo
 		anyHas = anyHas || h&headerHas != 0
 		r.recv[j] = recv[j] - 1
 		r.ids = append(r.ids, all[at+1:at+recv[j]]...)
+		for k := at + 1; k < at+recv[j]; k++ {
+			data = append(data, k)
+		}
 		at += recv[j]
 	}
 	switch {
 	case local != nil:
-		return nil, false, local
+		err = local
 	case refused != nil:
-		return nil, false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", s.name, refused)}
+		err = &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", s.name, refused)}
 	}
-	return r, anyHas, nil
+	if err != nil || got == nil {
+		got.Close()
+		return r, nil, anyHas, err
+	}
+	defer got.Close()
+	out, err := unpackRows(got, data, width)
+	return r, out, anyHas, err
 }
 
-// sendRows sends rows ([len(ids), ...], in the order of the ids routed by r) to their owners,
-// and returns the rows this rank received as an owner, in the order of r.ids.
-func (s *ShardedTable) sendRows(r *routed, rows *cgotorch.Tensor) (*cgotorch.Tensor, error) {
-	permuted, err := selectRows(rows, r.perm)
-	if err != nil {
-		return nil, err
+// exchange is route's all-to-all of sent (ids and headers, blocks[j] to rank j), with the
+// rows of slot (packRows) when width > 0: it returns the ids and headers received, the
+// packed tensor received (nil when width is 0) and how many came from each rank.
+func (s *ShardedTable) exchange(sent, slot []int64, rows *cgotorch.Tensor, width int64, blocks []int64) ([]int64, *cgotorch.Tensor, []int64, error) {
+	var t *cgotorch.Tensor
+	var err error
+	if width > 0 {
+		t, err = packRows(sent, slot, rows, width)
+	} else {
+		t, err = cgotorch.FromSlice(sent)
 	}
-	defer permuted.Close()
-	out, _, err := s.allToAll(permuted, r.send)
-	return out, err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer t.Close()
+	got, recv, err := s.allToAll(t, blocks)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if width == 0 {
+		defer got.Close()
+		all, err := cgotorch.ToSlice[int64](got)
+		return all, nil, recv, err
+	}
+	all, err := unpackIDs(got)
+	if err != nil {
+		got.Close()
+		return nil, nil, nil, err
+	}
+	return all, got, recv, nil
 }
 
 // back returns the owners' answers (rows, [len(r.ids), ...] in the order received; nil: this
