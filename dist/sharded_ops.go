@@ -24,14 +24,17 @@ func (s *ShardedTable) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor,
 // lookupRows is Lookup (insert) and Read.
 func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
 	v, err := s.idsOf(op, ids)
-	u := uniqueIDs(v, false, 0)
-	pos := positions(v, u)
+	u, pos := distinct(v)
 	rows, ufound, err := s.fetch(op, u, err, insert, !insert, slices.Clone(pos))
 	if err != nil || insert {
 		return rows, nil, err
 	}
 	f := make([]bool, len(v))
-	for i, k := range pos {
+	for i := range f {
+		k := i
+		if pos != nil {
+			k = int(pos[i])
+		}
 		f[i] = ufound[k] != 0
 	}
 	if found, err = cgotorch.FromSlice(f); err != nil {
@@ -41,15 +44,16 @@ func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) 
 	return rows, found, nil
 }
 
-// identity reports whether pos is 0, 1, ..., len(pos)-1 (positions of ids already ascending
-// and without repeats).
-func identity(pos []int64) bool {
-	for i, k := range pos {
-		if k != int64(i) {
-			return false
+// distinct returns ids ascending without repeats (u) and the position in u of each of ids
+// (pos), or, when ids are ascending and distinct already, ids itself and a nil pos.
+func distinct(ids []int64) (u, pos []int64) {
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			u = uniqueIDs(ids, false, 0)
+			return u, positions(ids, u)
 		}
 	}
-	return true
+	return ids, nil
 }
 
 // positions returns the position in u (ascending, without repeats) of each of ids.
@@ -112,9 +116,9 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "values", values, len(v))
 	}
-	u := uniqueIDs(v, false, 0)
+	u, pos := distinct(v)
 	urows := values
-	if pos := positions(v, u); err == nil && !identity(pos) {
+	if err == nil && pos != nil {
 		last := make([]int64, len(u))
 		for i, k := range pos {
 			last[k] = int64(i)
@@ -149,9 +153,9 @@ func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "gradients", grads, len(v))
 	}
-	u := uniqueIDs(v, false, 0)
+	u, pos := distinct(v)
 	sums := grads // summed per id, unless the ids are ascending and distinct already
-	if pos := positions(v, u); err == nil && !identity(pos) {
+	if err == nil && pos != nil {
 		var summed *cgotorch.Tensor
 		err = cgotorch.Try(func() {
 			pt := cgotorch.MustFromSlice(pos)
