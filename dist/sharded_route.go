@@ -3,6 +3,7 @@ package dist
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -272,18 +273,25 @@ func (s *ShardedTable) rowsOf(op, what string, rows *cgotorch.Tensor, n int) err
 	return s.finite(op, what, rows)
 }
 
-// finite returns ErrBadInput when t holds a NaN or an Inf: x - x is 0 for every finite x, NaN
-// for the others, so the sum of t - t is 0 exactly when t is finite.
+// finite returns ErrBadInput when t holds a NaN or an Inf. A NaN or an Inf makes t's sum NaN
+// or infinite, so a finite sum (the common case: one pass, no copy) clears t; an infinite one
+// may also be finite values that overflow, so it is checked exactly: x - x is 0 for every
+// finite x, NaN for the others, so the sum of t - t is 0 exactly when t is finite.
 func (s *ShardedTable) finite(op, what string, t *cgotorch.Tensor) error {
-	var sum float64
-	err := cgotorch.TryWithScope(func() (err error) {
+	ok := false
+	err := cgotorch.TryWithScope(func() error {
+		sum, err := t.Sum().Item()
+		if ok = err == nil && !math.IsInf(sum, 0) && !math.IsNaN(sum); ok || err != nil {
+			return err
+		}
 		sum, err = t.Sub(t).Sum().Item()
+		ok = sum == 0
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if sum != 0 {
+	if !ok {
 		return s.badInput(op, "%s hold NaN or Inf", what)
 	}
 	return nil
