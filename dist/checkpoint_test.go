@@ -142,6 +142,9 @@ func scenarioModelCheckpointResume(o Options) error {
 				return err
 			}
 		}
+		if err := loadRefused(g, st, model); err != nil {
+			return err
+		}
 		if err := LoadCheckpoint(g, os.Getenv("GOREC_SHARD_DIR"), ddp, opt); err != nil {
 			return err
 		}
@@ -156,4 +159,28 @@ func scenarioModelCheckpointResume(o Options) error {
 			g.Rank(), g.WorldSize(), worst, tableErr)
 		return errors.Join(tableErr, checkTrained(g, model, single))
 	})
+}
+
+// loadRefused loads the checkpoint into a model that has a table more than the saved one: it
+// must fail with ErrIncompatible on every rank, and leave st empty and the dense weights of
+// model as they were.
+func loadRefused(g *Group, st *ShardedTable, model *shardedDDPModel) error {
+	extra, err := NewShardedTable(g, "extra", trainConfigs["sgd"])
+	if err != nil {
+		return err
+	}
+	defer extra.Close()
+	bigger := &nn.Container{}
+	bigger.Add("model", model)
+	bigger.Add("extra", newTrainModel(extra))
+	before := flat(model.Parameters())
+	err = LoadCheckpoint(g, os.Getenv("GOREC_SHARD_DIR"), bigger, nil)
+	if !errors.Is(err, embedding.ErrIncompatible) {
+		return fmt.Errorf("a load into a model with a table the checkpoint lacks: %v, want ErrIncompatible", err)
+	}
+	n, lerr := st.Len()
+	if lerr != nil || n != 0 || maxDiff(flat(model.Parameters()), before) != 0 {
+		return fmt.Errorf("a refused load changed the model: %d ids (%v)", n, lerr)
+	}
+	return nil
 }
