@@ -157,7 +157,15 @@ func scenarioModelCheckpointResume(o Options) error {
 		worst, tableErr := against(st, ref)
 		fmt.Printf("rank %d of %d: resumed tables against one process: worst difference %.3g of the tolerance, %v\n",
 			g.Rank(), g.WorldSize(), worst, tableErr)
-		return errors.Join(tableErr, checkTrained(g, model, single))
+		if err := errors.Join(tableErr, checkTrained(g, model, single)); err != nil {
+			return err
+		}
+		// tables trained past the checkpoint are refused before anything changes
+		if err := LoadCheckpoint(g, os.Getenv("GOREC_SHARD_DIR"), ddp, opt); !errors.Is(err, embedding.ErrBadInput) {
+			return fmt.Errorf("a load into tables trained past the checkpoint: %v, want ErrBadInput", err)
+		}
+		_, err = against(st, ref)
+		return errors.Join(err, checkTrained(g, model, single))
 	})
 }
 
