@@ -113,7 +113,8 @@ var checkpointBeforeCommit func()
 //
 // m and opt must be built as the saved ones were: the same sharded tables (names, dims,
 // optimizers), the same dense layers and optimizer. Load into a model whose tables have not
-// trained past the checkpoint (a restarted job). The checkpoint, every table's rows and
+// trained past the checkpoint (a restarted job): tables that have are refused
+// (embedding.ErrBadInput). The checkpoint, every table's rows and
 // configuration are read and checked on every rank, and the ranks agree, before anything
 // changes (an error on any rank: every rank returns one and nothing changed). The dense and
 // optimizer states are then checked as they load, each all or nothing, before the tables
