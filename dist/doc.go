@@ -19,7 +19,7 @@
 // AllReduce (Sum, Avg, Max), Broadcast, AllGather, AllToAll with uneven splits (ExchangeSplits
 // finds the receive splits) and Barrier work on CPU tensors of cgotorch. Inputs are not
 // modified; results are new tensors, owned by the caller. Gloo only ever sees libtorch's
-// memory, never Go's.
+// memory, never Go's. BytesSent counts the payload a rank has sent.
 //
 // A group's methods are safe from any goroutine: its collectives run one at a time, in the
 // order they are called. Every rank must call the same collectives in the same order, with the
