@@ -57,13 +57,27 @@ func scenarioDDPBench(o Options) error {
 			return err
 		},
 	}
-	var took [2]time.Duration
+	took, calls, err := interleaved(n, ops[:]...)
+	if err != nil {
+		return err
+	}
+	if g.Rank() == 0 {
+		fmt.Printf("bench-ns-per-op %d\nraw-ns-per-op %d\n", took[0].Nanoseconds()/calls, took[1].Nanoseconds()/calls)
+	}
+	return nil
+}
+
+// interleaved runs each of ops in turn, 10 calls at a time, until each has run at least n
+// times after a round of warm-up, and returns the time each took and the calls timed of each:
+// a load that comes and goes weighs on all of them alike.
+func interleaved(n int, ops ...func() error) ([]time.Duration, int64, error) {
+	took := make([]time.Duration, len(ops))
 	for round := -1; round < (n+9)/10; round++ {
 		for i, op := range ops {
 			start := time.Now()
 			for range 10 {
 				if err := op(); err != nil {
-					return err
+					return nil, 0, err
 				}
 			}
 			if round >= 0 { // round -1 warms up
@@ -71,11 +85,7 @@ func scenarioDDPBench(o Options) error {
 			}
 		}
 	}
-	if g.Rank() == 0 {
-		calls := int64((n + 9) / 10 * 10)
-		fmt.Printf("bench-ns-per-op %d\nraw-ns-per-op %d\n", took[0].Nanoseconds()/calls, took[1].Nanoseconds()/calls)
-	}
-	return nil
+	return took, int64((n + 9) / 10 * 10), nil
 }
 
 // BenchmarkDataParallelSync times the gradient synchronization of a 4.2 MB model between 2

@@ -19,7 +19,7 @@
 // AllReduce (Sum, Avg, Max), Broadcast, AllGather, AllToAll with uneven splits (ExchangeSplits
 // finds the receive splits) and Barrier work on CPU tensors of cgotorch. Inputs are not
 // modified; results are new tensors, owned by the caller. Gloo only ever sees libtorch's
-// memory, never Go's.
+// memory, never Go's. BytesSent counts the payload a rank has sent.
 //
 // A group's methods are safe from any goroutine: its collectives run one at a time, in the
 // order they are called. Every rank must call the same collectives in the same order, with the
@@ -82,8 +82,16 @@
 // Both parts then get the gradients of the global batch's mean loss, and train as one process
 // would on the whole batch, up to float32 rounding.
 //
-// Save writes every rank's shard into one directory, and rank 0 commits a manifest once they
-// are all durable. LoadShardedTable opens the table on any world size.
+// # Checkpoints
+//
+// ShardedTable.Save writes every rank's shard into one directory, and rank 0 commits a
+// manifest once they are all durable. LoadShardedTable opens the table on any world size.
+// SaveCheckpoint does the same for a whole model: its sharded tables, its replicated dense
+// layers and the optimizer's state, into one directory; LoadCheckpoint restores it into the
+// model built afresh, on any world size (nn's own model checkpoints refuse sharded tables):
+//
+//	err := dist.SaveCheckpoint(ctx, g, dir, ddp, opt) // every rank, between steps
+//	err := dist.LoadCheckpoint(ctx, g, dir, ddp, opt) // a restarted job, before training
 //
 // # Who may join
 //

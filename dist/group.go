@@ -3,6 +3,7 @@ package dist
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -27,6 +28,7 @@ type Group struct {
 	g      *cgotorch.DistGroup // nil once closed
 	broken error               // the failure that broke the group
 	opts   Options
+	sent   atomic.Int64 // BytesSent
 }
 
 // New starts a group: it meets the other ranks through the store, checks that they belong to
@@ -126,18 +128,23 @@ func (g *Group) tensorOp(op string, f func(*cgotorch.DistGroup) (*cgotorch.Tenso
 // AllReduce returns the element-wise reduction of t over every rank (t has the same shape and
 // dtype on every rank). t is not modified.
 func (g *Group) AllReduce(t *cgotorch.Tensor, op ReduceOp) (*cgotorch.Tensor, error) {
+	g.count(t)
 	return g.tensorOp("all-reduce", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllReduce(t, op) })
 }
 
 // Broadcast returns root's t on every rank (t has the same shape and dtype on every rank; its
 // values matter on root only). t is not modified.
 func (g *Group) Broadcast(t *cgotorch.Tensor, root int) (*cgotorch.Tensor, error) {
+	if g.Rank() == root {
+		g.count(t)
+	}
 	return g.tensorOp("broadcast", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.Broadcast(t, root) })
 }
 
 // AllGather returns every rank's t ([N, ...], the same shape and dtype on every rank)
 // concatenated along dimension 0 in rank order: [WorldSize*N, ...].
 func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
+	g.count(t)
 	return g.tensorOp("all-gather", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllGather(t) })
 }
 
@@ -146,6 +153,7 @@ func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 // j). len(send) is WorldSize and sum(send) t's first dimension; every rank's t has the same
 // dtype and sizes after the first. t is not modified.
 func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (out *cgotorch.Tensor, recv []int64, err error) {
+	g.countRows(t, send)
 	err = g.do("all-to-all", func(d *cgotorch.DistGroup) (err error) {
 		out, recv, err = d.AllToAll(t, send)
 		return err

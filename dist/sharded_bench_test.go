@@ -2,8 +2,9 @@ package dist
 
 import (
 	"fmt"
-	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -11,10 +12,11 @@ import (
 
 func init() { scenarios["sharded-bench"] = scenarioShardedBench }
 
-// scenarioShardedBench times $GOREC_DIST_BENCH_OP on 2 ranks: "sharded" is a Lookup and an
-// Update of 4,096 distinct ids per rank at Dim 64 on a sharded table (SGD); "raw" the four
-// all-to-alls that move the same bytes (ids to the owners, rows back, ids and gradients to the
-// owners), without the agreement, the deduplication or the table.
+// scenarioShardedBench times, interleaved on 2 ranks, a Lookup and an Update of 4,096
+// distinct ids per rank at Dim 64 on a sharded table (SGD), and the four all-to-alls that move
+// the same bytes (ids to the owners, rows back, ids and gradients to the owners) without the
+// agreement, the deduplication or the table; rank 0 prints both times and the bytes one
+// sharded Lookup and Update send.
 func scenarioShardedBench(o Options) error {
 	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
 	if err != nil {
@@ -36,33 +38,46 @@ func scenarioShardedBench(o Options) error {
 	defer idt.Close()
 	defer grads.Close()
 	// the raw form: ids grouped by owner once, as the sharded table groups them at every call
-	r, _, err := st.owners(ids, nil, false)
+	send, grouped := groupByOwner(ids, g.WorldSize())
+	defer grouped.Close()
+	sharded := func() error {
+		rows, err := st.Lookup(idt)
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return st.Update(idt, grads)
+	}
+	before := g.BytesSent()
+	if err := sharded(); err != nil {
+		return err
+	}
+	sent := g.BytesSent() - before
+	took, calls, err := interleaved(n, sharded, func() error { return rawExchange(g, grouped, grads, send) })
 	if err != nil {
 		return err
 	}
-	sent := make([]int64, count)
-	for k, i := range r.perm {
-		sent[k] = ids[i]
+	if g.Rank() == 0 {
+		fmt.Printf("bench-ns-per-op %d\nraw-ns-per-op %d\nbytes-per-op %d\n", took[0].Nanoseconds()/calls, took[1].Nanoseconds()/calls, sent)
 	}
-	grouped := cgotorch.MustFromSlice(sent)
-	defer grouped.Close()
-	var run func() error
-	switch op := os.Getenv("GOREC_DIST_BENCH_OP"); op {
-	case "sharded":
-		run = func() error {
-			rows, err := st.Lookup(idt)
-			if err != nil {
-				return err
-			}
-			rows.Close()
-			return st.Update(idt, grads)
-		}
-	case "raw":
-		run = func() error { return rawExchange(g, grouped, grads, r.send) }
-	default:
-		return fmt.Errorf("unknown op %q", op)
+	return nil
+}
+
+// groupByOwner returns ids in the order of their owners among world ranks, and how many go
+// to each.
+func groupByOwner(ids []int64, world int) ([]int64, *cgotorch.Tensor) {
+	send := make([]int64, world)
+	byOwner := make([][]int64, world)
+	for _, id := range ids {
+		o := Owner(id, world)
+		send[o]++
+		byOwner[o] = append(byOwner[o], id)
 	}
-	return timed(g, n, run)
+	var sent []int64
+	for _, v := range byOwner {
+		sent = append(sent, v...)
+	}
+	return send, cgotorch.MustFromSlice(sent)
 }
 
 // rawExchange is the collectives of a lookup and an update, alone.
@@ -95,10 +110,22 @@ func rawExchange(g *Group, ids, grads *cgotorch.Tensor, send []int64) error {
 	return nil
 }
 
-// BenchmarkShardedTable compares a sharded Lookup + Update of 4,096 ids at Dim 64 on 2 local
-// ranks with the raw all-to-alls that move the same bytes (issue 30's target: at most 1.3x).
+// BenchmarkShardedTable times a sharded Lookup + Update of 4,096 ids at Dim 64 on 2 local
+// ranks (ns/op), interleaved with the raw all-to-alls that move the same bytes (raw-ns/op),
+// their ratio (x-raw; issue 30's target: at most 1.3) and the bytes a rank sends (b/op).
 func BenchmarkShardedTable(b *testing.B) {
-	for _, op := range []string{"raw", "sharded"} {
-		b.Run(op, func(b *testing.B) { benchRanks(b, "sharded-bench", op) })
+	n := max(b.N, 200)
+	res := launch(b, "sharded-bench", 2, store(b, "file"), 2*time.Minute, func(int) []string {
+		return []string{"GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
+	})
+	for _, r := range res {
+		if r.err != nil {
+			b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
+		}
 	}
+	sharded, raw := benchNs(b, res[0].output, "bench-ns-per-op "), benchNs(b, res[0].output, "raw-ns-per-op ")
+	b.ReportMetric(sharded, "ns/op")
+	b.ReportMetric(raw, "raw-ns/op")
+	b.ReportMetric(sharded/raw, "x-raw")
+	b.ReportMetric(benchNs(b, res[0].output, "bytes-per-op "), "b/op")
 }

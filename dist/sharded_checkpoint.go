@@ -59,62 +59,97 @@ func generationDir(gen int64) string { return fmt.Sprintf("gen-%08d", gen) }
 // whose ctx is done stops its shard's save (embedding.Save), and then the save fails on every
 // rank before the commit: the last committed checkpoint stays.
 func (s *ShardedTable) Save(ctx context.Context, dir string) error {
+	m := shardedManifest{Format: shardedFormat, Version: 1, Table: s.name, WorldSize: s.g.WorldSize()}
+	write := func(gen int64) error {
+		m.Generation, m.Shards = gen, rankPaths(gen, m.WorldSize)
+		return embedding.Save(ctx, cleared(filepath.Join(dir, m.Shards[s.g.Rank()])), s.shard)
+	}
+	return saveGeneration(s.g, fmt.Sprintf("table %q", s.name), dir, shardedManifestFile, write,
+		func() any { return m }, s.beforeCommit)
+}
+
+// rankPaths are the directories of each rank's part of generation gen, relative to the
+// checkpoint's directory.
+func rankPaths(gen int64, world int) []string {
+	out := make([]string, world)
+	for r := range out {
+		out[r] = filepath.Join(generationDir(gen), fmt.Sprintf("rank-%05d", r))
+	}
+	return out
+}
+
+// cleared removes what a save that crashed before its commit left at path, and returns path
+// (a failure to remove it fails the save that then writes there).
+func cleared(path string) string {
+	os.RemoveAll(path)
+	return path
+}
+
+// saveGeneration is the collective save of a checkpoint directory that keeps its generations
+// under dir/gen-N and names the committed one in dir/manifestFile: rank 0 picks the generation
+// after the committed one, every rank writes its part (write(N)), and once every rank's is
+// durable rank 0 commits manifest() (atomically replacing manifestFile; beforeCommit, when not
+// nil, runs just before: tests crash there), then removes the other generations. what names
+// the checkpoint in errors.
+func saveGeneration(g *Group, what, dir, manifestFile string, write func(gen int64) error, manifest func() any, beforeCommit func()) error {
 	const op = "save"
 	var gen int64
 	var err error
-	if s.g.Rank() == 0 {
-		gen, err = nextGeneration(dir)
+	if g.Rank() == 0 {
+		gen, err = nextGeneration(dir, manifestFile)
 	}
-	all, gerr := s.gatherInt64s(op, []int64{boolInt(err != nil), gen})
+	all, gerr := gatherInt64s(g, what, op, []int64{boolInt(err != nil), gen})
 	if gerr != nil {
 		return errors.Join(gerr, err)
 	}
+	settle := func(err error) error {
+		_, err = verdicts(g, what, op, err, false, "failed to save")
+		return err
+	}
 	if err != nil || all[0] != 0 {
-		return s.settle(op, err) // rank 0's failure, on every rank
+		return settle(err) // rank 0's failure, on every rank
 	}
-	gen = all[1]
-	m := shardedManifest{Format: shardedFormat, Version: 1, Table: s.name, WorldSize: s.g.WorldSize(), Generation: gen}
-	for r := 0; r < m.WorldSize; r++ {
-		m.Shards = append(m.Shards, filepath.Join(generationDir(gen), fmt.Sprintf("rank-%05d", r)))
-	}
-	mine := filepath.Join(dir, m.Shards[s.g.Rank()])
-	err = os.RemoveAll(mine) // left by a save that crashed before its commit
-	if err == nil {
-		err = embedding.Save(ctx, mine, s.shard)
-	}
-	if err := s.settle(op, err); err != nil {
+	if err := settle(write(all[1])); err != nil {
 		return err
 	}
-	if s.g.Rank() == 0 {
-		if s.beforeCommit != nil {
-			s.beforeCommit()
+	if g.Rank() == 0 {
+		if beforeCommit != nil {
+			beforeCommit()
 		}
-		err = commitManifest(dir, m)
+		err = commitManifest(dir, manifestFile, manifest())
 	}
-	if err := s.settle(op, err); err != nil {
+	if err := settle(err); err != nil {
 		return err
 	}
-	if s.g.Rank() == 0 {
-		removeOtherGenerations(dir, gen)
+	if g.Rank() == 0 {
+		removeOtherGenerations(dir, all[1])
 	}
 	return nil
 }
 
-// nextGeneration is the generation after the one committed in dir (1 when there is none),
-// creating dir.
-func nextGeneration(dir string) (int64, error) {
+// nextGeneration is the generation after the one committed in dir/manifestFile (1 when there
+// is none), creating dir.
+func nextGeneration(dir, manifestFile string) (int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	m, err := readShardedManifest(dir)
+	path := filepath.Join(dir, manifestFile)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 1, nil
 	}
-	return m.Generation + 1, err
+	if err != nil {
+		return 0, err
+	}
+	var m struct{ Generation int64 }
+	if err := json.Unmarshal(b, &m); err != nil || m.Generation < 1 {
+		return 0, fmt.Errorf("%w: %s names no generation (%v)", embedding.ErrCorrupt, path, err)
+	}
+	return m.Generation + 1, nil
 }
 
-func commitManifest(dir string, m shardedManifest) error {
-	err := atomicfile.Replace(filepath.Join(dir, shardedManifestFile), func(w io.Writer) error {
+func commitManifest(dir, manifestFile string, m any) error {
+	err := atomicfile.Replace(filepath.Join(dir, manifestFile), func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(m)
@@ -149,8 +184,7 @@ func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable,
 	if err == nil {
 		cfg, lr, err = savedConfig(ctx, dir, m)
 	}
-	agreeing := &ShardedTable{g: g, name: m.Table}
-	if _, err := agreeing.agree(op, err, false); err != nil {
+	if _, err := verdicts(g, fmt.Sprintf("table %q", m.Table), op, err, false, "could not read it"); err != nil {
 		return nil, err
 	}
 	s, err := NewShardedTable(g, m.Table, cfg)

@@ -32,11 +32,8 @@ func (s *ShardedTable) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode e
 
 func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.ForwardOptions, look lookup) (*cgotorch.Tensor, error) {
 	v, err := s.checkForward(op, ids, o, look)
-	if _, err := s.agree(op, err, false); err != nil {
-		return nil, err
-	}
 	u := uniqueIDs(v, o.Padding, o.PaddingID)
-	rows, _, err := s.fetch(op, u, o.Train, false)
+	rows, _, err := s.fetch(op, u, err, o.Train, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +82,8 @@ func (s *ShardedTable) Step() error {
 	const op = "step"
 	ids, grads, err := s.pending(op)
 	defer grads.Close()
-	anyHas, err := s.agree(op, err, len(ids) > 0)
-	if err != nil || !anyHas {
-		return err
-	}
-	if err := s.applyGrads(op, ids, grads); err != nil {
+	stepped, err := s.applyGrads(op, ids, grads, err, false)
+	if err != nil || !stepped {
 		return err
 	}
 	return s.ZeroGrad()

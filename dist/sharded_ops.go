@@ -24,21 +24,17 @@ func (s *ShardedTable) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor,
 // lookupRows is Lookup (insert) and Read.
 func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
 	v, err := s.idsOf(op, ids)
-	if _, err := s.agree(op, err, false); err != nil {
-		return nil, nil, err
-	}
-	u := uniqueIDs(v, false, 0)
-	urows, ufound, err := s.fetch(op, u, insert, !insert)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer urows.Close()
-	pos := positions(v, u)
-	if rows, err = selectRows(urows, pos); err != nil || insert {
+	u, pos := distinct(v)
+	rows, ufound, err := s.fetch(op, u, err, insert, !insert, slices.Clone(pos))
+	if err != nil || insert {
 		return rows, nil, err
 	}
 	f := make([]bool, len(v))
-	for i, k := range pos {
+	for i := range f {
+		k := i
+		if pos != nil {
+			k = int(pos[i])
+		}
 		f[i] = ufound[k] != 0
 	}
 	if found, err = cgotorch.FromSlice(f); err != nil {
@@ -46,6 +42,18 @@ func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) 
 		return nil, nil, err
 	}
 	return rows, found, nil
+}
+
+// distinct returns ids ascending without repeats (u) and the position in u of each of ids
+// (pos), or, when ids are ascending and distinct already, ids itself and a nil pos.
+func distinct(ids []int64) (u, pos []int64) {
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			u = uniqueIDs(ids, false, 0)
+			return u, positions(ids, u)
+		}
+	}
+	return ids, nil
 }
 
 // positions returns the position in u (ascending, without repeats) of each of ids.
@@ -58,10 +66,12 @@ func positions(ids, u []int64) []int64 {
 	return pos
 }
 
-// fetch returns the rows of ids (unique; float32 [len(ids), Dim]) from their owners, which
-// insert absent ids (insert) or read them; with found, also whether each was present (1).
-func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgotorch.Tensor, []int64, error) {
-	r, _, err := s.owners(ids, nil, false)
+// fetch returns the rows of ids (unique; float32 [len(ids), Dim], or in the order pos gives:
+// back) from their owners, which insert absent ids (insert) or read them; with found, also
+// whether each was present (1, in the order of ids). local is this rank's verdict on its
+// input: the ranks agree on theirs as the ids go out.
+func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
+	r, _, _, err := s.route(op, ids, nil, 0, local, false, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,7 +82,7 @@ func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgoto
 	} else {
 		rows, present, err = s.shard.ReadIDs(r.ids)
 	}
-	got, berr := s.back(r, rows, int64(s.cfg.Dim)) // (rows nil: this owner failed)
+	got, berr := s.back(r, rows, int64(s.cfg.Dim), pos) // (rows nil: this owner failed)
 	rows.Close()
 	if err = errors.Join(err, berr); err != nil || !found {
 		return got, nil, err
@@ -87,7 +97,7 @@ func (s *ShardedTable) fetch(op string, ids []int64, insert, found bool) (*cgoto
 		return nil, nil, err
 	}
 	defer ft.Close()
-	back, err := s.back(r, ft, 1)
+	back, err := s.back(r, ft, 1, nil)
 	if err != nil {
 		got.Close()
 		return nil, nil, err
@@ -106,20 +116,17 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "values", values, len(v))
 	}
-	if _, err := s.agree(op, err, false); err != nil {
-		return err
+	u, pos := distinct(v)
+	urows := values
+	if err == nil && pos != nil {
+		last := make([]int64, len(u))
+		for i, k := range pos {
+			last[k] = int64(i)
+		}
+		urows, err = selectRows(values, last)
+		defer urows.Close()
 	}
-	u := uniqueIDs(v, false, 0)
-	last := make([]int64, len(u))
-	for i, k := range positions(v, u) {
-		last[k] = int64(i)
-	}
-	urows, err := selectRows(values, last)
-	if err != nil {
-		return err
-	}
-	defer urows.Close()
-	r, got, err := s.owners(u, urows, false)
+	r, got, _, err := s.route(op, u, urows, int64(s.cfg.Dim), err, false, false)
 	if err != nil {
 		return err
 	}
@@ -146,50 +153,50 @@ func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "gradients", grads, len(v))
 	}
-	if _, err := s.agree(op, err, false); err != nil {
-		return err
+	u, pos := distinct(v)
+	sums := grads // summed per id, unless the ids are ascending and distinct already
+	if err == nil && pos != nil {
+		var summed *cgotorch.Tensor
+		err = cgotorch.Try(func() {
+			pt := cgotorch.MustFromSlice(pos)
+			defer pt.Close()
+			summed = cgotorch.Zeros([]int64{int64(len(u)), int64(s.cfg.Dim)}).IndexAddInPlace(0, pt, grads)
+		})
+		defer summed.Close()
+		sums = summed
 	}
-	u := uniqueIDs(v, false, 0)
-	var sums *cgotorch.Tensor
-	err = cgotorch.Try(func() {
-		pos := cgotorch.MustFromSlice(positions(v, u))
-		defer pos.Close()
-		sums = cgotorch.Zeros([]int64{int64(len(u)), int64(s.cfg.Dim)}).IndexAddInPlace(0, pos, grads)
-	})
-	if err != nil {
-		return err
-	}
-	defer sums.Close()
-	return s.applyGrads(op, u, sums)
+	_, err = s.applyGrads(op, u, sums, err, true)
+	return err
 }
 
 // applyGrads sends the gradients of ids (unique on this rank) to their owners, which sum them
-// per id and step (every owner steps, even with no ids); every rank learns whether they all
-// did.
-func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor) error {
-	if s.fault == faultLostGradient && len(ids) > 0 {
+// per id and step, once the ranks have agreed on their verdicts (local: this rank's); every
+// rank learns whether the owners all did. Every owner steps, even with no ids, when always is
+// set or any rank has gradients; stepped says whether they did.
+func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor, local error, always bool) (stepped bool, err error) {
+	if s.fault == faultLostGradient && len(ids) > 0 && local == nil {
 		rest, err := selectRows(grads, span(1, len(ids)))
 		if err != nil {
-			return err
+			return false, err
 		}
 		defer rest.Close()
 		ids, grads = ids[1:], rest
 	}
-	r, got, err := s.owners(ids, grads, true)
-	if err != nil {
-		return err
-	}
+	r, got, anyHas, err := s.route(op, ids, grads, int64(s.cfg.Dim), local, len(ids) > 0, true)
 	defer got.Close()
+	if err != nil || !(always || anyHas) {
+		return false, err
+	}
 	recv := r.ids
 	if s.fault == faultNoSum {
 		var keep []int64
 		recv, keep = firstOfEach(recv)
 		if got, err = selectRows(got, keep); err != nil {
-			return err
+			return false, err
 		}
 		defer got.Close()
 	}
-	return s.settle(op, s.onShard(recv, got, s.shard.Update))
+	return true, s.settle(op, s.onShard(recv, got, s.shard.Update))
 }
 
 // span is from, from+1, ..., to-1.
@@ -219,10 +226,7 @@ func firstOfEach(ids []int64) (first, at []int64) {
 func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	const op = "delete"
 	v, err := s.idsOf(op, ids)
-	if _, err := s.agree(op, err, false); err != nil {
-		return 0, err
-	}
-	r, _, err := s.owners(uniqueIDs(v, false, 0), nil, false)
+	r, _, _, err := s.route(op, uniqueIDs(v, false, 0), nil, 0, err, false, false)
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package dist
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -18,23 +19,19 @@ type routed struct {
 	recv []int64 // how many came from each rank
 }
 
-// agree exchanges every rank's verdict on its input (local: nil or its error) before anything
-// changes: it returns local itself, or an ErrMismatch naming the ranks that refused theirs.
-// has, for each rank, is what it reported (Step: whether it has gradients).
-func (s *ShardedTable) agree(op string, local error, has bool) (anyHas bool, err error) {
-	return s.verdicts(op, local, has, "refused their input; no shard changed")
-}
-
 // settle tells every rank whether the owners applied a change the ranks had agreed on (an
 // owner whose shard fails, a closed one say, is the only way they do not): it returns local
 // itself, or an ErrMismatch naming the ranks that failed.
 func (s *ShardedTable) settle(op string, local error) error {
-	_, err := s.verdicts(op, local, false, "failed to apply it on their shard")
+	_, err := verdicts(s.g, fmt.Sprintf("table %q", s.name), op, local, false, "failed to apply it on their shard")
 	return err
 }
 
-func (s *ShardedTable) verdicts(op string, local error, has bool, failed string) (anyHas bool, err error) {
-	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), boolInt(has)})
+// verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
+// operation of what (a table, a checkpoint): it returns local itself, or an ErrMismatch naming
+// the ranks that failed, and whether any rank had the flag set.
+func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
+	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
 	if err != nil {
 		return false, errors.Join(err, local)
 	}
@@ -42,39 +39,59 @@ func (s *ShardedTable) verdicts(op string, local error, has bool, failed string)
 		return false, local
 	}
 	var refused []int
-	for r := 0; r < s.g.WorldSize(); r++ {
+	for r := 0; r < g.WorldSize(); r++ {
 		if all[2*r] != 0 {
 			refused = append(refused, r)
 		}
 		anyHas = anyHas || all[2*r+1] != 0
 	}
 	if refused != nil {
-		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v %s", s.name, refused, failed)}
+		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank(s) %v %s", what, refused, failed)}
 	}
 	return anyHas, nil
 }
 
 // gatherInt64s returns every rank's v (the same length on every rank), in rank order.
 func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
+	return gatherInt64s(s.g, fmt.Sprintf("table %q", s.name), op, v)
+}
+
+func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
 	t, err := cgotorch.FromSlice(v)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	all, err := s.g.AllGather(t)
+	all, err := g.AllGather(t)
 	if err != nil {
-		return nil, fmt.Errorf("table %q: %s: %w", s.name, op, err)
+		return nil, fmt.Errorf("%s: %s: %w", what, op, err)
 	}
 	defer all.Close()
 	return cgotorch.ToSlice[int64](all)
 }
 
-// owners sends ids to their owners, with rows ([len(ids), ...] in the same order) when not nil;
-// grads says the rows are gradients. It returns the rows this rank received as an owner.
-func (s *ShardedTable) owners(ids []int64, rows *cgotorch.Tensor, grads bool) (*routed, *cgotorch.Tensor, error) {
+// The header that leads each rank's block of ids to each peer in route.
+const (
+	headerRefused = 1 // the rank refused its input
+	headerHas     = 2 // the rank has data (Step: pending gradients)
+)
+
+// route sends ids to their owners in one all-to-all, each rank's block to each peer led by a
+// header: whether this rank refused its input (local: its error, or nil) and whether it has
+// data (has). Every rank thus learns every verdict before anything changes, without a
+// collective of their own: route returns local itself, or an ErrMismatch naming the ranks
+// that refused theirs, before any shard changes; and whether any rank had data. With width >
+// 0 (the same on every rank), rows (float32 [len(ids), width], in the order of ids; nil on a
+// rank that refused its input) travel with their ids in the same all-to-all (packRows), and
+// route returns those this rank received as an owner, in the order of r.ids. grads says the
+// ids are gradients' (the defect faultWrongOwner moves those).
+func (s *ShardedTable) route(op string, ids []int64, rows *cgotorch.Tensor, width int64, local error, has, grads bool) (*routed, *cgotorch.Tensor, bool, error) {
 	w := s.g.WorldSize()
+	if local != nil {
+		ids, rows = nil, nil
+	}
 	owner := make([]int, len(ids))
-	r := &routed{send: make([]int64, w), perm: make([]int64, len(ids))}
+	r := &routed{send: make([]int64, w), recv: make([]int64, w), perm: make([]int64, len(ids))}
 	for i, id := range ids {
 		owner[i] = Owner(id, w)
 		if s.fault == faultWrongOwner && grads {
@@ -82,43 +99,96 @@ func (s *ShardedTable) owners(ids []int64, rows *cgotorch.Tensor, grads bool) (*
 		}
 		r.send[owner[i]]++
 	}
-	start := make([]int64, w)
-	for j := 1; j < w; j++ {
-		start[j] = start[j-1] + r.send[j-1]
+	// sent: for each rank j, the header, then the ids j owns; start[j]: where they go next
+	sent := make([]int64, len(ids)+w)
+	start, blocks := make([]int64, w), make([]int64, w)
+	header := boolInt(local != nil)*headerRefused | boolInt(has)*headerHas
+	for j, at := 0, int64(0); j < w; j++ {
+		sent[at], start[j], blocks[j] = header, at+1, r.send[j]+1
+		at += blocks[j]
 	}
-	sent := make([]int64, len(ids))
+	slot := make([]int64, len(sent)) // slot[k]: the position in ids of the k-th sent (0: a header)
 	for i := range ids {
 		k := start[owner[i]]
 		start[owner[i]]++
-		r.perm[k], sent[k] = int64(i), ids[i]
+		sent[k], slot[k] = ids[i], int64(i)
+		r.perm[k-int64(owner[i])-1] = int64(i) // its position among the ids alone
 	}
-	t, err := cgotorch.FromSlice(sent)
+	all, got, recv, err := s.exchange(sent, slot, rows, width, blocks)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, errors.Join(err, local)
+	}
+	var refused []int
+	anyHas := false
+	data := make([]int64, 0, len(all))
+	for j, at := 0, int64(0); j < w; j++ {
+		if recv[j] < 1 {
+			got.Close()
+			return nil, nil, false, errors.Join(&Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d sent no header", s.name, j)}, local)
+		}
+		h := all[at]
+		if h&headerRefused != 0 {
+			refused = append(refused, j)
+		}
+		anyHas = anyHas || h&headerHas != 0
+		r.recv[j] = recv[j] - 1
+		r.ids = append(r.ids, all[at+1:at+recv[j]]...)
+		for k := at + 1; k < at+recv[j]; k++ {
+			data = append(data, k)
+		}
+		at += recv[j]
+	}
+	switch {
+	case local != nil:
+		err = local
+	case refused != nil:
+		err = &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", s.name, refused)}
+	}
+	if err != nil || got == nil {
+		got.Close()
+		return r, nil, anyHas, err
+	}
+	defer got.Close()
+	out, err := unpackRows(got, data, width)
+	return r, out, anyHas, err
+}
+
+// exchange is route's all-to-all of sent (ids and headers, blocks[j] to rank j), with the
+// rows of slot (packRows) when width > 0: it returns the ids and headers received, the
+// packed tensor received (nil when width is 0) and how many came from each rank.
+func (s *ShardedTable) exchange(sent, slot []int64, rows *cgotorch.Tensor, width int64, blocks []int64) ([]int64, *cgotorch.Tensor, []int64, error) {
+	var t *cgotorch.Tensor
+	var err error
+	if width > 0 {
+		t, err = packRows(sent, slot, rows, width)
+	} else {
+		t, err = cgotorch.FromSlice(sent)
+	}
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	defer t.Close()
-	got, recv, err := s.allToAll(t, r.send)
+	got, recv, err := s.allToAll(t, blocks)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	r.recv = recv
-	r.ids, err = cgotorch.ToSlice[int64](got)
-	got.Close()
-	if err != nil || rows == nil {
-		return r, nil, err
+	if width == 0 {
+		defer got.Close()
+		all, err := cgotorch.ToSlice[int64](got)
+		return all, nil, recv, err
 	}
-	permuted, err := selectRows(rows, r.perm)
+	all, err := unpackIDs(got)
 	if err != nil {
-		return nil, nil, err
+		got.Close()
+		return nil, nil, nil, err
 	}
-	defer permuted.Close()
-	out, _, err := s.allToAll(permuted, r.send)
-	return r, out, err
+	return all, got, recv, nil
 }
 
 // back returns the owners' answers (rows, [len(r.ids), ...] in the order received; nil: this
-// owner failed) to the ranks that sent the ids, in the order of the caller's ids.
-func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64) (*cgotorch.Tensor, error) {
+// owner failed) to the ranks that sent the ids, in the order of the caller's ids, or, when pos
+// is not nil, in the order pos gives them (row i: the answer for the caller's pos[i]-th id).
+func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64, pos []int64) (*cgotorch.Tensor, error) {
 	send := r.recv
 	if rows == nil { // this owner failed: it sends nothing, and the peers see it
 		rows, send = cgotorch.Zeros([]int64{0, width}), make([]int64, len(send))
@@ -135,6 +205,12 @@ func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64) (*cgo
 	inv := make([]int64, len(r.perm))
 	for k, i := range r.perm {
 		inv[i] = int64(k)
+	}
+	if pos != nil {
+		for i, k := range pos {
+			pos[i] = inv[k]
+		}
+		inv = pos
 	}
 	return selectRows(got, inv)
 }
@@ -197,18 +273,25 @@ func (s *ShardedTable) rowsOf(op, what string, rows *cgotorch.Tensor, n int) err
 	return s.finite(op, what, rows)
 }
 
-// finite returns ErrBadInput when t holds a NaN or an Inf: x - x is 0 for every finite x, NaN
-// for the others, so the sum of t - t is 0 exactly when t is finite.
+// finite returns ErrBadInput when t holds a NaN or an Inf. A NaN or an Inf makes t's sum NaN
+// or infinite, so a finite sum (the common case: one pass, no copy) clears t; an infinite one
+// may also be finite values that overflow, so it is checked exactly: x - x is 0 for every
+// finite x, NaN for the others, so the sum of t - t is 0 exactly when t is finite.
 func (s *ShardedTable) finite(op, what string, t *cgotorch.Tensor) error {
-	var sum float64
-	err := cgotorch.TryWithScope(func() (err error) {
+	ok := false
+	err := cgotorch.TryWithScope(func() error {
+		sum, err := t.Sum().Item()
+		if ok = err == nil && !math.IsInf(sum, 0) && !math.IsNaN(sum); ok || err != nil {
+			return err
+		}
 		sum, err = t.Sub(t).Sum().Item()
+		ok = sum == 0
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if sum != 0 {
+	if !ok {
 		return s.badInput(op, "%s hold NaN or Inf", what)
 	}
 	return nil

@@ -82,7 +82,7 @@ func checkLocalTables(op string, m Module) error {
 		}
 		if _, local := t.(*embedding.Table); t != nil && !local && err == nil {
 			err = badCheckpoint(op, "table %q is not in this process (%T): a model checkpoint cannot hold it; "+
-				"checkpoint it with its own Save", t.Name(), t)
+				"checkpoint the model with dist.SaveCheckpoint", t.Name(), t)
 		}
 	})
 	return err

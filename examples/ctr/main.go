@@ -2,14 +2,25 @@
 // synthetic click log: Zipf-distributed user and item ids whose popular heads keep moving to
 // ids never seen before, and labels drawn from a hidden logistic model, so that the best
 // achievable AUC (that of the true probabilities) is known and printed next to the model's.
+//
+// With -dist it runs as one rank of a distributed job, started the way PyTorch jobs are (the
+// torchrun environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the tables are sharded by
+// id across the ranks (dist.ShardedTable), the MLP is replicated (dist.DataParallel), every
+// rank trains on its slice of each batch, and rank 0 prints. On 2 local processes:
+//
+//	go build -o ctr ./examples/ctr
+//	torchrun --no_python --nproc_per_node 2 --redirects 1 --tee 1 ./ctr -dist
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/dist"
 )
 
 func main() {
@@ -29,14 +40,34 @@ func main() {
 	flag.IntVar(&cfg.Gen.Fresh, "fresh", cfg.Gen.Fresh, "how many of the newest items share the fresh impressions")
 	flag.Float64Var(&cfg.Gen.FreshShare, "fresh-share", cfg.Gen.FreshShare, "share of impressions on fresh items")
 	device := flag.String("device", "cpu", "where the model trains: cpu, cuda or cuda:N")
+	distributed := flag.Bool("dist", false, "run as one rank of a job started by torchrun (or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set)")
 	flag.Parse()
 	var err error
 	if cfg.Device, err = cgotorch.ParseDevice(*device); err != nil {
 		fmt.Fprintln(os.Stderr, "ctr:", err)
 		os.Exit(2)
 	}
-	if _, err := run(cfg, os.Stdout); err != nil {
+	if err := runMain(cfg, *distributed); err != nil {
 		fmt.Fprintln(os.Stderr, "ctr:", err)
 		os.Exit(1)
 	}
+}
+
+// runMain runs the example, as one rank of a distributed job when distributed (rank 0 prints).
+func runMain(cfg Config, distributed bool) (err error) {
+	var out io.Writer = os.Stdout
+	if distributed {
+		if cfg.Group, err = dist.FromEnv(); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, cfg.Group.Close()) }()
+		if cfg.Group.Rank() != 0 {
+			out = io.Discard
+		}
+	}
+	_, err = run(cfg, out)
+	if err != nil && cfg.Group != nil {
+		err = fmt.Errorf("rank %d: %w", cfg.Group.Rank(), err)
+	}
+	return err
 }

@@ -87,19 +87,34 @@ type DeepFM struct {
 	linear    *nn.Embedding    // first-order weights of the single-valued fields
 	linearBag *nn.EmbeddingBag // first-order weights of the tags, in the same table
 	mlp       *nn.Sequential
-	tables    []*embedding.Table
+	tables    []Table
 }
+
+// Table is what the model keeps of each of its tables: an *embedding.Table in one process, a
+// *dist.ShardedTable (whose calls are collective) in a distributed run.
+type Table interface {
+	nn.EmbeddingTable
+	Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor, err error)
+	Close() error
+}
+
+// NewTable creates a table of the model; LocalTable is the one of a single process.
+type NewTable func(name string, cfg embedding.Config) (Table, error)
+
+// LocalTable creates an unnamed embedding.Table in this process (nothing looks it up by name;
+// a sharded table needs its name to agree across the ranks).
+func LocalTable(_ string, cfg embedding.Config) (Table, error) { return embedding.New(cfg) }
 
 // numTables is the number of field tables (the single-valued fields and the tags).
 const numTables = numFields + 1
 
-// NewDeepFM creates the model on device: its tables (unnamed: nothing looks them up or saves
-// them; each with its own seed, seed, seed+1, ..., so that id 42 of two fields starts apart;
-// the sparse optimizer opt) and its MLP (built on the CPU, then moved).
-func NewDeepFM(dim int, hidden []int, opt embedding.Optimizer, seed uint64, device cgotorch.Device) (*DeepFM, error) {
+// NewDeepFM creates the model on device: its tables (made by newTable, names prefixed by prefix,
+// with the sparse optimizer opt; each with its own seed, seed, seed+1, ..., so that id 42 of
+// two fields starts apart) and its MLP (built on the CPU, then moved).
+func NewDeepFM(newTable NewTable, prefix string, dim int, hidden []int, opt embedding.Optimizer, seed uint64, device cgotorch.Device) (*DeepFM, error) {
 	m := &DeepFM{}
-	table := func(name string, d int) (*embedding.Table, error) {
-		t, err := embedding.New(embedding.Config{
+	table := func(name string, d int) (Table, error) {
+		t, err := newTable(prefix+name, embedding.Config{
 			Dim: d, Optimizer: opt, Seed: seed + uint64(len(m.tables)), Initializer: embedding.Normal{Std: 0.01}, Device: device,
 		})
 		if err == nil {
@@ -161,7 +176,8 @@ func (m *DeepFM) Logits(b *Batch) *nn.Tensor {
 	return cgotorch.Cat(first, 1).SumDim([]int64{1}, true).Add(fm).Add(deep)
 }
 
-// TableStats returns the stats of each field table and of the first-order table, named.
+// TableStats returns the stats of each field table and of the first-order table, named (of
+// the whole table when it is sharded).
 func (m *DeepFM) TableStats() ([]string, []embedding.Stats, error) {
 	names := append(fieldNames[:numTables:numTables], "linear")
 	stats := make([]embedding.Stats, len(m.tables))

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/dist"
 	"github.com/gorec/gorec/embedding"
-
 	"github.com/gorec/gorec/nn"
 )
 
@@ -23,6 +23,10 @@ type Config struct {
 	DenseLR     float64         // Adam's learning rate for the MLP
 	ReportEvery int             // samples between two progress lines
 	Device      cgotorch.Device // where the tables, the MLP and the batches live
+	// Group, when not nil, runs the example as one rank of a distributed job: the tables are
+	// sharded across the ranks, the MLP is replicated (dist.DataParallel), and each rank trains
+	// on its slice of every batch. Every rank runs run with the same Config.
+	Group *dist.Group
 }
 
 // DefaultConfig is the configuration of `go run ./examples/ctr`.
@@ -39,7 +43,7 @@ type Result struct {
 	AUC, LogLoss             float64 // the model's
 	OracleAUC, OracleLogLoss float64 // of the hidden model's true probabilities
 	BaseLogLoss              float64 // of the training click rate as a constant prediction
-	SamplesPerSec            float64 // training throughput, generation included
+	SamplesPerSec            float64 // training throughput (of all ranks together), generation included
 	TableLen                 map[string]int
 	TableBytes               int64
 	// UnseenUsers and UnseenItems are the shares of held-out samples whose user (item) id is
@@ -55,17 +59,25 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 		!(cfg.Gen.FreshShare >= 0 && cfg.Gen.FreshShare <= 1) {
 		return res, fmt.Errorf("bad configuration %+v", cfg)
 	}
+	rk := ranks{cfg.Group}
+	if err := rk.check(cfg); err != nil {
+		return res, err
+	}
 	cgotorch.ManualSeed(cfg.Gen.Seed) // the MLP's initial weights
-	m, err := NewDeepFM(cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed, cfg.Device)
+	m, err := NewDeepFM(rk.newTable, "ctr-", cfg.Dim, cfg.Hidden, embedding.SparseAdam{LR: cfg.LR}, cfg.Gen.Seed, cfg.Device)
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
 	o := nn.DefaultAdamOptions()
 	o.LR = cfg.DenseLR
-	opt, err := nn.NewAdam(m, o)
+	opt, err := rk.optimizer(m, o)
 	if err != nil {
 		return res, err
+	}
+	if rk.world() > 1 {
+		fmt.Fprintf(out, "distributed: %d ranks, the tables sharded by id, the MLP replicated; each rank trains on %d samples of every batch\n",
+			rk.world(), cfg.BatchSize/rk.world())
 	}
 
 	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
@@ -76,11 +88,14 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 		cfg.Train, cfg.BatchSize, cfg.Test)
 
 	gen := NewGenerator(cfg.Gen)
-	clicks, err := train(m, opt, gen, cfg, out, &res)
+	clicks, err := train(m, opt, gen, rk, cfg, out, &res)
 	if err != nil {
 		return res, err
 	}
 	if err := evaluate(m, gen, cfg.Test, cfg.Device, float64(clicks)/float64(cfg.Train), &res); err != nil {
+		return res, err
+	}
+	if err := rk.agree(m, res); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(out, "\nheld-out (%d samples after the training stream; %.1f%% with a user and %.1f%% with an item unseen in training):\n",
@@ -89,11 +104,17 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	fmt.Fprintf(out, "  oracle     AUC %.4f   log-loss %.4f   (the hidden model's true probabilities)\n", res.OracleAUC, res.OracleLogLoss)
 	fmt.Fprintf(out, "  click rate AUC 0.5000   log-loss %.4f   (the training click rate for everyone)\n", res.BaseLogLoss)
 	fmt.Fprintf(out, "  training: %.0f samples/s\n", res.SamplesPerSec)
+	if rk.world() > 1 {
+		fmt.Fprintf(out, "  the %d ranks agree: equal MLP weights and held-out AUC on every rank\n", rk.world())
+	}
 	return res, nil
 }
 
-// train runs one pass over the first cfg.Train samples and returns the number of clicks.
-func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writer, res *Result) (clicks int, err error) {
+// train runs one pass over the first cfg.Train samples and returns the number of clicks. Each
+// rank draws every sample and trains on its slice of each batch: its loss is summed over the
+// slice and divided by the batch size, so that the ranks' gradients add up to those of the
+// batch's mean loss.
+func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, out io.Writer, res *Result) (clicks int, err error) {
 	start := time.Now()
 	samples := make([]Sample, 0, cfg.BatchSize)
 	var lossSum float64
@@ -110,12 +131,12 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writ
 		}
 		var loss float64
 		err := cgotorch.TryWithScope(func() (err error) {
-			b, err := NewBatch(samples, cfg.Device)
+			b, err := NewBatch(rk.slice(samples), cfg.Device)
 			if err != nil {
 				return err
 			}
 			opt.ZeroGrad()
-			l := cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceMean)
+			l := cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceSum).DivScalar(float64(len(samples)))
 			l.Backward()
 			if loss, err = l.Item(); err != nil {
 				return err
@@ -131,7 +152,11 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, cfg Config, out io.Writ
 		if done >= nextReport || done == cfg.Train {
 			nextReport += cfg.ReportEvery
 			line := fmt.Sprintf("train %d/%d samples, %.0f samples/s", done, cfg.Train, rate(done, start))
-			if err := report(m, line, lossSum/float64(lossN), out, res); err != nil {
+			total, err := rk.sum(lossSum) // of every rank's slice
+			if err != nil {
+				return 0, err
+			}
+			if err := report(m, line, total/float64(lossN), out, res); err != nil {
 				return 0, err
 			}
 			lossSum, lossN = 0, 0
@@ -215,11 +240,17 @@ func countUnseen(m *DeepFM, samples []Sample, unseen *[numFields]int) error {
 		for i, s := range samples {
 			ids[i] = s.IDs[f]
 		}
-		rows, found, err := m.tables[f].ReadIDs(ids)
+		var found []bool
+		err := cgotorch.TryWithScope(func() error {
+			_, ft, err := m.tables[f].Read(cgotorch.MustFromSlice(ids))
+			if err == nil {
+				found, err = cgotorch.ToSlice[bool](ft)
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		rows.Close()
 		for _, ok := range found {
 			if !ok {
 				unseen[f]++

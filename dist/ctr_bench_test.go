@@ -1,0 +1,218 @@
+package dist
+
+// CTR training on 1 and 2 ranks with the same global batch: a DeepFM-like model (four id
+// fields and a bag of tags, dim 16, an MLP) whose tables are local ("1-local") or sharded, its
+// MLP then in a DataParallel.
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/nn"
+)
+
+func init() { scenarios["ctr-bench"] = scenarioCTRBench }
+
+const (
+	ctrBenchBatch = 1024 // the global batch
+	ctrBenchDim   = 16
+)
+
+// ctrBenchIDs are the id spaces of the fields (Zipf ranks) and of the tags.
+var ctrBenchIDs = [...]uint64{1_000_000, 200_000, 200, 24}
+
+const ctrBenchTags = 1000
+
+type ctrBenchModel struct {
+	nn.Container
+	fields []*nn.Embedding
+	tags   *nn.EmbeddingBag
+	mlp    *nn.Sequential
+	tables []nn.EmbeddingTable
+}
+
+// newCTRBenchModel makes the model over tables made by table.
+func newCTRBenchModel(table func(name string, cfg embedding.Config) (nn.EmbeddingTable, error)) (*ctrBenchModel, error) {
+	cgotorch.ManualSeed(1)
+	m := &ctrBenchModel{}
+	cfg := embedding.Config{Dim: ctrBenchDim, Seed: 1, Initializer: embedding.Normal{Std: 0.01}, Optimizer: embedding.SparseAdam{LR: 0.01}}
+	for f := 0; f <= len(ctrBenchIDs); f++ {
+		t, err := table(fmt.Sprintf("ctr-bench-%d", f), cfg)
+		if err != nil {
+			return nil, errors.Join(err, m.close())
+		}
+		m.tables = append(m.tables, t)
+		if f < len(ctrBenchIDs) {
+			m.fields = append(m.fields, nn.NewEmbedding(t, nn.EmbeddingOptions{}))
+			m.Add(fmt.Sprint("field", f), m.fields[f])
+		} else {
+			m.tags = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
+			m.Add("tags", m.tags)
+		}
+	}
+	m.mlp = nn.NewSequential(nn.NewLinear(ctrBenchDim*(len(ctrBenchIDs)+1), 64, true), &nn.ReLU{},
+		nn.NewLinear(64, 32, true), &nn.ReLU{}, nn.NewLinear(32, 1, true))
+	m.Add("mlp", m.mlp)
+	return m, nil
+}
+
+func (m *ctrBenchModel) close() error {
+	var errs []error
+	for _, t := range m.tables {
+		if c, ok := t.(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ctrBenchBatchOf is samples [from, to) of the global batch of step: the same on every rank.
+type ctrBenchBatchOf struct {
+	ids        [len(ctrBenchIDs)]*cgotorch.Tensor
+	tags, offs *cgotorch.Tensor
+	labels     *cgotorch.Tensor
+}
+
+func newCTRBenchBatch(step, from, to int) *ctrBenchBatchOf {
+	rng := rand.New(rand.NewPCG(uint64(step), 7))
+	b := &ctrBenchBatchOf{}
+	ids := make([][]int64, len(ctrBenchIDs))
+	var tags, offs []int64
+	labels := make([]float32, 0, to-from)
+	zipf := make([]*rand.Zipf, len(ctrBenchIDs))
+	for f, n := range ctrBenchIDs {
+		zipf[f] = rand.NewZipf(rng, 1.1, 1, n-1)
+	}
+	for i := 0; i < ctrBenchBatch; i++ {
+		var row [len(ctrBenchIDs)]int64
+		for f := range row {
+			row[f] = int64(zipf[f].Uint64()*0x9e3779b97f4a7c15>>2) ^ int64(f)
+		}
+		nt := 1 + rng.IntN(3)
+		var t []int64
+		for range nt {
+			t = append(t, rng.Int64N(ctrBenchTags))
+		}
+		y := float32(rng.IntN(2))
+		if i < from || i >= to {
+			continue
+		}
+		for f := range row {
+			ids[f] = append(ids[f], row[f])
+		}
+		offs = append(offs, int64(len(tags)))
+		tags = append(tags, t...)
+		labels = append(labels, y)
+	}
+	for f := range ids {
+		b.ids[f] = cgotorch.MustFromSlice(ids[f])
+	}
+	b.tags, b.offs = cgotorch.MustFromSlice(tags), cgotorch.MustFromSlice(offs)
+	b.labels = cgotorch.MustFromSlice(labels, int64(len(labels)), 1)
+	return b
+}
+
+// step trains on b, the loss summed over b and divided by the global batch size.
+func (m *ctrBenchModel) step(opt *nn.Optimizer, b *ctrBenchBatchOf) error {
+	return cgotorch.TryWithScope(func() error {
+		opt.ZeroGrad()
+		embs := make([]*cgotorch.Tensor, 0, len(m.fields)+1)
+		for f, e := range m.fields {
+			embs = append(embs, e.Forward(b.ids[f]))
+		}
+		embs = append(embs, m.tags.Forward(b.tags, b.offs))
+		logits := m.mlp.Forward(cgotorch.Cat(embs, 1))
+		cgotorch.BCEWithLogitsLoss(logits, b.labels, cgotorch.ReduceSum).DivScalar(ctrBenchBatch).Backward()
+		return opt.Step()
+	})
+}
+
+// scenarioCTRBench trains the model $GOREC_DIST_BENCH_N steps after 3 of warm-up, each rank on
+// its slice of every global batch, with local tables ($GOREC_CTR_MODE=local, one rank) or
+// sharded ones; rank 0 prints the time of a step and the bytes it sent per step.
+func scenarioCTRBench(o Options) error {
+	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	local := os.Getenv("GOREC_CTR_MODE") == "local"
+	m, err := newCTRBenchModel(func(name string, cfg embedding.Config) (nn.EmbeddingTable, error) {
+		if local {
+			return embedding.NewNamed(name, cfg)
+		}
+		return NewShardedTable(g, name, cfg)
+	})
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	var opt *nn.Optimizer
+	if local {
+		opt, err = nn.NewAdam(m, nn.DefaultAdamOptions())
+	} else {
+		var ddp *DataParallel
+		if ddp, err = NewDataParallel(g, m, DataParallelOptions{SumGradients: true}); err == nil {
+			opt, err = nn.NewAdam(ddp, nn.DefaultAdamOptions())
+		}
+	}
+	if err != nil {
+		return err
+	}
+	r, w := g.Rank(), g.WorldSize()
+	const warm = 3
+	batches := make([]*ctrBenchBatchOf, warm+n)
+	for k := range batches {
+		batches[k] = newCTRBenchBatch(k, r*ctrBenchBatch/w, (r+1)*ctrBenchBatch/w)
+	}
+	var start time.Time
+	var sent int64
+	for k, b := range batches {
+		if k == warm {
+			start, sent = time.Now(), g.BytesSent()
+		}
+		if err := m.step(opt, b); err != nil {
+			return fmt.Errorf("step %d: %w", k, err)
+		}
+	}
+	if r == 0 {
+		fmt.Printf("bench-ns-per-op %d\nbytes-per-op %d\n", time.Since(start).Nanoseconds()/int64(n), (g.BytesSent()-sent)/int64(n))
+	}
+	return nil
+}
+
+// BenchmarkCTRTrainRanks trains the CTR model on global batches of 1,024 samples: on one
+// process with local tables (1-local), and with sharded tables and a DataParallel MLP on 1 and
+// 2 local rank processes, each rank on its slice of every batch. It reports the samples/s of
+// the whole job, the time of a step and the bytes a rank sends per step (b/step). The ranks
+// share this machine's cores, so 2 ranks show the exchange's cost, not a speed-up.
+func BenchmarkCTRTrainRanks(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		world int
+		mode  string
+	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := max(b.N, 20)
+			res := launch(b, "ctr-bench", c.world, store(b, "file"), time.Minute, func(int) []string {
+				return []string{"GOREC_CTR_MODE=" + c.mode, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
+			})
+			for _, r := range res {
+				if r.err != nil {
+					b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
+				}
+			}
+			ns := benchNs(b, res[0].output, "bench-ns-per-op ")
+			b.ReportMetric(ns, "ns/op")
+			b.ReportMetric(ctrBenchBatch/(ns/1e9), "samples/s")
+			b.ReportMetric(benchNs(b, res[0].output, "bytes-per-op "), "b/step")
+		})
+	}
+}
