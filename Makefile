@@ -111,8 +111,8 @@ example: deps
 # ---- the same tests against libtorch 2.x from PyPI's torch wheel (CPU part only) --------------
 # PyPI's Linux wheel is the CUDA build: its libtorch_cpu.so also needs libcudart and libcupti
 # (for the profiler; no GPU is needed to load them), which come in two small NVIDIA wheels. Their
-# libraries are copied next to libtorch's so that the rpath finds them. The version is the one
-# `make cuda-test-bins` builds against (they share the download). The CUDA wheels' versions are
+# libraries are copied next to libtorch's so that the rpath finds them. With the version `make
+# cuda-test-bins` builds against (TORCH_CUDA_VERSION, the GPU machine's) they share the download. The CUDA wheels' versions are
 # those of the wheel's METADATA (torch 2.15.0: cuda-toolkit 13.2.2, whose cudart and cupti extras
 # are 13.2.86). For torch 2.11.0, say TORCH2_VERSION=2.11.0
 # TORCH2_CUDA_LIBS="nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85"; for torch 2.5.1,

@@ -866,7 +866,19 @@ typedef struct {
    * a difference, or a rank taken by another process, fails the start on the ranks that see
    * it with the "refused: " prefix. */
   const char *job;
+  /* The backend of CUDA tensors: CT_DIST_GLOO (0: none, the collectives take CPU tensors only)
+   * or CT_DIST_NCCL: a c10d ProcessGroupNCCL on CUDA device `device` (>= 0) as well, which moves
+   * the collectives' CUDA tensors (that device's); the CPU tensors and the ranks' agreement before
+   * each collective stay on Gloo. NCCL exists in builds with it only (ct_dist_backend_available;
+   * Go's build tag gorec_nccl): elsewhere "invalid argument: ". NCCL's failures are reported,
+   * never fatal, only where TORCH_NCCL_BLOCKING_WAIT=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=0 are
+   * in the environment before the group starts (Go's package dist sets them). */
+  int32_t backend;
+  int32_t device;
 } ct_dist_config;
+
+/* The backends of ct_dist_config. */
+typedef enum { CT_DIST_GLOO = 0, CT_DIST_NCCL = 1 } ct_dist_backend;
 
 /* Reductions of ct_dist_all_reduce. CT_DIST_AVG: the sum divided by world_size, floating-point
  * tensors only. */
@@ -880,9 +892,14 @@ void ct_dist_group_free(ct_dist_group g);
 /* 1 when a TCPStore server listens on store_host only (libtorch with masterListenFd), 0 when
  * c10d listens on every interface. */
 ct_error ct_dist_store_binds_address(int32_t *out);
+/* 1 when this build has the backend (CT_DIST_GLOO always; CT_DIST_NCCL where cgotorch was
+ * built with NCCL against a libtorch with CUDA), else 0. */
+ct_error ct_dist_backend_available(int32_t *out, int32_t backend);
 
-/* The collectives. Inputs are CPU tensors (any layout) and are never modified; results are new
- * CPU contiguous tensors, written only on success. Before any data moves the ranks exchange what
+/* The collectives. Inputs are CPU tensors (any layout), or CUDA tensors of the group's device
+ * with the NCCL backend, and are never modified; results are new contiguous tensors on the
+ * input's device, written only on success. Every rank's tensor must be on the same kind of
+ * device. Before any data moves the ranks exchange what
  * each was asked to do (the collective, dtype, shape, reduction, root, splits) and all of them
  * fail alike when the calls do not match: "mismatch: " on every rank, or "invalid argument: " on
  * a rank whose own arguments were wrong (a NULL or closed tensor: "closed: ") and "mismatch: "

@@ -23,6 +23,27 @@ type DistConfig struct {
 	GlooInterface   string // Gloo binds to this interface's address when set
 	GlooHost        string // else to this address when set, else to the host name's
 	Job             string // the job's identity: ranks announcing another are refused
+	// Backend moves CUDA tensors too when DistNCCL: NCCL on CUDA device Device (the CPU tensors
+	// and the ranks' agreement stay on Gloo). The caller sets NCCL's environment (ct_dist_config).
+	Backend DistBackend
+	Device  int
+}
+
+// DistBackend is a process group's backend (ct_dist_backend).
+type DistBackend int32
+
+// The backends: Gloo (CPU tensors only), and NCCL for CUDA tensors beside it.
+const (
+	DistGloo DistBackend = C.CT_DIST_GLOO
+	DistNCCL DistBackend = C.CT_DIST_NCCL
+)
+
+// DistBackendAvailable reports whether this build has backend b: NCCL needs the gorec_nccl
+// build tag and a libtorch with CUDA and NCCL (make cuda-test-bins).
+func DistBackendAvailable(b DistBackend) bool {
+	var v C.int32_t
+	must("dist backend available", C.ct_dist_backend_available(&v, C.int32_t(b)))
+	return v != 0
 }
 
 // DistOp is a reduction of AllReduce.
@@ -35,7 +56,8 @@ const (
 	DistMax DistOp = C.CT_DIST_MAX
 )
 
-// DistGroup is a c10d ProcessGroupGloo (see cgotorch.h, "Process groups"). It is the thin layer
+// DistGroup is a c10d ProcessGroupGloo, with a ProcessGroupNCCL for CUDA tensors when its
+// backend is DistNCCL (see cgotorch.h, "Process groups"). It is the thin layer
 // under package dist, which serialises its calls: a DistGroup must not be used by two
 // goroutines at once, nor closed while in use. Close it: no cleanup frees it, since freeing
 // a group waits for Gloo's threads.
@@ -51,6 +73,8 @@ func NewDistGroup(cfg DistConfig) (*DistGroup, error) {
 	c.world_size = C.int32_t(cfg.WorldSize)
 	c.timeout_ms = C.int64_t(cfg.Timeout.Milliseconds())
 	c.store_port = C.int32_t(cfg.StorePort)
+	c.backend = C.int32_t(cfg.Backend)
+	c.device = C.int32_t(cfg.Device)
 	if cfg.StoreClientOnly {
 		c.store_client_only = 1
 	}

@@ -2,6 +2,9 @@
 // all-reduce, broadcast, all-gather, all-to-all with uneven splits and barrier. Compiled
 // through unity_dist.cc after dist_group.hxx.
 //
+// CUDA tensors go through the group's NCCL backend (dist_nccl.hxx), CPU tensors through Gloo;
+// the headers always go through Gloo, and say which device kind each rank's tensor is on.
+//
 // Ranks agree before data moves. Gloo trusts its callers: ranks that pass different sizes make
 // its I/O thread throw (gloo::EnforceNotMet), which ends the process. So every collective
 // starts with an all-gather of a fixed-size header (the collective, the dtype and shape, the
@@ -38,13 +41,14 @@ inline const char *kind_name(int64_t k) {
 
 // A rank's header: the fields below, then world_size all-to-all send splits.
 struct Header {
-  enum : int { kind, valid, dtype, arg, ndim, dims, num_dims = 8, shape_hash = dims + num_dims,
-               splits };
+  enum : int { kind, valid, dtype, arg, cuda, ndim, dims, num_dims = 8,
+               shape_hash = dims + num_dims, splits };
   std::vector<int64_t> v;
   explicit Header(int world, Kind k) : v(splits + world, 0) { v[kind] = static_cast<int64_t>(k); }
-  // Describes t: dtype, rank, the first num_dims sizes, and a hash of every size from first_dim
-  // on (the sizes that must match across ranks).
+  // Describes t: device kind, dtype, rank, the first num_dims sizes, and a hash of every size
+  // from first_dim on (the sizes that must match across ranks).
   void describe(const at::Tensor &t, int first_dim) {
+    v[cuda] = t.is_cuda() ? 1 : 0;
     v[dtype] = static_cast<int64_t>(t.scalar_type());
     v[ndim] = t.dim();
     uint64_t h = 1469598103934665603ull;
@@ -56,9 +60,10 @@ struct Header {
   }
 };
 
-// "float32 [4, 2]" for a rank's header.
+// "float32 [4, 2]" (or "cuda float32 [4, 2]") for a rank's header.
 inline std::string tensor_desc(const int64_t *h) {
-  std::string s = c10::toString(static_cast<at::ScalarType>(h[Header::dtype]));
+  std::string s = h[Header::cuda] != 0 ? "cuda " : "";
+  s += c10::toString(static_cast<at::ScalarType>(h[Header::dtype]));
   s += " [";
   for (int64_t d = 0; d < h[Header::ndim]; d++) {
     if (d > 0) s += ", ";
@@ -172,22 +177,29 @@ inline void same_tensor(const int64_t *rows, int64_t stride, int rank, int size,
   const int64_t *mine = rows + rank * stride;
   for (int r = 0; r < size; r++) {
     const int64_t *other = rows + r * stride;
-    if (other[Header::dtype] != mine[Header::dtype] || other[Header::ndim] != mine[Header::ndim] ||
+    if (other[Header::cuda] != mine[Header::cuda] || other[Header::dtype] != mine[Header::dtype] ||
+        other[Header::ndim] != mine[Header::ndim] ||
         other[Header::shape_hash] != mine[Header::shape_hash]) {
       throw mismatch_error(std::string(what) + ": rank " + std::to_string(rank) + " has " +
                            tensor_desc(mine) + ", rank " + std::to_string(r) + " has " +
                            tensor_desc(other) +
-                           (trailing ? " (the dtype and the sizes after the first must match)"
-                                     : " (the dtype and shape must match)"));
+                           (trailing ? " (device kind, dtype and sizes after the first must match)"
+                                     : " (device kind, dtype and shape must match)"));
     }
   }
 }
 
-// t as Gloo takes it: a dense CPU tensor of a type Gloo reduces and moves, contiguous.
-inline at::Tensor gloo_input(ct_tensor h, const char *what) {
+// t as its backend takes it, contiguous: a dense CPU tensor of a type Gloo reduces and moves,
+// or a dense CUDA tensor of the group's NCCL device and a type NCCL moves.
+inline at::Tensor data_input(const ct_dist_group_s &g, ct_tensor h, const char *what) {
   const at::Tensor &t = get(h);
-  if (!t.device().is_cpu() || t.layout() != at::kStrided) {
-    throw arg_error(std::string(what) + ": the tensor must be a dense CPU tensor");
+  if (t.layout() != at::kStrided) throw arg_error(std::string(what) + ": the tensor must be dense");
+  if (t.is_cuda()) {
+    check_nccl_tensor(g.nccl, t, what);
+    return t.contiguous();
+  }
+  if (!t.device().is_cpu()) {
+    throw arg_error(std::string(what) + ": the tensor must be on the CPU or a CUDA device");
   }
   switch (t.scalar_type()) {
     case at::kFloat:
@@ -252,7 +264,7 @@ ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_
     d::run(
         g, d::Kind::all_reduce,
         [&](d::Header &h) {
-          buf = d::gloo_input(t, "all-reduce");
+          buf = d::data_input(*g, t, "all-reduce");
           red = d::reduce_op(op, buf);
           buf = buf.clone();
           h.describe(buf, 0);
@@ -268,7 +280,8 @@ ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_
             c10d::AllreduceOptions o;
             o.reduceOp = red;
             o.timeout = grp.timeout;
-            return grp.pg->allreduce(v, o);
+            return d::on_backend(*grp.pg, grp.nccl, buf,
+                                 [&](auto &pg) { return pg.allreduce(v, o); });
           });
         });
     if (op == CT_DIST_AVG) buf.div_(g->size);
@@ -285,7 +298,7 @@ ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t
     d::run(
         g, d::Kind::broadcast,
         [&](d::Header &h) {
-          buf = d::gloo_input(t, "broadcast").clone();
+          buf = d::data_input(*g, t, "broadcast").clone();
           if (root < 0 || root >= g->size) {
             throw ct::arg_error("broadcast root " + std::to_string(root) + " is not in 0.." +
                                 std::to_string(g->size - 1));
@@ -303,7 +316,8 @@ ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t
             c10d::BroadcastOptions o;
             o.rootRank = root;
             o.timeout = grp.timeout;
-            return grp.pg->broadcast(v, o);
+            return d::on_backend(*grp.pg, grp.nccl, buf,
+                                 [&](auto &pg) { return pg.broadcast(v, o); });
           });
         });
     *out = ct::wrap(std::move(buf));
@@ -320,7 +334,7 @@ ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t) {
     d::run(
         g, d::Kind::all_gather,
         [&](d::Header &h) {
-          in = d::gloo_input(t, "all-gather");
+          in = d::data_input(*g, t, "all-gather");
           if (in.dim() == 0) in = in.reshape({1});
           h.describe(in, 0);
         },
@@ -335,7 +349,8 @@ ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t) {
             std::vector<at::Tensor> v{in};
             c10d::AllgatherOptions o;
             o.timeout = grp.timeout;
-            return grp.pg->allgather(outs, v, o);
+            return d::on_backend(*grp.pg, grp.nccl, in,
+                                 [&](auto &pg) { return pg.allgather(outs, v, o); });
           });
         });
     *out = ct::wrap(at::cat(outs[0], 0));
@@ -354,7 +369,7 @@ ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group 
     d::run(
         g, d::Kind::all_to_all,
         [&](d::Header &h) {
-          src = d::gloo_input(in, "all-to-all");
+          src = d::data_input(*g, in, "all-to-all");
           if (n != g->size) {
             throw ct::arg_error("all-to-all: " + std::to_string(n) + " splits for a world of " +
                                 std::to_string(g->size));
@@ -384,7 +399,9 @@ ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group 
             std::vector<int64_t> send_copy = send, recv_copy = recv;
             c10d::AllToAllOptions o;
             o.timeout = grp.timeout;
-            return grp.pg->alltoall_base(dst, src, recv_copy, send_copy, o);
+            return d::on_backend(*grp.pg, grp.nccl, src, [&](auto &pg) {
+              return pg.alltoall_base(dst, src, recv_copy, send_copy, o);
+            });
           });
         });
     std::copy(recv.begin(), recv.end(), recv_splits);

@@ -1,8 +1,8 @@
 // dist_group.hxx: process groups over torch.distributed's c10d ProcessGroupGloo (cgotorch.h,
 // "Process groups"): the stores the ranks meet through, the job-identity check, Gloo's device,
-// and the ct_dist_group handle's lifecycle. The collectives are in dist_collectives.hxx. Both
-// are compiled through unity_dist.cc, with -DUSE_C10D_GLOO (flags.go): without it c10d's
-// ProcessGroupGloo.hpp declares nothing.
+// and the ct_dist_group handle's lifecycle. The collectives are in dist_collectives.hxx, the
+// optional NCCL backend in dist_nccl.hxx. They are compiled through unity_dist.cc, with
+// -DUSE_C10D_GLOO (flags.go): without it c10d's ProcessGroupGloo.hpp declares nothing.
 //
 // libtorch 1.13 and 2.x: ProcessGroupGloo derives from ProcessGroup in 1.x and from Backend in
 // 2.x (its Options likewise), but the members used here (the constructor, Options::create,
@@ -35,11 +35,14 @@
 #error "dist_group.hxx needs -DUSE_C10D_GLOO (cgotorch/flags.go, mk/dist.mk)"
 #endif
 
+#include "dist_nccl.hxx"
+
 // The object behind a ct_dist_group handle.
 struct ct_dist_group_s {
   std::mutex mu;  // serialises the collectives: Gloo tags each with a per-group counter
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  ct::dist::nccl_backend nccl;  // CUDA tensors' process group, with the nccl backend
   int rank = 0;
   int size = 0;
   std::chrono::milliseconds timeout{0};
@@ -258,6 +261,13 @@ inline void check_config(const ct_dist_config &cfg) {
                     std::to_string(cfg.world_size - 1));
   }
   if (cfg.timeout_ms <= 0) throw arg_error("timeout must be positive");
+  if (cfg.backend != CT_DIST_GLOO && cfg.backend != CT_DIST_NCCL) {
+    throw arg_error("unknown backend " + std::to_string(cfg.backend));
+  }
+  if (cfg.backend == CT_DIST_NCCL && !nccl_built()) {
+    throw arg_error("the nccl backend is not in this build: build cgotorch with the gorec_nccl "
+                    "tag against a libtorch with CUDA and NCCL (make cuda-test-bins)");
+  }
 }
 
 }  // namespace dist
@@ -304,6 +314,16 @@ ct_error ct_dist_group_new(ct_dist_group *out, const ct_dist_config *cfg) {
     } catch (...) {
       d::rethrow_classified("gloo rendezvous");
     }
+    if (cfg->backend == CT_DIST_NCCL) {
+      try {
+        d::start_nccl(g->nccl, g->store, *cfg, timeout);
+      } catch (const ct::arg_error &) {
+        throw;
+      } catch (...) {
+        d::stop_nccl(g->nccl, true);
+        d::rethrow_classified("nccl start");
+      }
+    }
     *out = g.release();
   });
 }
@@ -311,6 +331,7 @@ ct_error ct_dist_group_new(ct_dist_group *out, const ct_dist_config *cfg) {
 void ct_dist_group_free(ct_dist_group g) {
   if (g == nullptr) return;
   try {
+    ct::dist::stop_nccl(g->nccl, !g->broken.empty());
     g->pg.reset();  // joins Gloo's threads and closes its connections first
     g->retained.clear();
     g->store.reset();
@@ -324,6 +345,13 @@ ct_error ct_dist_store_binds_address(int32_t *out) {
   return ct::guard([&] {
     ct::need_out(out);
     *out = ct::dist::has_listen_fd<c10d::TCPStoreOptions>::value ? 1 : 0;
+  });
+}
+
+ct_error ct_dist_backend_available(int32_t *out, int32_t backend) {
+  return ct::guard([&] {
+    ct::need_out(out);
+    *out = backend == CT_DIST_GLOO || (backend == CT_DIST_NCCL && ct::dist::nccl_built()) ? 1 : 0;
   });
 }
 

@@ -21,6 +21,14 @@
 // modified; results are new tensors, owned by the caller. Gloo only ever sees libtorch's
 // memory, never Go's. BytesSent counts the payload a rank has sent.
 //
+// On GPUs, Options.Backend NCCL (or $GOREC_DIST_BACKEND=nccl) adds a c10d ProcessGroupNCCL on
+// the rank's GPU (Options.Device, cuda:LOCAL_RANK by default): the collectives then take that
+// GPU's tensors too and move them through NCCL, while CPU tensors and the ranks' agreement before
+// each collective stay on Gloo. NCCL is built in only with the gorec_nccl build tag against a
+// libtorch with CUDA and NCCL (make cuda-test-bins; NCCLAvailable); elsewhere it is an ErrConfig
+// error wrapping errors.ErrUnsupported. A sharded table may keep its shard on a GPU
+// (embedding.Config.Device); its rows travel between the ranks on the CPU.
+//
 // A group's methods are safe from any goroutine: its collectives run one at a time, in the
 // order they are called. Every rank must call the same collectives in the same order, with the
 // same shapes and dtypes (AllToAll: matching splits): Gloo pairs the ranks' calls by their

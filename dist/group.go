@@ -2,6 +2,7 @@ package dist
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -33,19 +34,30 @@ type Group struct {
 
 // New starts a group: it meets the other ranks through the store, checks that they belong to
 // the same job and world size (ErrRefused otherwise, before any data moves), and connects
-// Gloo. It blocks until every rank has joined, at most the timeout (ErrTimeout).
+// Gloo, and NCCL with that backend. It blocks until every rank has joined, at most the timeout
+// (ErrTimeout).
+//
+// With NCCL it sets TORCH_NCCL_BLOCKING_WAIT=1 and TORCH_NCCL_ASYNC_ERROR_HANDLING=0 in the
+// process's environment: without them NCCL's watchdog ends the process on a timeout, and a
+// wait does not return the error.
 func New(opts Options) (*Group, error) {
 	o, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
 	catchSIGPIPE()
-	g, err := cgotorch.NewDistGroup(cgotorch.DistConfig{
+	cfg := cgotorch.DistConfig{
 		Rank: o.Rank, WorldSize: o.WorldSize, Timeout: o.Timeout,
 		StorePath: o.Store.path, StoreHost: o.Store.host, StorePort: o.Store.port,
 		StoreClientOnly: o.Store.client, StorePrefix: o.Store.prefix,
 		GlooInterface: o.Interface, GlooHost: o.Host, Job: o.Job,
-	})
+	}
+	if o.Backend == NCCL {
+		os.Setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
+		os.Setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+		cfg.Backend, cfg.Device = cgotorch.DistNCCL, o.Device.Index
+	}
+	g, err := cgotorch.NewDistGroup(cfg)
 	if err != nil {
 		return nil, wrap("new group", err)
 	}
@@ -53,7 +65,7 @@ func New(opts Options) (*Group, error) {
 }
 
 // FromEnv starts a group from torchrun's environment (EnvOptions); opts, when given, sets
-// the timeout, and the job, interface and host where they are not empty.
+// the timeout, and the job, interface, host, backend and device where they are set.
 func FromEnv(opts ...Options) (*Group, error) {
 	o, err := EnvOptions()
 	if err != nil {
@@ -70,6 +82,12 @@ func FromEnv(opts ...Options) (*Group, error) {
 		if x.Host != "" {
 			o.Host = x.Host
 		}
+		if x.Backend != "" {
+			o.Backend = x.Backend
+		}
+		if x.Device.Type == cgotorch.DeviceCUDA {
+			o.Device = x.Device
+		}
 	}
 	return New(o)
 }
@@ -82,6 +100,18 @@ func (g *Group) WorldSize() int { return g.opts.WorldSize }
 
 // LocalRank is the rank on this machine (as the options or torchrun gave it).
 func (g *Group) LocalRank() int { return g.opts.LocalRank }
+
+// Backend is the group's backend, Gloo or NCCL.
+func (g *Group) Backend() string { return g.opts.Backend }
+
+// Device is where the group's collectives take tensors besides the CPU: this rank's GPU with
+// the NCCL backend, else the CPU.
+func (g *Group) Device() cgotorch.Device {
+	if g.opts.Backend == NCCL {
+		return g.opts.Device
+	}
+	return cgotorch.CPU
+}
 
 // Close releases the group: Gloo's threads and connections, and on rank 0 the store's server
 // (close rank 0 last, or at least after the others have started). It waits for a collective

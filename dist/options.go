@@ -1,11 +1,14 @@
 package dist
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/gorec/gorec/cgotorch"
 )
 
 // DefaultTimeout is the timeout of a group whose Options leave it zero.
@@ -34,6 +37,22 @@ func FileStore(path string) Store { return Store{path: path} }
 // of rank 0's machine: keep the port closed to other networks by a firewall.
 func StoreBindsAddress() bool { return storeBindsAddress() }
 
+// The backends of Options.Backend, named as torch.distributed names them.
+const (
+	// Gloo moves CPU tensors. It is the default, and every group has it.
+	Gloo = "gloo"
+	// NCCL moves CUDA tensors, on the rank's Device; the CPU tensors and the ranks' agreement
+	// before each collective stay on Gloo. It needs a build with the gorec_nccl tag against a
+	// libtorch with CUDA and NCCL (make cuda-test-bins): see NCCLAvailable.
+	NCCL = "nccl"
+)
+
+// EnvBackend is the environment variable EnvOptions reads the backend from.
+const EnvBackend = "GOREC_DIST_BACKEND"
+
+// NCCLAvailable reports whether this build has the NCCL backend (it also needs a GPU to run).
+func NCCLAvailable() bool { return cgotorch.DistBackendAvailable(cgotorch.DistNCCL) }
+
 // Options say how a group starts.
 type Options struct {
 	Rank      int // 0 <= Rank < WorldSize
@@ -51,6 +70,13 @@ type Options struct {
 	// Host is the address Gloo binds to when there is no Interface; empty: 127.0.0.1 when the
 	// store is on a loopback address or a file, else the address of the machine's host name.
 	Host string
+	// Backend is Gloo (the default when empty) or NCCL. In a build without NCCL, NCCL is an
+	// ErrConfig error that also wraps errors.ErrUnsupported.
+	Backend string
+	// Device is this rank's GPU with the NCCL backend (its CUDA tensors must be there); unset
+	// (not a CUDA device) or index -1: cuda:LocalRank, as torchrun's jobs place their ranks.
+	// NCCL cannot run two ranks of a group on one GPU.
+	Device cgotorch.Device
 }
 
 // config checks o and fills its defaults.
@@ -67,6 +93,20 @@ func (o Options) config() (Options, error) {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
+	}
+	switch o.Backend {
+	case "", Gloo:
+		o.Backend = Gloo
+	case NCCL:
+		if !NCCLAvailable() {
+			return o, &Error{Op: "new group", Kind: ErrConfig, Err: fmt.Errorf("backend %q: %w (build with the gorec_nccl tag "+
+				"against a libtorch with CUDA and NCCL: make cuda-test-bins)", NCCL, errors.ErrUnsupported)}
+		}
+		if o.Device.Type != cgotorch.DeviceCUDA || o.Device.Index < 0 {
+			o.Device = cgotorch.CUDA(o.LocalRank)
+		}
+	default:
+		return o, &Error{Op: "new group", Kind: ErrConfig, Err: fmt.Errorf("unknown backend %q (want %q or %q)", o.Backend, Gloo, NCCL)}
 	}
 	if o.Interface == "" {
 		o.Interface = os.Getenv("GLOO_SOCKET_IFNAME")
@@ -87,7 +127,8 @@ func isLoopback(host string) bool {
 
 // EnvOptions are the Options of torchrun's environment (and of Kubernetes' PyTorchJob, or
 // anything that sets it): RANK, WORLD_SIZE, LOCAL_RANK (optional), MASTER_ADDR and
-// MASTER_PORT (the TCPStore, which rank 0 serves), GLOO_SOCKET_IFNAME (optional). The job's
+// MASTER_PORT (the TCPStore, which rank 0 serves), GLOO_SOCKET_IFNAME (optional),
+// GOREC_DIST_BACKEND (optional: "gloo" or "nccl"; with NCCL the rank's GPU is cuda:LOCAL_RANK). The job's
 // identity is $GOREC_JOB_ID, else torchrun's run id ($TORCHELASTIC_RUN_ID), else empty. When
 // torchrun runs the store itself (TORCHELASTIC_USE_AGENT_STORE=True) every rank connects to it
 // and the keys of this attempt ($TORCHELASTIC_RESTART_COUNT) are kept apart. Timeout is left
@@ -128,6 +169,7 @@ func EnvOptions() (Options, error) {
 		o.Store.client = true
 		o.Store.prefix = "/gorec/attempt_" + os.Getenv("TORCHELASTIC_RESTART_COUNT")
 	}
+	o.Backend = os.Getenv(EnvBackend)
 	o.Job = os.Getenv("GOREC_JOB_ID")
 	if o.Job == "" {
 		o.Job = os.Getenv("TORCHELASTIC_RUN_ID")

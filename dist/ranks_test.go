@@ -53,6 +53,7 @@ func rankOptions() (Options, error) {
 	if o.WorldSize, err = strconv.Atoi(os.Getenv(envWorld)); err != nil {
 		return o, err
 	}
+	o.LocalRank, o.Backend = o.Rank, os.Getenv(EnvBackend) // one machine: a GPU per rank (NCCL)
 	switch {
 	case strings.HasPrefix(store, "file:"):
 		o.Store = FileStore(strings.TrimPrefix(store, "file:"))

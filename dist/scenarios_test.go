@@ -74,6 +74,21 @@ func tensor[T cgotorch.Element](v []T, shape ...int64) *cgotorch.Tensor {
 	return t
 }
 
+// placed returns t on g's device: the GPU of an NCCL group (t moves there and is closed), else
+// t itself.
+func placed(g *Group, t *cgotorch.Tensor) *cgotorch.Tensor {
+	d := g.Device()
+	if d.Type != cgotorch.DeviceCUDA {
+		return t
+	}
+	out, err := t.To(d, cgotorch.KeepDType)
+	t.Close()
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
 // sendCount is how many rows rank r sends rank j in the uneven all-to-all (0 for some pairs).
 func sendCount(r, j int) int64 { return int64((r + 2*j) % 3) }
 
@@ -88,6 +103,13 @@ func scenarioCollectives(o Options) error {
 	var errs []error
 	check := func(what string, got []float64, err error, want []float64) {
 		errs = append(errs, expect(what, got, err, want))
+	}
+	// values, and an error unless the result is on the group's device as its input was
+	values := func(t *cgotorch.Tensor, err error) ([]float64, error) {
+		if err == nil && t.Device() != g.Device() {
+			err = fmt.Errorf("the result is on %v, want %v", t.Device(), g.Device())
+		}
+		return values(t, err)
 	}
 
 	// all-reduce: rank r holds r+1+i (float32 [2, 3]) and (r*5+i)%7 (int64 [6])
@@ -104,7 +126,7 @@ func scenarioCollectives(o Options) error {
 		}
 		avg[i] = sum[i] / float64(w)
 	}
-	ft, nt := tensor(f, 2, 3), tensor(n)
+	ft, nt := placed(g, tensor(f, 2, 3)), placed(g, tensor(n))
 	defer ft.Close()
 	defer nt.Close()
 	got, err := values(g.AllReduce(ft, Sum))
@@ -125,13 +147,13 @@ func scenarioCollectives(o Options) error {
 	for i := range b {
 		b[i], want[i] = int64(10*r+i), float64(10*(w-1)+i)
 	}
-	bt := tensor(b, 2, 2)
+	bt := placed(g, tensor(b, 2, 2))
 	defer bt.Close()
 	got, err = values(g.Broadcast(bt, w-1))
 	check("broadcast from the last rank", got, err, want)
 
 	// all-gather: rank r holds [r, 100r] (float32)
-	at := tensor([]float32{float32(r), float32(100 * r)}, 1, 2)
+	at := placed(g, tensor([]float32{float32(r), float32(100 * r)}, 1, 2))
 	defer at.Close()
 	want = nil
 	for q := 0; q < w; q++ {
@@ -161,7 +183,7 @@ func scenarioCollectives(o Options) error {
 			wantRows = append(wantRows, float64(1000*j+10*r+k), -float64(k))
 		}
 	}
-	it, rt := tensor(ids, int64(len(ids))), tensor(rows, int64(len(ids)), 2)
+	it, rt := placed(g, tensor(ids, int64(len(ids)))), placed(g, tensor(rows, int64(len(ids)), 2))
 	defer it.Close()
 	defer rt.Close()
 	for _, c := range []struct {
@@ -263,7 +285,7 @@ func scenarioKilled(o Options) error {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}()
 	}
-	x := tensor(make([]float32, 4<<20))
+	x := placed(g, tensor(make([]float32, 4<<20)))
 	defer x.Close()
 	var start time.Time
 	for i := 0; i < 1000 && err == nil; i++ { // until the death is seen
@@ -294,7 +316,7 @@ func scenarioSkip(o Options) error {
 		time.Sleep(o.Timeout + 3*time.Second)
 		return nil
 	}
-	x := tensor([]float32{1, 2})
+	x := placed(g, tensor([]float32{1, 2}))
 	defer x.Close()
 	start := time.Now()
 	_, err = g.AllReduce(x, Sum)

@@ -703,7 +703,7 @@ static void test_dist_group(void) {
   static char mark;
   char path[128];
   int64_t handles = ct_live_handles();
-  int32_t binds = -1;
+  int32_t binds = -1, avail = -1;
   ct_dist_config cfg;
   ct_dist_group g = NULL, none = (ct_dist_group)&mark;
   ct_tensor x = NULL, r = NULL, keep = (ct_tensor)&mark;
@@ -730,6 +730,15 @@ static void test_dist_group(void) {
   cfg.store_path = NULL;
   CHECK(fails_with(ct_dist_group_new(&none, &cfg), "invalid argument"));
   cfg.store_path = path;
+  cfg.backend = 7;
+  CHECK(fails_with(ct_dist_group_new(&none, &cfg), "unknown backend") && none == (ct_dist_group)&mark);
+  CHECK(ok(ct_dist_backend_available(&avail, CT_DIST_GLOO)) && avail == 1);
+  CHECK(ok(ct_dist_backend_available(&avail, CT_DIST_NCCL)) && (avail == 0 || avail == 1));
+  cfg.backend = CT_DIST_NCCL;
+  cfg.device = 0;
+  if (avail == 0) CHECK(fails_with(ct_dist_group_new(&none, &cfg), "nccl backend is not in this build"));
+  CHECK(fails_with(ct_dist_backend_available(NULL, CT_DIST_GLOO), "NULL"));
+  cfg.backend = CT_DIST_GLOO;
   CHECK(ok(ct_dist_group_new(&g, &cfg)) && g != NULL);
   CHECK(ok(ct_tensor_from_data(&x, v, sizeof v, CT_FLOAT32, shape, 2)));
 
