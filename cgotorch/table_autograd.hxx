@@ -270,11 +270,17 @@ at::Tensor forward(const std::shared_ptr<Table> &t, const at::Tensor &ids, const
   return g.weight.index_select(0, g.index).view(shape);
 }
 
+// Sum and mean bags of CPU ids (table_bags.hxx).
+bool bags_fast_path(const at::Tensor &ids, const at::Tensor *weights, int32_t mode);
+at::Tensor forward_bag_fast(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor *offsets,
+                            const at::Tensor *weights, int32_t mode, const Options &o);
+
 at::Tensor forward_bag(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor *offsets,
                        const at::Tensor *weights, int32_t mode, const Options &o) {
   if (mode != CT_BAG_SUM && mode != CT_BAG_MEAN && mode != CT_BAG_MAX) {
     throw arg_error("unknown bag mode " + std::to_string(mode));
   }
+  if (bags_fast_path(ids, weights, mode)) return forward_bag_fast(t, ids, offsets, weights, mode, o);
   at::Tensor flat = host_ids(ids);
   const int64_t n = flat.size(0);
   at::Tensor offs;  // int64 [B], CPU
