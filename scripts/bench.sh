@@ -30,6 +30,10 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
      END {
        if (("MM512" in v) && ("torch_mm512" in v)) printf "BENCH mm512_torch_over_gorec %.2f x\n", v["torch_mm512"] / v["MM512"]
        if (("CTRStep samples/s" in vu) && ("torch_CTRStep samples/s" in vu)) printf "BENCH ctr_step_gorec_over_torch %.2f x\n", vu["CTRStep samples/s"] / vu["torch_CTRStep samples/s"]
+       # SVD++ (an EmbeddingBag of ~61k ids a batch) over plain MF, and one EmbeddingBag per table
+       # over one EmbeddingBagCollection, per training step (targets: under 3; above 1).
+       if (("MovieLensSVDpp ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_over_mf %.2f x\n", vu["MovieLensSVDpp ns/op"] / vu["MovieLensMF ns/op"]
+       if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
        c = "TableLookupGo c-ns/batch"
        if (c in vu) {
          if ("TableLookupGo embedding-ns/batch" in vu) printf "BENCH table_lookup_go_over_c %.2f x\n", vu["TableLookupGo embedding-ns/batch"] / vu[c]
