@@ -212,20 +212,22 @@ func kjtBatch(seed, features, batch int, weighted bool) (ids, lengths []int64, w
 
 // TestEmbeddingBagCollectionMatchesSeparateBags trains a collection of four features over three
 // tables (one shared by two features) and, on twin tables, one nn.EmbeddingBag per feature whose
-// outputs are concatenated, for a few steps of SparseAdam: outputs and the rows after every step
-// must be equal bit for bit.
+// outputs are concatenated, for a few steps of SparseAdam (Step, or fused into the backward pass):
+// outputs and the rows after every step must be equal bit for bit.
 func TestEmbeddingBagCollectionMatchesSeparateBags(t *testing.T) {
 	const batch = 9
 	for _, tc := range []struct {
 		name     string
 		modes    []embedding.BagMode
 		weighted bool
+		fused    bool
 	}{
-		{"mixed", []embedding.BagMode{embedding.Sum, embedding.Mean, embedding.Mean, embedding.Sum}, false},
-		{"weighted", []embedding.BagMode{embedding.Sum, embedding.Sum, embedding.Sum, embedding.Sum}, true},
+		{"mixed", []embedding.BagMode{embedding.Sum, embedding.Mean, embedding.Mean, embedding.Sum}, false, false},
+		{"weighted", []embedding.BagMode{embedding.Sum, embedding.Sum, embedding.Sum, embedding.Sum}, true, false},
+		{"fused", []embedding.BagMode{embedding.Mean, embedding.Sum, embedding.Mean, embedding.Sum}, false, true},
 	} {
 		tw := newCollectionTwins(t, t.Name()+"/"+tc.name, tc.modes)
-		opts := nn.EmbeddingOptions{Padding: true, PaddingID: 7}
+		opts := nn.EmbeddingOptions{Padding: true, PaddingID: 7, Fused: tc.fused}
 		col, err := nn.NewEmbeddingBagCollection(tw.features[0], opts)
 		if err != nil {
 			t.Fatal(err)
@@ -348,4 +350,41 @@ func TestEmbeddingBagCollectionBadInput(t *testing.T) {
 	if st, err := tbl.Stats(); err != nil || st.Len != 0 {
 		t.Fatalf("after refused batches the table holds %d ids (%v), want 0", st.Len, err)
 	}
+}
+
+// TestEmbeddingBagThreadsSameNumbers checks that a bag large enough to be pooled by several
+// threads (forward split by bags, backward by ids) gives the numbers of one thread, bit for bit.
+func TestEmbeddingBagThreadsSameNumbers(t *testing.T) {
+	prev := cgotorch.NumThreads()
+	defer cgotorch.SetNumThreads(prev)
+	const dim, bags = 64, 400
+	var ids, offsets []int64
+	var weights []float32
+	for b := 0; b < bags; b++ {
+		offsets = append(offsets, int64(len(ids)))
+		for k := 0; k < 60+b%17; k++ { // about 27k ids: 1.7M multiply-adds, over the serial bound
+			ids = append(ids, int64((b*131+k*977)%3001))
+			weights = append(weights, float32(k%5)/4-0.3)
+		}
+	}
+	var outs, grads [2][]float32
+	for i, threads := range []int{1, 2} {
+		if err := cgotorch.SetNumThreads(threads); err != nil {
+			t.Fatal(err)
+		}
+		tbl := newEmbTable(t, fmt.Sprintf("%s/%d", t.Name(), threads), embedding.Config{Dim: dim, Seed: 3,
+			Initializer: embedding.Normal{Std: 1}, Optimizer: embedding.SGD{LR: 1}})
+		b := nn.NewEmbeddingBag(tbl, embedding.Sum, nn.EmbeddingOptions{})
+		cgotorch.WithScope(func(*cgotorch.Scope) {
+			out := b.ForwardWeighted(cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(offsets), cgotorch.MustFromSlice(weights))
+			out.Mul(cgotorch.MustFromSlice(coefs(bags*dim), bags, dim)).Sum().Backward()
+			_, g, err := tbl.PendingGrad()
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs[i], grads[i] = f32(t, out), f32(t, g)
+		})
+	}
+	equalBits(t, "output, 2 threads", outs[1], outs[0])
+	equalBits(t, "gradient, 2 threads", grads[1], grads[0])
 }
