@@ -18,6 +18,7 @@ go test -run '^$' -bench . -benchtime "${BENCH_TIME:-1s}" $pkgs \
   | tee -a "$out"
 # The same work in python3-torch.
 /usr/bin/python3 scripts/bench_torch.py --threads "$threads" | tee -a "$out"
+/usr/bin/python3 scripts/bench_torch_svdpp.py --threads "$threads" | tee -a "$out"
 # C-level benchmarks (Makefile fragments define them).
 for target in $(make -qp 2>/dev/null | awk -F: '/^[a-z-]*-bench:/ {print $1}' | sort -u); do
   make --no-print-directory -s "$target" | grep '^BENCH' | tee -a "$out" || true
