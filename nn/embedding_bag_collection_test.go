@@ -132,7 +132,7 @@ func toInt64(t *testing.T, x *cgotorch.Tensor) []int64 {
 }
 
 // TestEmbeddingBagLargeBagsMatchTorch checks nn.EmbeddingBag (offsets, the last one left out as
-// torch's default) and nn.EmbeddingBagCollection (lengths, and include_last_offset offsets)
+// torch's default, and lengths) and nn.EmbeddingBagCollection (lengths, and include_last_offset offsets)
 // against torch.nn.EmbeddingBag on bags of random rows: outputs bit for bit, gradients to
 // bagGradTol.
 func TestEmbeddingBagLargeBagsMatchTorch(t *testing.T) {
@@ -142,6 +142,9 @@ func TestEmbeddingBagLargeBagsMatchTorch(t *testing.T) {
 			b := nn.NewEmbeddingBag(tbl, c.mode(), c.options())
 			offsets := cgotorch.MustFromSlice(c.Offsets[:len(c.Offsets)-1])
 			c.check(t, "EmbeddingBag", tbl, b.ForwardWeighted(cgotorch.MustFromSlice(c.IDs), offsets, c.weights()))
+			tbl = c.table(t, "bag-lengths")
+			b = nn.NewEmbeddingBag(tbl, c.mode(), c.options())
+			c.check(t, "EmbeddingBag lengths", tbl, b.ForwardLengths(cgotorch.MustFromSlice(c.IDs), cgotorch.MustFromSlice(c.Lengths), c.weights()))
 
 			for _, kind := range []string{"lengths", "offsets"} {
 				tbl := c.table(t, "collection-"+kind)
