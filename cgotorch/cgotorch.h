@@ -828,6 +828,43 @@ ct_error ct_table_read_state(ct_tensor *rows, ct_tensor *states, int32_t cap, ct
                              ct_table t, ct_tensor keys);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Table-batched embedding bags (table_bags.hxx)                                               */
+/*
+ * The bags of several features, each pooled from its table, looked up and pooled in one call
+ * (FBGEMM's table-batched embedding bags, TorchRec's KeyedJaggedTensor as input). ids int64 [N]
+ * hold every feature's ids, segment after segment; bounds delimit S * B bags (S segments of B
+ * bags, B the batch): offsets [S*B] as torch's (bag i is ids[offsets[i], offsets[i+1]), the last
+ * one runs to N; they start at 0 and do not decrease), offsets [S*B+1] whose last one is N
+ * (include_last_offset), or lengths [S*B] adding up to N. Feature i pools segment segments[i]
+ * from tables[i] (a table may serve several features) with modes[i] (sum or mean) and opts[i]
+ * (as ct_table_forward_bag's); the result is float32 [B, sum of the tables' dims], feature i's
+ * columns after feature i-1's. per_sample_weights (float32 [N], without gradient; sum only) may
+ * be NULL. Empty bags (and bags of padding ids only) give zero rows. Every input is checked
+ * before any table changes; the lookups then run feature after feature.
+ * The numbers are ct_table_forward_bag's, which takes this path for sum and mean bags of CPU ids
+ * (per-sample weights without gradient): the forward equals PyTorch's CPU embedding_bag bit for
+ * bit (a fused multiply-add per id in bag order, then / count for mean; weighted bags with a
+ * padding id: product, then add, as torch); the backward sums each id's gradient in position
+ * order (torch: in sorted-index order, equal up to rounding).
+ */
+typedef enum {
+  CT_BAGS_OFFSETS = 0,              /* torch's offsets [S*B] */
+  CT_BAGS_OFFSETS_INCLUDE_LAST = 1, /* offsets [S*B+1], the last one N */
+  CT_BAGS_LENGTHS = 2               /* lengths [S*B] */
+} ct_bags_bounds;
+
+ct_error ct_table_bags_forward(ct_tensor *out, int32_t n, const ct_table *tables,
+                               const ct_table_forward_options *opts, const int32_t *modes,
+                               const int32_t *segments, int32_t num_segments, ct_tensor ids,
+                               ct_tensor bounds, int32_t bounds_kind, ct_tensor per_sample_weights);
+/* ct_table_step of n tables in one call: every table steps (stepped[i], when stepped is not
+ * NULL, as ct_table_step's), and the first failure is returned (that table keeps its pending
+ * gradients, as ct_table_step does). */
+ct_error ct_table_step_all(int32_t *stepped, int32_t n, const ct_table *tables);
+/* ct_table_zero_grad of n tables in one call. */
+ct_error ct_table_zero_grad_all(int32_t n, const ct_table *tables);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Process groups: torch.distributed's c10d ProcessGroupGloo (dist_group.hxx, dist_collectives.hxx) */
 
 /* A process group: this process's place (rank) among world_size processes that run the same

@@ -57,6 +57,7 @@
 //   table_check.hxx       the table's invariants checked on demand (ct_table_check)
 //   table_lr.hxx          learning-rate changes (ct_table_set_lr)
 //   table_autograd.hxx    the tables inside libtorch's autograd graph
+//   table_bags.hxx        embedding bags pooled in raw loops, several tables' in one call
 //   table_batch.hxx       per batch: distinct ids (a stamped per-thread hash set), finiteness
 //   table_math.hxx        initializers and the optimizers' per-row arithmetic
 //   table_seed.hxx        a table's seed derived from its name (CT_TABLE_SEED_FROM_NAME)

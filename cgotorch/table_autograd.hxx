@@ -12,8 +12,10 @@
 //     - Embedding: rows.index_select(0, inverse), reshaped to ids.shape + [dim]. index_select's
 //       backward is a dense index_add_ into [U, dim] (never a sparse add_, which loses the
 //       single-entry gradient of a dim-1 table in this libtorch: see the regression test).
-//     - EmbeddingBag: at::embedding_bag on the [U, dim] rows with the ids remapped to 0..U-1
-//       (sum / mean / max, per-sample weights, empty bags) and its own backward to the rows.
+//     - EmbeddingBag: sum and mean bags of CPU ids (per-sample weights without a gradient)
+//       are pooled from the [U, dim] rows in raw loops with their own backward node
+//       (table_bags.hxx); the others (max, device ids, weights with a gradient) go through
+//       at::embedding_bag on the rows with the ids remapped to 0..U-1 and its backward.
 //   A padding id is left out of the distinct ids (never looked up, never inserted, no
 //   gradient): its occurrences point at an extra constant zero row U (Embedding) or at U with
 //   embedding_bag's padding_idx = U (left out of the reduction and of the mean's count).
@@ -270,11 +272,17 @@ at::Tensor forward(const std::shared_ptr<Table> &t, const at::Tensor &ids, const
   return g.weight.index_select(0, g.index).view(shape);
 }
 
+// Sum and mean bags of CPU ids (table_bags.hxx).
+bool bags_fast_path(const at::Tensor &ids, const at::Tensor *weights, int32_t mode);
+at::Tensor forward_bag_fast(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor *offsets,
+                            const at::Tensor *weights, int32_t mode, const Options &o);
+
 at::Tensor forward_bag(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor *offsets,
                        const at::Tensor *weights, int32_t mode, const Options &o) {
   if (mode != CT_BAG_SUM && mode != CT_BAG_MEAN && mode != CT_BAG_MAX) {
     throw arg_error("unknown bag mode " + std::to_string(mode));
   }
+  if (bags_fast_path(ids, weights, mode)) return forward_bag_fast(t, ids, offsets, weights, mode, o);
   at::Tensor flat = host_ids(ids);
   const int64_t n = flat.size(0);
   at::Tensor offs;  // int64 [B], CPU

@@ -12,6 +12,7 @@
 #include "table_check.hxx"
 #include "table_lr.hxx"
 #include "table_autograd.hxx"
+#include "table_bags.hxx"  // after table_autograd.hxx
 #include "table_batch.hxx"
 #include "table_math.hxx"
 #include "table_seed.hxx"

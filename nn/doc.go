@@ -16,6 +16,10 @@
 // The layers are Linear, Dropout, LayerNorm, BatchNorm1d and the activations ReLU, Sigmoid, Tanh
 // and LeakyReLU; the losses BCEWithLogits, MSE and CrossEntropy wrap cgotorch's.
 //
+// EmbeddingBagCollection is TorchRec's: several features' bags (a KeyedJagged input), each
+// pooled from its table, looked up and pooled in one C call and stepped in one, with the numbers
+// of one EmbeddingBag per feature.
+//
 // To(model, device, dtype) moves a model's parameters, gradients and buffers to a device (a
 // GPU) and/or a floating-point dtype in place, as PyTorch's module.to: the same tensors, so
 // call it before creating the optimizers, whose state sits next to the parameters.

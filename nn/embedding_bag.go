@@ -1,6 +1,9 @@
 package nn
 
-import "github.com/gorec/gorec/embedding"
+import (
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
 
 // EmbeddingBag is torch.nn.EmbeddingBag over a dynamic hash embedding table: the rows of each
 // bag of ids pooled by Mode (embedding.Sum, Mean or Max) into one row, without materialising
@@ -38,6 +41,24 @@ func (b *EmbeddingBag) ForwardWeighted(ids, offsets, weights *Tensor) *Tensor {
 		panic(tensorError("embedding bag forward", err))
 	}
 	b.guard.check("embedding bag forward", b.Table, b.Fused, out)
+	return out
+}
+
+// ForwardLengths is ForwardWeighted with the bags given by their lengths (int64 [B], adding up
+// to N), turned into bounds on the C side (Sum and Mean; Table an *embedding.Table). weights
+// may be nil.
+func (b *EmbeddingBag) ForwardLengths(ids, lengths, weights *Tensor) *Tensor {
+	const op = "embedding bag forward"
+	t, ok := b.Table.(*embedding.Table)
+	if !ok {
+		panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: "ForwardLengths needs an *embedding.Table"})
+	}
+	f := embedding.BagFeature{Table: t, Mode: b.Mode, Options: b.forward(b.Training())}
+	out, err := embedding.ForwardBags([]embedding.BagFeature{f}, 1, ids, lengths, weights, embedding.Lengths)
+	if err != nil {
+		panic(tensorError(op, err))
+	}
+	b.guard.check(op, b.Table, b.Fused, out)
 	return out
 }
 

@@ -18,6 +18,7 @@ go test -run '^$' -bench . -benchtime "${BENCH_TIME:-1s}" $pkgs \
   | tee -a "$out"
 # The same work in python3-torch.
 /usr/bin/python3 scripts/bench_torch.py --threads "$threads" | tee -a "$out"
+/usr/bin/python3 scripts/bench_torch_svdpp.py --threads "$threads" | tee -a "$out"
 # C-level benchmarks (Makefile fragments define them).
 for target in $(make -qp 2>/dev/null | awk -F: '/^[a-z-]*-bench:/ {print $1}' | sort -u); do
   make --no-print-directory -s "$target" | grep '^BENCH' | tee -a "$out" || true
@@ -32,6 +33,10 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("CTRStep samples/s" in vu) && ("torch_CTRStep samples/s" in vu)) printf "BENCH ctr_step_gorec_over_torch %.2f x\n", vu["CTRStep samples/s"] / vu["torch_CTRStep samples/s"]
        if (("ShardedTable ns/op" in vu) && ("ShardedTable raw-ns/op" in vu)) printf "BENCH sharded_table_over_raw %.2f x\n", vu["ShardedTable ns/op"] / vu["ShardedTable raw-ns/op"]
        if (("CTRTrainRanks/2 samples/s" in vu) && ("CTRTrainRanks/1-local samples/s" in vu)) printf "BENCH ctr_2_ranks_over_1_local %.2f x\n", vu["CTRTrainRanks/2 samples/s"] / vu["CTRTrainRanks/1-local samples/s"]
+       # SVD++ (an EmbeddingBag of ~61k ids a batch) over plain MF, and one EmbeddingBag per table
+       # over one EmbeddingBagCollection, per training step (targets: under 3; above 1).
+       if (("MovieLensSVDpp ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_over_mf %.2f x\n", vu["MovieLensSVDpp ns/op"] / vu["MovieLensMF ns/op"]
+       if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
        c = "TableLookupGo c-ns/batch"
        if (c in vu) {
          if ("TableLookupGo embedding-ns/batch" in vu) printf "BENCH table_lookup_go_over_c %.2f x\n", vu["TableLookupGo embedding-ns/batch"] / vu[c]

@@ -1,0 +1,151 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// KeyedJagged is the input of an EmbeddingBagCollection, TorchRec's KeyedJaggedTensor: for each
+// key (a feature's name), B bags of ids. Values (int64 [N]) holds every key's ids, key after
+// key; Lengths (int64 [len(Keys)*B], key-major) gives the bags' lengths, or Offsets (int64
+// [len(Keys)*B+1], from 0 to N) their bounds; Weights (per-sample weights, float32 [N]) may be
+// nil.
+type KeyedJagged struct {
+	Keys    []string
+	Values  *Tensor
+	Lengths *Tensor
+	Offsets *Tensor
+	Weights *Tensor
+}
+
+// EmbeddingBagFeature is one feature of an EmbeddingBagCollection: its name (its key in the
+// input), the table its bags pool from (several features may share one) and the pooling (Sum or
+// Mean).
+type EmbeddingBagFeature struct {
+	Name  string
+	Table *embedding.Table
+	Mode  embedding.BagMode
+}
+
+// EmbeddingBagCollection is TorchRec's EmbeddingBagCollection over dynamic hash embedding
+// tables, fused in the manner of FBGEMM's table-batched embedding bags: Forward looks up and
+// pools every feature's bags in one C call, and Step and ZeroGrad reach every table in one call
+// each. Its numbers and gradients are those of one EmbeddingBag per feature (with the same
+// options), and so is everything else: training and evaluation mode, Fused, padding, MaxNorm,
+// the bound on pending gradients, the error policy.
+type EmbeddingBagCollection struct {
+	Base
+	EmbeddingOptions
+	features []EmbeddingBagFeature
+	tables   []*embedding.Table // distinct, in the order of first use
+	dims     []int64
+	guard    lookupGuard
+}
+
+// NewEmbeddingBagCollection returns a collection of features (names distinct and not empty,
+// tables not nil, modes Sum or Mean), in training mode.
+func NewEmbeddingBagCollection(features []EmbeddingBagFeature, opts EmbeddingOptions) (*EmbeddingBagCollection, error) {
+	if len(features) == 0 {
+		return nil, fmt.Errorf("%w: an embedding bag collection needs a feature", cgotorch.ErrInvalidArgument)
+	}
+	c := &EmbeddingBagCollection{EmbeddingOptions: opts, features: slices.Clone(features)}
+	for i, f := range features {
+		switch {
+		case f.Name == "" || slices.ContainsFunc(features[:i], func(g EmbeddingBagFeature) bool { return g.Name == f.Name }):
+			return nil, fmt.Errorf("%w: feature %d: name %q empty or taken", cgotorch.ErrInvalidArgument, i, f.Name)
+		case f.Table == nil:
+			return nil, fmt.Errorf("%w: feature %q has no table", cgotorch.ErrInvalidArgument, f.Name)
+		case f.Mode != embedding.Sum && f.Mode != embedding.Mean:
+			return nil, fmt.Errorf("%w: feature %q: mode %v (a collection pools by sum or mean)", cgotorch.ErrInvalidArgument, f.Name, f.Mode)
+		}
+		if !slices.Contains(c.tables, f.Table) {
+			c.tables = append(c.tables, f.Table)
+		}
+		c.dims = append(c.dims, int64(f.Table.Config().Dim))
+	}
+	return c, nil
+}
+
+// Features returns the collection's features, in the order of its output's columns.
+func (c *EmbeddingBagCollection) Features() []EmbeddingBagFeature { return slices.Clone(c.features) }
+
+// Forward pools every feature's bags into float32 [B, sum of the features' dims], feature i's
+// columns after feature i-1's (Split cuts them apart). in must hold a key for every feature (in
+// any order; keys of no feature are ignored).
+func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
+	const op = "embedding bag collection forward"
+	bounds, kind := in.Lengths, embedding.Lengths
+	if in.Offsets != nil {
+		bounds, kind = in.Offsets, embedding.OffsetsIncludeLast
+	}
+	if bounds == nil || (in.Lengths != nil && in.Offsets != nil) {
+		panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: "give either Lengths or Offsets"})
+	}
+	fo := c.forward(c.Training())
+	fs := make([]embedding.BagFeature, len(c.features))
+	for i, f := range c.features {
+		seg := slices.Index(in.Keys, f.Name)
+		if seg < 0 {
+			panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: fmt.Sprintf("the input has no key %q", f.Name)})
+		}
+		fs[i] = embedding.BagFeature{Table: f.Table, Mode: f.Mode, Options: fo, Segment: seg}
+	}
+	out, err := embedding.ForwardBags(fs, len(in.Keys), in.Values, bounds, in.Weights, kind)
+	if err != nil {
+		panic(tensorError(op, err))
+	}
+	c.guard.check(op, c.tables[0], c.Fused, out)
+	return out
+}
+
+// Split cuts Forward's output into one [B, dim] view per feature.
+func (c *EmbeddingBagCollection) Split(out *Tensor) []*Tensor {
+	parts := make([]*Tensor, len(c.dims))
+	var col int64
+	for i, d := range c.dims {
+		parts[i] = out.Narrow(1, col, d)
+		col += d
+	}
+	return parts
+}
+
+// Parameters returns nil: the rows live in the tables, which its Steppers update.
+func (c *EmbeddingBagCollection) Parameters() []NamedParameter { return nil }
+
+// ZeroGrad drops the tables' pending gradients, in one call (idempotent).
+func (c *EmbeddingBagCollection) ZeroGrad() {
+	if err := embedding.ZeroGradAll(c.tables); err != nil && !errors.Is(err, embedding.ErrClosed) {
+		panic(tensorError("embedding bag collection zero grad", err))
+	}
+}
+
+// Step applies one step of each table's optimizer from its pending gradients, in one call
+// (nothing for a table without any); every table steps, and the first failure is returned.
+func (c *EmbeddingBagCollection) Step() error { return embedding.StepAll(c.tables) }
+
+// LR is the learning rate of the first feature's table.
+func (c *EmbeddingBagCollection) LR() float64 { return c.tables[0].LR() }
+
+// SetLR sets the learning rate of every table (embedding.Table.SetLR); on an error the tables
+// before the failing one have the new rate.
+func (c *EmbeddingBagCollection) SetLR(lr float64) error {
+	for _, t := range c.tables {
+		if err := t.SetLR(lr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Steppers returns the collection itself.
+func (c *EmbeddingBagCollection) Steppers() []Stepper { return []Stepper{c} }
+
+var (
+	_ Module       = (*EmbeddingBagCollection)(nil)
+	_ SparseModule = (*EmbeddingBagCollection)(nil)
+	_ Stepper      = (*EmbeddingBagCollection)(nil)
+)
