@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../idmap.h"
+#include "../csrc/idmap/idmap.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 /* idmap_test.c - unit tests for cgotorch/idmap.c (run under ASan + UBSan by `make idmap-test`).
  * Prints one line per failed check and a final "idmap: N passed, M failed"; exits 1 on failure. */
-#include "../idmap_isa.h" /* idmap.h, and whether the map dispatches between two builds */
+#include "../csrc/idmap/isa.h" /* idmap.h, and whether the map dispatches between two builds */
 
 #include <stdint.h>
 #include <stdio.h>

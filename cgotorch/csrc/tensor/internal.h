@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "cgotorch.h"
+#include "../../cgotorch.h"
 
 // The object behind a ct_tensor handle.
 struct ct_tensor_s {

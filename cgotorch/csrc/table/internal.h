@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "internal.h"
+#include "../tensor/internal.h"
 
 namespace ct {
 namespace table {

@@ -36,8 +36,8 @@
 #include <limits>
 #include <algorithm>
 
-#include "table_internal.h"
-#include "table_lanes.h"
+#include "internal.h"
+#include "lanes.h"
 
 namespace ct {
 namespace table {

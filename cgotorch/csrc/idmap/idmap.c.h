@@ -38,7 +38,7 @@
  * branch. find_or_insert first claims slots for absent ids, then assigns their indices in
  * batch order, so indices come out exactly as a one-at-a-time loop would give them.
  */
-#include "idmap_isa.h" /* first: it sets the feature macros both builds need */
+#include "isa.h" /* first: it sets the feature macros both builds need */
 
 #include <limits.h>
 #include <stdlib.h>
@@ -135,12 +135,12 @@ struct ct_idmap {
 };
 
 /* The implementation, by purpose (each part uses only those before it). */
-#include "idmap_alloc.h"     /* slot arrays, slabs, the allocation-failure test hook */
-#include "idmap_sizing.h"    /* hash, capacities, load limits, line helpers */
-#include "idmap_grow.h"      /* growth plans, doubling, splits */
-#include "idmap_lifecycle.h" /* new, reserve, clear, export, free */
-#include "idmap_batch.h"     /* find, find_or_insert, erase */
-#include "idmap_check.h"     /* self-check for tests */
+#include "alloc.c.h"      /* slot arrays, slabs, the allocation-failure test hook */
+#include "sizing.c.h"     /* hash, capacities, load limits, line helpers */
+#include "grow.c.h"       /* growth plans, doubling, splits */
+#include "lifecycle.c.h"  /* new, reserve, clear, export, free */
+#include "batch.c.h"      /* find, find_or_insert, erase */
+#include "check.c.h"      /* self-check for tests */
 
 /* ---------------------------------------------------------------- ISA dispatch */
 

@@ -4,12 +4,12 @@
  * idmap_isa.h). The same source, so the same results: only the instructions differ (VEX
  * encoding, BMI, SSE4.1's one-instruction 64-bit compares), and on this kind of code that is
  * what bounds the speed. */
-#include "idmap_isa.h"
+#include "csrc/idmap/isa.h"
 
 #ifdef CT_IDMAP_DISPATCH
 #pragma GCC target("arch=x86-64-v3")
 #define CT_IDMAP_V3 1
-#include "idmap.c"
+#include "csrc/idmap/idmap.c.h"
 #else
 typedef int ct_idmap_v3_unused; /* nothing to build: ISO C wants a declaration */
 #endif

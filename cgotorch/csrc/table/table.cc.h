@@ -87,10 +87,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "idmap.h"
-#include "table_internal.h"
-#include "table_lanes.h"
-#include "table_meta.h"
+#include "../idmap/idmap.h"
+#include "internal.h"
+#include "lanes.h"
+#include "meta.h"
 
 namespace ct {
 namespace table {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "table_internal.h"
+#include "internal.h"
 
 namespace ct {
 namespace table {

@@ -10,7 +10,7 @@
 
 #include <malloc.h>
 
-#include "cgotorch.h"
+#include "../../cgotorch.h"
 
 namespace {
 

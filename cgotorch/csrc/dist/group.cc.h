@@ -29,7 +29,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "internal.h"
+#include "../tensor/internal.h"
 
 #ifndef USE_C10D_GLOO
 #error "dist_group.hxx needs -DUSE_C10D_GLOO (cgotorch/flags.go, mk/dist.mk)"

@@ -43,7 +43,7 @@
 #include <utility>
 #include <vector>
 
-#include "table_internal.h"
+#include "internal.h"
 
 namespace ct {
 namespace table {
