@@ -617,7 +617,8 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
 
 
 /* ------------------------------------------------------------------------------------------ */
-/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle.hxx) */
+/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas
+ * (csrc/table/lifecycle.cc.h) */
 /*
  * Rows carry metadata: in tables created with CT_TABLE_TRACK_ACCESS, the step counter at its
  * last training lookup or update (last_step) and how often training touched it (frequency: each
@@ -813,7 +814,7 @@ ct_error ct_table_delta(ct_tensor *ids, ct_tensor *rows, ct_tensor *states, int3
                         ct_table t, int32_t mark);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Process groups: torch.distributed's c10d ProcessGroupGloo (dist_group.hxx, dist_collectives.hxx) */
+/* Process groups: torch.distributed's c10d ProcessGroupGloo (csrc/dist/) */
 
 /* A process group: this process's place (rank) among world_size processes that run the same
  * collectives in the same order. Collectives on one group are serialised (a mutex); every rank

@@ -547,7 +547,7 @@ static void test_gather_widths(void) {
   free(got);
 }
 
-/* The raw optimizer kernels run four elements at a time, then one at a time (table_lanes.h),
+/* The raw optimizer kernels run four elements at a time, then one at a time (csrc/table/lanes.h),
  * and must give the same bits either way (the PyTorch parity fixtures, at dim 6, check both
  * paths against PyTorch to a tolerance). Here every element of a row starts equal and gets
  * equal gradients, so after several steps (a row absent from some, with SGD momentum's
@@ -620,7 +620,7 @@ static void test_lanes_match_scalar(void) {
 }
 
 /* Distinct ids of a batch come from a hash table that each thread keeps between batches and
- * never clears (cgotorch/table_batch.hxx), its slots told apart by batch stamps; the sanitizer
+ * never clears (csrc/table/batch.cc.h), its slots told apart by batch stamps; the sanitizer
  * build wraps the stamps every 3 batches. Across 40 batches with repeated ids (updates: summed
  * gradients; writes: the last value wins), including one batch too big for the kept table,
  * every row must match a plain model of the rules. */
@@ -1494,7 +1494,7 @@ static void test_access_opt_in(void) {
 
 /* ---- row metadata across the 2^32 step boundary ---------------------------------------------
  * Last steps are stored as 32-bit offsets from a base that follows the step counter (the largest
- * multiple of 2^31 at most step - 2^31, 0 below step 2^32; see table_meta.h): rows seen within
+ * multiple of 2^31 at most step - 2^31, 0 below step 2^32; see csrc/table/meta.h): rows seen within
  * the last 2^31 steps read back exactly, older rows as the base. */
 #define P31 ((int64_t)1 << 31)
 #define P32 ((int64_t)1 << 32)

@@ -1,6 +1,6 @@
-// dist_collectives.hxx: the collectives of a ct_dist_group (cgotorch.h, "Process groups"):
+// collectives.cc.h: the collectives of a ct_dist_group (cgotorch.h, "Process groups"):
 // all-reduce, broadcast, all-gather, all-to-all with uneven splits and barrier. Compiled
-// through unity_dist.cc after dist_group.hxx.
+// through unity_dist.cc after group.cc.h.
 //
 // Ranks agree before data moves. Gloo trusts its callers: ranks that pass different sizes make
 // its I/O thread throw (gloo::EnforceNotMet), which ends the process. So every collective

@@ -1,6 +1,6 @@
-// dist_group.hxx: process groups over torch.distributed's c10d ProcessGroupGloo (cgotorch.h,
+// group.cc.h: process groups over torch.distributed's c10d ProcessGroupGloo (cgotorch.h,
 // "Process groups"): the stores the ranks meet through, the job-identity check, Gloo's device,
-// and the ct_dist_group handle's lifecycle. The collectives are in dist_collectives.hxx. Both
+// and the ct_dist_group handle's lifecycle. The collectives are in collectives.cc.h. Both
 // are compiled through unity_dist.cc, with -DUSE_C10D_GLOO (flags.go): without it c10d's
 // ProcessGroupGloo.hpp declares nothing.
 //
@@ -32,7 +32,7 @@
 #include "../tensor/internal.h"
 
 #ifndef USE_C10D_GLOO
-#error "dist_group.hxx needs -DUSE_C10D_GLOO (cgotorch/flags.go, mk/dist.mk)"
+#error "group.cc.h needs -DUSE_C10D_GLOO (cgotorch/flags.go, mk/dist.mk)"
 #endif
 
 // The object behind a ct_dist_group handle.

@@ -1,6 +1,6 @@
-/* idmap_alloc.h - the id map's memory: the test hook that fails allocations, and segment slot arrays
+/* alloc.c.h - the id map's memory: the test hook that fails allocations, and segment slot arrays
  * (small ones from malloc, big ones carved from 2 MiB-aligned slabs advised for huge pages).
- * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+ * A part of idmap.c.h (included by it, in the order listed there; not a header of its own). */
 
 #ifndef CT_IDMAP_V3 /* one hook for both builds */
 long ct_idmap_fail_after = -1;

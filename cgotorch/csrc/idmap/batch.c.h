@@ -1,6 +1,6 @@
-/* idmap_batch.h - the id map's batched operations: the pipelined probe engine, find, find_or_insert
+/* batch.c.h - the id map's batched operations: the pipelined probe engine, find, find_or_insert
  * (claim, then assign indices in batch order) and erase (backward shift).
- * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+ * A part of idmap.c.h (included by it, in the order listed there; not a header of its own). */
 
 #ifndef CT_IDMAP_CHUNK
 #define CT_IDMAP_CHUNK 2048 /* ids per probe chunk (deferred probes wait on the stack: 64 KiB) */

@@ -1,6 +1,6 @@
-/* idmap_check.h - the id map's self-check and introspection for tests (its invariants, probe
+/* check.c.h - the id map's self-check and introspection for tests (its invariants, probe
  * lengths and segments).
- * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+ * A part of idmap.c.h (included by it, in the order listed there; not a header of its own). */
 
 #ifndef CT_IDMAP_V3
 int ct_idmap_check(const ct_idmap *m) {

@@ -1,6 +1,6 @@
-/* idmap_grow.h - the id map's growth: planning a batch's growth before anything changes, doubling
+/* grow.c.h - the id map's growth: planning a batch's growth before anything changes, doubling
  * segments, and splitting full ones in place by their next hash bit.
- * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+ * A part of idmap.c.h (included by it, in the order listed there; not a header of its own). */
 
 static void recompute_guard(ct_idmap *m) {
     size_t n = (size_t)1 << m->gdepth, j = 0;

@@ -1,7 +1,7 @@
-/* idmap.c - id map + index allocator for the dynamic hash embedding table.
+/* idmap.c.h - id map + index allocator for the dynamic hash embedding table.
  * See idmap.h for the contract. C11; uses GCC/Clang builtins (prefetch, ctz) and SSE2
  * intrinsics where available, with portable fallbacks. This file holds the layout (below),
- * the types and the ISA dispatch; the code is in the idmap_*.h parts it includes, listed after
+ * the types and the ISA dispatch; the code is in the *.c.h parts it includes, listed after
  * the types (one translation unit, so the compiler sees and inlines all of it).
  *
  * Layout
@@ -47,8 +47,8 @@
 #include <sys/mman.h>
 #endif
 
-/* The batched operations are defined as BATCH_OP(name): the public ct_idmap_<name>, or with
- * ISA dispatch (idmap_isa.h) ct_idmap_base_<name> here and ct_idmap_v3_<name> in idmap_v3.c's
+/* The batched operations are defined as BATCH_OP(name): the public ct_idmap_<name>, or with ISA
+ * dispatch (isa.h) ct_idmap_base_<name> here and ct_idmap_v3_<name> in cgotorch/unity_idmap_v3.c's
  * build of this file (CT_IDMAP_V3), which the public names choose between (end of file). */
 #if defined(CT_IDMAP_V3)
 #define BATCH_OP(name) ct_idmap_v3_##name
@@ -59,7 +59,7 @@
 #endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
-_Static_assert(sizeof(size_t) == 8 && sizeof(void *) == 8, "idmap.c needs a 64-bit target");
+_Static_assert(sizeof(size_t) == 8 && sizeof(void *) == 8, "idmap.c.h needs a 64-bit target");
 #endif
 
 #ifndef CT_IDMAP_PF

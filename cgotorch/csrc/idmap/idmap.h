@@ -8,7 +8,7 @@
  * C11, 64-bit targets. Not thread-safe: the caller serialises all calls on one map
  * (concurrent ct_idmap_find calls without writers are safe: find does not write the map).
  *
- * Design (details in idmap.c): 16-byte slots {id, index + 1} in independent linear-probing
+ * Design (details in idmap.c.h): 16-byte slots {id, index + 1} in independent linear-probing
  * segments of at most 2^17 slots (2 MiB; transparent huge pages on Linux), selected by the
  * high bits of a 64-bit mix of the id through an extendible-hashing directory. A segment
  * grows on its own (doubling, then splitting in two in place), so a growth step moves at

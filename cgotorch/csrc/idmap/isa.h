@@ -1,7 +1,7 @@
-/* idmap_isa.h - internal to idmap.c and idmap_v3.c: whether the id map's batched operations are
- * built twice, for the baseline the package is compiled for and for x86-64-v3 (AVX2, BMI2, ...),
- * with the public entry points choosing at run time by the CPU (CT_IDMAP_DISPATCH); and the
- * names of the two builds. GCC >= 12 on x86-64 Linux, unless the whole build already targets
+/* isa.h - internal to idmap.c.h and cgotorch/unity_idmap_v3.c: whether the id map's batched
+ * operations are built twice, for the baseline the package is compiled for and for x86-64-v3 (AVX2,
+ * BMI2, ...), with the public entry points choosing at run time by the CPU (CT_IDMAP_DISPATCH); and
+ * the names of the two builds. GCC >= 12 on x86-64 Linux, unless the whole build already targets
  * AVX2 (-march=native on such a CPU: one build is enough) or CT_IDMAP_NO_DISPATCH is defined. */
 #ifndef CT_IDMAP_ISA_H
 #define CT_IDMAP_ISA_H

@@ -1,5 +1,5 @@
-/* idmap_lifecycle.h - creating, sizing (reserve), clearing, exporting and freeing an id map.
- * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+/* lifecycle.c.h - creating, sizing (reserve), clearing, exporting and freeing an id map.
+ * A part of idmap.c.h (included by it, in the order listed there; not a header of its own). */
 
 #ifndef CT_IDMAP_V3 /* (the x86-64-v3 build has the batched operations only) */
 ct_idmap *ct_idmap_new(size_t capacity_hint) {

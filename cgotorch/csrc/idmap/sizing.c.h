@@ -1,6 +1,6 @@
-/* idmap_sizing.h - the id map's hash (mix64), segment capacities and load limits, and the probing
+/* sizing.c.h - the id map's hash (mix64), segment capacities and load limits, and the probing
  * helpers on a segment's lines (home line, wrap-around, directory entry of a hash).
- * A part of idmap.c (included by it, in the order listed there; not a header of its own). */
+ * A part of idmap.c.h (included by it, in the order listed there; not a header of its own). */
 
 static inline uint64_t mix64(int64_t id) {
     /* murmur3 fmix64: a bijection with full avalanche */

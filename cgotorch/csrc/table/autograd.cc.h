@@ -1,4 +1,4 @@
-// table_autograd.hxx: the embedding tables inside libtorch's autograd graph (ct_table_forward,
+// autograd.cc.h: the embedding tables inside libtorch's autograd graph (ct_table_forward,
 // ct_table_forward_bag, ct_table_step, ct_table_zero_grad, ct_table_pending_grad).
 //
 // Design

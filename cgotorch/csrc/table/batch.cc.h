@@ -1,4 +1,4 @@
-// table_batch.hxx: per-batch preparation shared by the table's ops: distinct ids (Dedupe) and
+// batch.cc.h: per-batch preparation shared by the table's ops: distinct ids (Dedupe) and
 // the finiteness check of values and gradients. Both run on every update, so both avoid
 // per-batch work that does not depend on the batch: Dedupe's hash table is scratch kept per
 // thread and never cleared between batches, and the finiteness check is vectorised.

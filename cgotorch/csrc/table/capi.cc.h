@@ -1,6 +1,6 @@
-// table_capi.hxx: the registry of named tables and the ct_table_* entry points of the core
+// capi.cc.h: the registry of named tables and the ct_table_* entry points of the core
 // operations (cgotorch.h): each is one guard around a call into class Table.
-// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
 namespace table {

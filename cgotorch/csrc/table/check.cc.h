@@ -1,6 +1,6 @@
-// table_check.hxx: Table::check (ct_table_check), the table's invariants checked on demand: a
+// check.cc.h: Table::check (ct_table_check), the table's invariants checked on demand: a
 // long-running job, a test or a load can ask whether a table is whole. Compiled as part of
-// unity_table.cc, after table_lifecycle.hxx (each_row_by_index).
+// unity_table.cc, after lifecycle.cc.h (each_row_by_index).
 //
 // What holds between operations (mu_ held shared here, so nothing changes meanwhile):
 //   - the id map's own invariants (ct_idmap_check), its size + free list = high water mark,

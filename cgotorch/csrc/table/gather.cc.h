@@ -1,6 +1,6 @@
-// table_gather.hxx: rows between the table and a batch: the tensor kernels' row plans, gathers
+// gather.cc.h: rows between the table and a batch: the tensor kernels' row plans, gathers
 // and scatters per chunk, momentum catch-up factors, and the raw kernels' prefetching gather.
-// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
 namespace table {

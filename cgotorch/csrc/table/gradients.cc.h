@@ -1,7 +1,7 @@
-// table_gradients.hxx: the table's side of autograd: lookups that renormalise rows (max_norm),
+// gradients.cc.h: the table's side of autograd: lookups that renormalise rows (max_norm),
 // pending gradients (accept_grad, step_pending, zero_grad) and the table_* functions of
-// table_internal.h through which table_autograd.hxx reaches a Table.
-// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+// internal.h through which autograd.cc.h reaches a Table.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
 namespace table {

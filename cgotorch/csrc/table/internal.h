@@ -1,4 +1,4 @@
-// table_internal.h: the C++ side of the embedding tables (table.hxx, table_math.hxx); never
+// internal.h: the C++ side of the embedding tables (table.cc.h, math.cc.h); never
 // included by callers of the C ABI.
 #ifndef CGOTORCH_TABLE_INTERNAL_H
 #define CGOTORCH_TABLE_INTERNAL_H
@@ -31,7 +31,7 @@ struct incompatible_error : prefixed_error<CT_ERR_INCOMPATIBLE> {
 
 // Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
 // uids. An open-addressing table of at least 4 slots per id, kept per thread between
-// batches (table_batch.hxx): no allocation or clearing per batch, none per id. With skip,
+// batches (batch.cc.h): no allocation or clearing per batch, none per id. With skip,
 // occurrences of *skip are left out of uids and get inverse -1 (a padding id).
 struct Dedupe {
   std::vector<int64_t> uids, inverse;
@@ -44,10 +44,10 @@ struct Dedupe {
 constexpr int32_t kFltMaxBits = 0x7f7fffff;
 constexpr int32_t kBelow2to64Bits = 0x5f7fffff;
 // The bits (as an int32, the sign cleared) of the largest |p[i]|, i < n: above kFltMaxBits
-// when one is NaN or Inf; 0 for n = 0. table_batch.hxx; vectorised.
+// when one is NaN or Inf; 0 for n = 0. batch.cc.h; vectorised.
 int32_t max_abs_bits(const float *p, int64_t n);
 // True when every |p[i]| (i < n) has at most max_bits as bits: is at most the float with those
-// bits (so false for NaN and Inf). table_batch.hxx; vectorised.
+// bits (so false for NaN and Inf). batch.cc.h; vectorised.
 bool all_within(const float *p, int64_t n, int32_t max_bits);
 // True when none of p[0, n) is NaN or Inf.
 bool all_finite(const float *p, int64_t n);
@@ -70,7 +70,7 @@ struct Missing {
   }
 };
 
-// ---- the table's side of autograd (table_gradients.hxx; used by table_autograd.hxx) ---------
+// ---- the table's side of autograd (gradients.cc.h; used by autograd.cc.h) ---------
 
 class Table;
 
@@ -102,7 +102,7 @@ void table_zero_grad(Table &t);
 // The pending gradients coalesced: ids ascending [m] and their summed gradients [m, dim].
 std::pair<at::Tensor, at::Tensor> table_pending(Table &t);
 
-// ---- initializers (table_math.hxx) ---------------------------------------------------------
+// ---- initializers (math.cc.h) ---------------------------------------------------------
 
 // A row's initial value is a pure function of (kind, params, seed, id, column): a counter-based
 // generator (splitmix64 keyed by seed and id, counted by column) replaces libtorch's global RNG,
@@ -122,7 +122,7 @@ struct Init {
   double bound() const;
 };
 
-// ---- optimizers (table_math.hxx) -----------------------------------------------------------
+// ---- optimizers (math.cc.h) -----------------------------------------------------------
 
 // One optimizer state slot: a row-aligned array of `width` floats per row (dim or 1), set to
 // `init` when a row is created.
@@ -154,7 +154,7 @@ struct Optim {
   // can use it).
   StateSpec state_shape(int i) const;
   // SGD with momentum: rows absent from a step keep moving (PyTorch's semantics), applied
-  // lazily from a per-row stamp (see table_math.hxx).
+  // lazily from a per-row stamp (see math.cc.h).
   bool has_momentum() const { return kind == CT_OPT_SGD && p[1] != 0; }
   StepConsts begin(int64_t t) const;
 

@@ -1,4 +1,4 @@
-// table_lanes.h: the raw optimizer kernels' arithmetic, written once for a lane type: one float,
+// lanes.h: the raw optimizer kernels' arithmetic, written once for a lane type: one float,
 // or (x86-64 with GCC or Clang) four floats in an SSE register, which every x86-64 CPU has.
 // for_lanes(d, body) runs body(j, lane) over elements [0, d): four at a time, then one at a time.
 //

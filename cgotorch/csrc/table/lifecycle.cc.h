@@ -1,9 +1,9 @@
-// table_lifecycle.hxx: the table lifecycle (checkpoint streams and imports, per-row metadata,
+// lifecycle.cc.h: the table lifecycle (checkpoint streams and imports, per-row metadata,
 // eviction, compaction, admission, deltas) and its ct_table_* entry points. It comes after
-// table.hxx and the files of the core operations in unity_table.cc (see table.hxx's list),
+// table.cc.h and the files of the core operations in unity_table.cc (see table.cc.h's list),
 // because these members need the definition of class Table.
 //
-// Per-row metadata lives in meta_ (RowMeta, table_meta.h), in chunks grown and freed with the
+// Per-row metadata lives in meta_ (RowMeta, meta.h), in chunks grown and freed with the
 // blocks: with CT_TABLE_TRACK_ACCESS, the step of the last training lookup or update and the
 // number of training lookups + updates (8 bytes a row), and, from the first delta mark on, the delta epoch of the last change
 // (4 bytes a row). Lookups holding the lock shared update the first two with relaxed atomic

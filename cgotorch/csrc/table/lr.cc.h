@@ -1,6 +1,6 @@
-// table_lr.hxx: changing a table's learning rate between steps (learning-rate schedules), and
+// lr.cc.h: changing a table's learning rate between steps (learning-rate schedules), and
 // its ct_table_set_lr entry point.
-// Compiled as part of unity_table.cc, after table_capi.hxx (tbl) and the files it needs.
+// Compiled as part of unity_table.cc, after capi.cc.h (tbl) and the files it needs.
 
 namespace ct {
 namespace table {

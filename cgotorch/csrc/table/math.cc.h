@@ -1,4 +1,4 @@
-// table_math.hxx: the numbers of the embedding tables: initializers of new rows (a counter-based
+// math.cc.h: the numbers of the embedding tables: initializers of new rows (a counter-based
 // generator) and the optimizer rules, each as a raw CPU kernel for one row and as a tensor
 // kernel (any device) for gathered rows.
 //
@@ -394,7 +394,7 @@ void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
 }
 
 // The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding;
-// they run four elements at a time where they can (table_lanes.h: the results are the same).
+// they run four elements at a time where they can (lanes.h: the results are the same).
 // In each body, L is the lane (L.load, L.store: one float, or four).
 void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
   const int64_t d = dim;

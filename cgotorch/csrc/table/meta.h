@@ -1,4 +1,4 @@
-// table_meta.h: the per-row metadata of an embedding table (class RowMeta, used by table.hxx).
+// meta.h: the per-row metadata of an embedding table (class RowMeta, used by table.cc.h).
 //
 // For each row: the step of its last training lookup or update and how many there were (8
 // bytes: two uint32; only in tables created with CT_TABLE_TRACK_ACCESS, which eviction by age,

@@ -1,7 +1,7 @@
-// table_ops.hxx: the batched operations of class Table: lookup (find, then insert what is absent),
+// ops.cc.h: the batched operations of class Table: lookup (find, then insert what is absent),
 // indices, read, write, update (one optimizer step, raw or tensor kernels), erase, clear, stats,
 // snapshot and close.
-// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
 namespace table {

@@ -1,6 +1,6 @@
-// table_prefetch.hxx: prefetches (ct_table_prefetch / _wait / _discard): lookups queued on a
+// prefetch.cc.h: prefetches (ct_table_prefetch / _wait / _discard): lookups queued on a
 // process-wide pool of two worker threads, whose rows a caller waits for by id.
-// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
 namespace table {

@@ -1,4 +1,4 @@
-// table_sort.hxx: sorting a table's ids (exports, metadata, eviction's and deltas' outputs, rows
+// sort.cc.h: sorting a table's ids (exports, metadata, eviction's and deltas' outputs, rows
 // by index, pending gradients): a least-significant-digit radix sort on the int64 key, a byte a
 // pass, that skips the passes in which every key has the same byte (ids below 2^32, or
 // indices, take four or fewer of the eight). 4M (id, index) pairs on this VM: 112-119 ms for

@@ -1,7 +1,7 @@
-// table_storage.hxx: a table's construction and its row storage: blocks appended as the indices
+// storage.cc.h: a table's construction and its row storage: blocks appended as the indices
 // grow (carved from huge-page slabs once large, or one chunk per growth for tensor kernels), the
 // per-row state that follows them, and the insertion of new ids with their rows' initial values.
-// Compiled as part of unity_table.cc, after table.hxx (class Table) and the files listed there.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
 namespace table {

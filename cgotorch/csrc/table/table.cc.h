@@ -1,7 +1,7 @@
-// table.hxx: dynamic hash embedding tables (the RecIS design) behind the C ABI's ct_table_*.
+// table.cc.h: dynamic hash embedding tables (the RecIS design) behind the C ABI's ct_table_*.
 //
 // Structure
-//   - An id map (idmap.c) turns raw int64 ids into contiguous row indices 0, 1, 2, ... and
+//   - An id map (csrc/idmap/) turns raw int64 ids into contiguous row indices 0, 1, 2, ... and
 //     hands the indices of deleted ids back for reuse.
 //   - Rows live in fixed-size blocks of block_rows rows, appended as the indices grow: old rows
 //     never move. Row i is at block i / block_rows, offset i % block_rows. A row's embedding and
@@ -44,26 +44,26 @@
 //     table's lock.
 //   - Prefetches run on a process-wide pool of two worker threads.
 //
-// Files (one translation unit, unity_table.cc, includes them in this order)
-//   table.hxx             the helpers every part uses (key and row checks, slabs) and class Table
-//   table_sort.hxx        radix sort of ids (exports, metadata, eviction and delta outputs)
-//   table_storage.hxx     construction, row storage and its growth, inserting new rows
-//   table_gather.hxx      rows between table and batch (row plans, gathers, scatters)
-//   table_ops.hxx         lookup, indices, read, write, update, erase, clear, stats, snapshot, close
-//   table_gradients.hxx   the table's side of autograd (max_norm lookups, pending gradients)
-//   table_prefetch.hxx    prefetches and their worker pool
-//   table_capi.hxx        the registry and the ct_table_* entry points of the operations above
-//   table_lifecycle.hxx   checkpoints, metadata, eviction, admission, compaction, deltas
-//   table_check.hxx       the table's invariants checked on demand (ct_table_check)
-//   table_lr.hxx          learning-rate changes (ct_table_set_lr)
-//   table_autograd.hxx    the tables inside libtorch's autograd graph
-//   table_batch.hxx       per batch: distinct ids (a stamped per-thread hash set), finiteness
-//   table_math.hxx        initializers and the optimizers' per-row arithmetic
+// Files (in csrc/table/; one translation unit, unity_table.cc, includes them in this order)
+//   table.cc.h       the helpers every part uses (key and row checks, slabs) and class Table
+//   sort.cc.h        radix sort of ids (exports, metadata, eviction and delta outputs)
+//   storage.cc.h     construction, row storage and its growth, inserting new rows
+//   gather.cc.h      rows between table and batch (row plans, gathers, scatters)
+//   ops.cc.h         lookup, indices, read, write, update, erase, clear, stats, snapshot, close
+//   gradients.cc.h   the table's side of autograd (max_norm lookups, pending gradients)
+//   prefetch.cc.h    prefetches and their worker pool
+//   capi.cc.h        the registry and the ct_table_* entry points of the operations above
+//   lifecycle.cc.h   checkpoints, metadata, eviction, admission, compaction, deltas
+//   check.cc.h       the table's invariants checked on demand (ct_table_check)
+//   lr.cc.h          learning-rate changes (ct_table_set_lr)
+//   autograd.cc.h    the tables inside libtorch's autograd graph
+//   batch.cc.h       per batch: distinct ids (a stamped per-thread hash set), finiteness
+//   math.cc.h        initializers and the optimizers' per-row arithmetic
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
 #if defined(__GLIBC__)
-#include <malloc.h>  // malloc_trim (table_lifecycle.hxx)
+#include <malloc.h>  // malloc_trim (lifecycle.cc.h)
 #endif
 #include <unistd.h>
 
@@ -406,7 +406,7 @@ class Table : public std::enable_shared_from_this<Table> {
   bool wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found);
   void discard(int64_t id);
 
-  // ---- lifecycle (table_lifecycle.hxx): checkpoints, metadata, eviction, admission, deltas
+  // ---- lifecycle (lifecycle.cc.h): checkpoints, metadata, eviction, admission, deltas
   ct_table_config config();
   void save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
   void import(int64_t n, const int64_t *ids, const float *rows, const float *s0, const float *s1,
@@ -420,11 +420,11 @@ class Table : public std::enable_shared_from_this<Table> {
   // The table's invariants (ct_table_check); throws arg_error naming the first one broken.
   void check();
 #ifdef CT_TEST_HOOKS
-  void test_break(int what);  // (table_check.hxx)
+  void test_break(int what);  // (check.cc.h)
 #endif
   void swap_contents(Table &o);
   void set_admission(int64_t k);
-  // The optimizer's learning rate from the next step on (table_lr.hxx).
+  // The optimizer's learning rate from the next step on (lr.cc.h).
   void set_lr(double lr);
   std::pair<int64_t, int64_t> admission();
   void import_counts(int64_t n, const int64_t *ids, const int64_t *counts);
@@ -636,9 +636,9 @@ class Table : public std::enable_shared_from_this<Table> {
   // batch's step can overflow at all (Optim::step_bound), and only then does update check it.
   double vmax_[3] = {0, 0, 0};
 
-  // ---- lifecycle state (table_lifecycle.hxx)
+  // ---- lifecycle state (lifecycle.cc.h)
   ct_table_config cfg_{};
-  // per row: last step and frequency (CT_TABLE_TRACK_ACCESS), delta epoch (table_meta.h)
+  // per row: last step and frequency (CT_TABLE_TRACK_ACCESS), delta epoch (meta.h)
   RowMeta meta_{block_rows_, (cfg_.flags & CT_TABLE_TRACK_ACCESS) != 0};
   std::vector<int64_t> deleted_;   // ids deleted since the last mark (logged from the first on)
   int64_t admit_after_ = 0;

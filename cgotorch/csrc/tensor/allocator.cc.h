@@ -1,4 +1,4 @@
-// allocator.hxx: a counting CPU allocator installed in front of libtorch's, so that the Go side
+// allocator.cc.h: a counting CPU allocator installed in front of libtorch's, so that the Go side
 // can see how many bytes of tensor memory are alive (the Go GC cannot).
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>

@@ -1,4 +1,4 @@
-// autograd.hxx: requires-grad, backward, gradients, detach, set data and the grad mode.
+// autograd.cc.h: requires-grad, backward, gradients, detach, set data and the grad mode.
 #include <c10/core/GradMode.h>
 
 #include "internal.h"

@@ -1,4 +1,4 @@
-// tensor_core.hxx: errors, handle lifecycle, conversions between C and libtorch types, tensor
+// core.cc.h: errors, handle lifecycle, conversions between C and libtorch types, tensor
 // properties and copies in and out.
 #include <atomic>
 #include <cstddef>

@@ -1,4 +1,4 @@
-// factory.hxx: tensors made from nothing (zeros, ones, full, rand, randn, empty, arange).
+// factory.cc.h: tensors made from nothing (zeros, ones, full, rand, randn, empty, arange).
 #include "internal.h"
 
 using ct::guard;

@@ -52,7 +52,7 @@ struct prefixed_error : Base, coded {
 // threads_epoch, and every entry point re-applies the count on a thread that has not seen the
 // latest epoch: one relaxed load and a thread-local compare per call.
 extern std::atomic<uint32_t> threads_epoch;
-void apply_thread_count();  // sets the calling thread's count (state.hxx)
+void apply_thread_count();  // sets the calling thread's count (state.cc.h)
 inline void sync_thread_count() {
   static thread_local uint32_t seen = 0;
   const uint32_t e = threads_epoch.load(std::memory_order_acquire);
@@ -104,7 +104,7 @@ ct_device from_device(const at::Device &d);
 at::TensorOptions to_options(const ct_options &o);
 at::IntArrayRef to_shape(const int64_t *shape, int32_t ndim);
 
-// Hooks of scope.hxx used by the tensor lifecycle.
+// Hooks of scope.cc.h used by the tensor lifecycle.
 void scope_adopt(ct_tensor h);
 void scope_forget(ct_tensor h);
 

@@ -1,4 +1,4 @@
-// ops.h: C++ helpers shared by the ops_*.hxx files (the tensor operations of the C ABI).
+// ops.h: C++ helpers shared by the ops_*.cc.h files (the tensor operations of the C ABI).
 #ifndef CGOTORCH_OPS_H
 #define CGOTORCH_OPS_H
 
@@ -79,7 +79,7 @@ inline void wrap_outputs(std::initializer_list<std::pair<ct_tensor *, at::Tensor
 
 }  // namespace ct
 
-// The helpers every entry point of the ops_*.hxx files uses.
+// The helpers every entry point of the ops_*.cc.h files uses.
 using ct::get;
 using ct::guard;
 using ct::need_out;

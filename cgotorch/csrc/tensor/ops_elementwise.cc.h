@@ -1,4 +1,4 @@
-// ops_elementwise.hxx: elementwise operations: unary functions, binary arithmetic and comparisons
+// ops_elementwise.cc.h: elementwise operations: unary functions, binary arithmetic and comparisons
 // (with tensors or scalars), in-place updates, clamp, where and masked_fill.
 #include <ATen/ScalarOps.h>
 

@@ -1,4 +1,4 @@
-// ops_index.hxx: indexing with index tensors (index_select, gather), their accumulating and
+// ops_index.cc.h: indexing with index tensors (index_select, gather), their accumulating and
 // scattering counterparts (index_add, scatter, scatter_add) and unique.
 #include "ops.h"
 

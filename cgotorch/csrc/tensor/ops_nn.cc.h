@@ -1,4 +1,4 @@
-// ops_nn.hxx: the building blocks of layers and training: matrix products, softmax, dropout
+// ops_nn.cc.h: the building blocks of layers and training: matrix products, softmax, dropout
 // and the losses.
 #include "ops.h"
 

@@ -1,4 +1,4 @@
-// ops_reduce.hxx: reductions (sum, mean, max, ...), max/min with indices, topk and sort.
+// ops_reduce.cc.h: reductions (sum, mean, max, ...), max/min with indices, topk and sort.
 #include <numeric>
 
 #include "ops.h"

@@ -1,4 +1,4 @@
-// ops_shape.hxx: shape and layout changes (reshape, view, permute, squeeze, ...), narrow, and
+// ops_shape.cc.h: shape and layout changes (reshape, view, permute, squeeze, ...), narrow, and
 // joining tensors (cat, stack).
 #include "ops.h"
 

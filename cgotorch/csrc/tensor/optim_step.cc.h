@@ -1,4 +1,4 @@
-// optim_step.hxx: ct_optim_step, a dense optimizer's update of one parameter in one call. The
+// optim_step.cc.h: ct_optim_step, a dense optimizer's update of one parameter in one call. The
 // operations and their order are those of torch.optim in PyTorch 1.13 (_single_tensor_sgd,
 // _single_tensor_adam, _single_tensor_adamw, _single_tensor_adagrad).
 #include <cmath>

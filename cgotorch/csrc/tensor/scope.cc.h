@@ -1,4 +1,4 @@
-// scope.hxx: scopes that release the tensors of a training step in one go. A scope belongs to the
+// scope.cc.h: scopes that release the tensors of a training step in one go. A scope belongs to the
 // thread that began it (the Go side locks the goroutine to its OS thread for the scope's life).
 #include <atomic>
 #include <mutex>

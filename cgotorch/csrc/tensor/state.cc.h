@@ -1,4 +1,4 @@
-// state.hxx: process-wide library state: threads, seed and generator state, CUDA presence,
+// state.cc.h: process-wide library state: threads, seed and generator state, CUDA presence,
 // version.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
