@@ -618,7 +618,7 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas
- * (csrc/table/lifecycle.cc.h) */
+ * (csrc/table/: metadata, checkpoint, admission, compact, evict and delta.cc.h) */
 /*
  * Rows carry metadata: in tables created with CT_TABLE_TRACK_ACCESS, the step counter at its
  * last training lookup or update (last_step) and how often training touched it (frequency: each

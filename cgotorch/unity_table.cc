@@ -9,7 +9,12 @@
 #include "csrc/table/gradients.cc.h"
 #include "csrc/table/prefetch.cc.h"
 #include "csrc/table/capi.cc.h"
-#include "csrc/table/lifecycle.cc.h"  // after table.cc.h: needs the definition of class Table
+#include "csrc/table/metadata.cc.h"
+#include "csrc/table/checkpoint.cc.h"
+#include "csrc/table/admission.cc.h"
+#include "csrc/table/compact.cc.h"
+#include "csrc/table/evict.cc.h"
+#include "csrc/table/delta.cc.h"
 #include "csrc/table/check.cc.h"
 #include "csrc/table/lr.cc.h"
 #include "csrc/table/autograd.cc.h"

@@ -73,7 +73,7 @@ Options check_options(const ct_table_forward_options *o, const Table &t) {
   if (!(r.max_norm >= 0) || r.max_norm == std::numeric_limits<double>::infinity()) {
     throw arg_error("max_norm must be finite and >= 0 (0: off), got " + std::to_string(r.max_norm));
   }
-  if (r.train && r.fused && !table_has_optimizer(t)) {
+  if (r.train && r.fused && !t.has_optimizer()) {
     throw arg_error("fused mode needs a table with an optimizer");
   }
   return r;
@@ -140,7 +140,7 @@ class FusedSum {
       grads.swap(grads_);
     }
     if (uids.empty()) return;
-    table_accept_grad(*table_, at::cat(uids), at::cat(grads), /*fused=*/true);
+    table_->autograd_grad(at::cat(uids), at::cat(grads), /*fused=*/true);
   }
 
   static std::mutex &mu() {
@@ -172,7 +172,7 @@ struct RowsBackward : torch::autograd::Node {
     }
     at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
     c10::NoGradGuard no_grad;
-    if (!g.defined()) g = at::zeros({uids.size(0), table_dim(*table)}, at::kFloat);
+    if (!g.defined()) g = at::zeros({uids.size(0), table->dim()}, at::kFloat);
     if (keep.defined()) {
       at::Tensor ids = uids.index_select(0, keep);
       g = g.index_select(0, keep.to(g.device()));
@@ -185,7 +185,7 @@ struct RowsBackward : torch::autograd::Node {
     if (fused) {
       FusedSum::add(table, ids, g);
     } else {
-      table_accept_grad(*table, ids, g, false);
+      table->autograd_grad(ids, g, false);
     }
     return {};  // no next edges
   }
@@ -217,7 +217,7 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
   std::vector<int64_t> admitted;
   {
     c10::NoGradGuard no_grad;
-    rows = table_rows(*t, uids, device, o.train, o.default_mode, o.max_norm, counts, &admitted);
+    rows = t->autograd_rows(uids, device, o.train, o.default_mode, o.max_norm, counts, &admitted);
   }
   if (o.train && c10::GradMode::is_enabled()) {
     // libtorch 2.13 made autograd nodes intrusive_ptr-counted (and dropped deleteNode).
@@ -266,7 +266,7 @@ at::Tensor forward(const std::shared_ptr<Table> &t, const at::Tensor &ids, const
   at::Tensor flat = host_ids(ids);
   Gathered g = gather_batch(t, flat, ids.device(), o);
   std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
-  shape.push_back(table_dim(*t));
+  shape.push_back(t->dim());
   return g.weight.index_select(0, g.index).view(shape);
 }
 
@@ -332,7 +332,7 @@ ct_error ct_table_forward(ct_tensor *out, ct_table h, ct_tensor ids,
                           const ct_table_forward_options *opts) {
   return guard([&] {
     need_out(out);
-    auto t = ct::table::table_ref(h);
+    auto t = tbl_ref(h);
     auto o = ct::table::check_options(opts, *t);
     *out = ct::wrap(ct::table::forward(t, ct::get(ids), o));
   });
@@ -343,7 +343,7 @@ ct_error ct_table_forward_bag(ct_tensor *out, ct_table h, ct_tensor ids, ct_tens
                               const ct_table_forward_options *opts) {
   return guard([&] {
     need_out(out);
-    auto t = ct::table::table_ref(h);
+    auto t = tbl_ref(h);
     auto o = ct::table::check_options(opts, *t);
     *out = ct::wrap(ct::table::forward_bag(t, ct::get(ids), ct::get_optional(offsets),
                                            ct::get_optional(per_sample_weights), mode, o));
@@ -352,15 +352,15 @@ ct_error ct_table_forward_bag(ct_tensor *out, ct_table h, ct_tensor ids, ct_tens
 
 ct_error ct_table_step(int32_t *stepped, ct_table h) {
   return guard([&] {
-    auto t = ct::table::table_ref(h);
+    Table &t = tbl(h);
     c10::NoGradGuard no_grad;
-    const bool s = ct::table::table_step(*t);
+    const bool s = t.step_pending();
     if (stepped != nullptr) *stepped = s ? 1 : 0;
   });
 }
 
 ct_error ct_table_zero_grad(ct_table h) {
-  return guard([&] { ct::table::table_zero_grad(*ct::table::table_ref(h)); });
+  return guard([&] { tbl(h).zero_grad(); });
 }
 
 ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table h) {
@@ -368,7 +368,7 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table h) {
     need_out(ids);
     need_out(grads);
     c10::NoGradGuard no_grad;
-    auto p = ct::table::table_pending(*ct::table::table_ref(h));
+    auto p = tbl(h).pending();
     ct_tensor a = ct::wrap(std::move(p.first));
     try {
       *grads = ct::wrap(std::move(p.second));

@@ -48,12 +48,12 @@ Table &tbl(ct_table h) {
   if (h == nullptr || !h->t) throw ct::closed_error("table handle is NULL");
   return *h->t;
 }
-}  // namespace
-
-std::shared_ptr<Table> ct::table::table_ref(ct_table h) {
+// The table behind h, as a reference the caller keeps (autograd's nodes).
+std::shared_ptr<Table> tbl_ref(ct_table h) {
   tbl(h);
   return h->t;
 }
+}  // namespace
 
 namespace {
 // The body of the entry points that take keys: f(t, checked keys) with grad mode off.
@@ -103,6 +103,22 @@ void into_rows(Table &t, float *rows, int64_t rows_len, int64_t n, F f) {
   at::Tensor out = t.device().is_cpu() ? dst : t.new_rows(n);
   f(out);
   if (!out.is_same(dst)) dst.copy_(out);
+}
+}  // namespace
+
+namespace {
+// Wraps every tensor of v into out[i] (out may hold NULLs: skipped) or none of them.
+void wrap_all(const std::vector<ct_tensor *> &out, const std::vector<at::Tensor> &v) {
+  std::vector<ct_tensor> made;
+  try {
+    for (size_t i = 0; i < v.size(); i++) made.push_back(out[i] != nullptr ? ct::wrap(v[i]) : nullptr);
+  } catch (...) {
+    for (auto m : made) ct_tensor_free(m);
+    throw;
+  }
+  for (size_t i = 0; i < v.size(); i++) {
+    if (out[i] != nullptr) *out[i] = made[i];
+  }
 }
 }  // namespace
 

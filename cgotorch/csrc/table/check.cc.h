@@ -1,6 +1,6 @@
 // check.cc.h: Table::check (ct_table_check), the table's invariants checked on demand: a
 // long-running job, a test or a load can ask whether a table is whole. Compiled as part of
-// unity_table.cc, after lifecycle.cc.h (each_row_by_index).
+// unity_table.cc, after the files of the operations it checks.
 //
 // What holds between operations (mu_ held shared here, so nothing changes meanwhile):
 //   - the id map's own invariants (ct_idmap_check), its size + free list = high water mark,
@@ -71,13 +71,13 @@ void Table::check() {
     broken(name_, "momentum stamps do not cover the rows");
   }
   // deltas and admission
-  if (lineage_ == 0 || seq_ < 0) broken(name_, "no delta lineage");
-  if (!meta_.tracked() && (!deleted_.empty() || !seen_changed_.empty() || all_counts_)) {
+  if (deltas_.lineage == 0 || deltas_.seq < 0) broken(name_, "no delta lineage");
+  if (!meta_.tracked() && (!deltas_.deleted.empty() || !adm_.changed.empty() || adm_.all_changed)) {
     broken(name_, "a deletion or count log before the first mark");
   }
-  if (admit_after_ <= 1 && !seen_.empty()) broken(name_, "admission counts with admission off");
+  if (adm_.after <= 1 && !adm_.seen.empty()) broken(name_, "admission counts with admission off");
   std::vector<int64_t> counted, found;
-  for (const auto &p : seen_) {
+  for (const auto &p : adm_.seen) {
     if (p.second < 1) broken(name_, "admission count " + std::to_string(p.second) + " of id " + std::to_string(p.first));
     counted.push_back(p.first);
   }
@@ -143,8 +143,8 @@ void Table::test_break(int what) {
   });
   if (row < 0) throw arg_error("test_break needs a row");
   if (what == 0) {
-    seen_[id] = 1;
-    admit_after_ = std::max<int64_t>(admit_after_, 2);
+    adm_.seen[id] = 1;
+    adm_.after = std::max<int64_t>(adm_.after, 2);
   } else if (what == 1) {
     step_ = 0;
   } else {
@@ -162,3 +162,10 @@ extern "C" ct_error ct_test_table_break(ct_table h, int32_t what) {
   return guard([&] { tbl(h).test_break(what); });
 }
 #endif
+
+extern "C" ct_error ct_table_check(ct_table h) {
+  return guard([&] {
+    c10::NoGradGuard no_grad;
+    tbl(h).check();
+  });
+}

@@ -217,5 +217,34 @@ void Table::gather_rows(const int64_t *ids, const int64_t *rows, int64_t n, int3
   out.index_copy_(0, index_tensor(present_pos, device_), present);
 }
 
+// Slot s of rows (rows[i] >= 0) to and from host memory [n, width]: saves, imports, deltas.
+void Table::read_raw(const std::vector<int64_t> &rows, int s, float *out) const {
+  const int64_t w = width_[s];
+  if (raw_) {
+    for (size_t i = 0; i < rows.size(); i++) {
+      std::memcpy(out + static_cast<int64_t>(i) * w, slot_ptr(s, rows[i]), sizeof(float) * static_cast<size_t>(w));
+    }
+    return;
+  }
+  if (rows.empty()) return;
+  at::Tensor t = gather_slot_tensor(rows, s).to(at::kCPU).contiguous();
+  std::memcpy(out, t.data_ptr<float>(), sizeof(float) * static_cast<size_t>(t.numel()));
+}
+
+void Table::write_raw(const std::vector<int64_t> &rows, int s, const float *src) {
+  const int64_t w = width_[s];
+  if (raw_) {
+    for (size_t i = 0; i < rows.size(); i++) {
+      std::memcpy(slot_ptr(s, rows[i]), src + static_cast<int64_t>(i) * w, sizeof(float) * static_cast<size_t>(w));
+    }
+    return;
+  }
+  if (rows.empty()) return;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  at::Tensor t = at::empty({n, w}, at::kFloat);
+  std::memcpy(t.data_ptr<float>(), src, sizeof(float) * static_cast<size_t>(n * w));
+  scatter_slot_tensor(rows, s, t.to(device_));
+}
+
 }  // namespace table
 }  // namespace ct

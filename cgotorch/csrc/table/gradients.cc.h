@@ -1,6 +1,6 @@
-// gradients.cc.h: the table's side of autograd: lookups that renormalise rows (max_norm),
-// pending gradients (accept_grad, step_pending, zero_grad) and the table_* functions of
-// internal.h through which autograd.cc.h reaches a Table.
+// gradients.cc.h: the table's side of autograd (autograd.cc.h calls these members): the rows
+// of a forward pass (autograd_rows), lookups that renormalise rows (max_norm), and gradients
+// (autograd_grad): pending ones (accept_grad, step_pending, zero_grad) or a fused step.
 // Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
 namespace ct {
@@ -55,11 +55,11 @@ void Table::accept_grad(const at::Tensor &uids, const at::Tensor &grads) {
   // view, expanded, or on the caller's device).
   auto g = at::empty({uids.size(0), dim_}, float_opts());
   g.copy_(grads);
-  std::lock_guard<std::mutex> l(grad_mu_);
+  std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
-  pending_ids_.push_back(uids);
-  pending_grads_.push_back(std::move(g));
-  has_pending_ = true;
+  grads_.ids.push_back(uids);
+  grads_.grads.push_back(std::move(g));
+  grads_.any = true;
 }
 
 namespace {
@@ -70,33 +70,33 @@ at::Tensor cat_or(const std::vector<at::Tensor> &v, at::Tensor empty) {
 }  // namespace
 
 bool Table::step_pending() {
-  std::lock_guard<std::mutex> l(grad_mu_);
+  std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
-  if (!has_pending_) return false;
+  if (!grads_.any) return false;
   Keys k;
-  k.host = cat_or(pending_ids_, at::empty({0}, at::kLong));
+  k.host = cat_or(grads_.ids, at::empty({0}, at::kLong));
   k.n = k.host.size(0);
-  at::Tensor g = cat_or(pending_grads_, at::empty({0, dim_}, float_opts()));
+  at::Tensor g = cat_or(grads_.grads, at::empty({0, dim_}, float_opts()));
   update(k, g);  // sums the duplicates across passes; throws (keeping them) on bad gradients
-  pending_ids_.clear();
-  pending_grads_.clear();
-  has_pending_ = false;
+  grads_.ids.clear();
+  grads_.grads.clear();
+  grads_.any = false;
   return true;
 }
 
 void Table::zero_grad() {
-  std::lock_guard<std::mutex> l(grad_mu_);
+  std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
-  pending_ids_.clear();
-  pending_grads_.clear();
-  has_pending_ = false;
+  grads_.ids.clear();
+  grads_.grads.clear();
+  grads_.any = false;
 }
 
 std::pair<at::Tensor, at::Tensor> Table::pending() {
-  std::lock_guard<std::mutex> l(grad_mu_);
+  std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
-  at::Tensor ids = cat_or(pending_ids_, at::empty({0}, at::kLong)).contiguous();
-  at::Tensor g = cat_or(pending_grads_, at::empty({0, dim_}, float_opts()));
+  at::Tensor ids = cat_or(grads_.ids, at::empty({0}, at::kLong)).contiguous();
+  at::Tensor g = cat_or(grads_.grads, at::empty({0, dim_}, float_opts()));
   Dedupe dd(ids.data_ptr<int64_t>(), ids.size(0));
   auto sum = at::zeros({dd.size(), dim_}, float_opts());
   if (ids.size(0) > 0) sum.index_add_(0, index_tensor(dd.inverse, device_), g);
@@ -111,12 +111,8 @@ std::pair<at::Tensor, at::Tensor> Table::pending() {
   return {index_tensor(sorted, device_), sum.index_select(0, index_tensor(order, device_))};
 }
 
-int64_t table_dim(const Table &t) { return t.dim(); }
-bool table_has_optimizer(const Table &t) { return t.has_optimizer(); }
-
-at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm, const int64_t *counts,
-                      std::vector<int64_t> *admitted) {
+at::Tensor Table::autograd_rows(const at::Tensor &uids, at::Device device, bool train, int32_t default_mode,
+                                double max_norm, const int64_t *counts, std::vector<int64_t> *admitted) {
   Keys k;
   k.host = uids;
   k.n = uids.size(0);
@@ -124,7 +120,7 @@ at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool 
   k.counts = counts;
   if (train) {
     std::vector<int64_t> rows;
-    at::Tensor out = max_norm > 0 ? t.lookup_renorm(k, max_norm, &rows) : t.lookup(k, &rows);
+    at::Tensor out = max_norm > 0 ? lookup_renorm(k, max_norm, &rows) : lookup(k, &rows);
     if (admitted != nullptr) {
       admitted->clear();
       for (size_t j = 0; j < rows.size(); j++) {
@@ -133,27 +129,23 @@ at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool 
     }
     return out;
   }
-  at::Tensor rows = t.read(k, default_mode).first;
+  at::Tensor rows = read(k, default_mode).first;
   if (max_norm > 0) renorm_rows(rows, max_norm);
   return rows;
 }
 
-void table_accept_grad(Table &t, const at::Tensor &uids, const at::Tensor &grads, bool fused) {
+void Table::autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused) {
   if (!fused) {
-    t.accept_grad(uids, grads);
+    accept_grad(uids, grads);
     return;
   }
   Keys k;
   k.host = uids;
   k.n = uids.size(0);
-  auto g = at::empty({k.n, t.dim()}, grads.options().dtype(at::kFloat));
+  auto g = at::empty({k.n, dim_}, grads.options().dtype(at::kFloat));
   g.copy_(grads);
-  t.update(k, g);
+  update(k, g);
 }
-
-bool table_step(Table &t) { return t.step_pending(); }
-void table_zero_grad(Table &t) { t.zero_grad(); }
-std::pair<at::Tensor, at::Tensor> table_pending(Table &t) { return t.pending(); }
 
 }  // namespace table
 }  // namespace ct

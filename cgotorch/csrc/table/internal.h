@@ -70,37 +70,10 @@ struct Missing {
   }
 };
 
-// ---- the table's side of autograd (gradients.cc.h; used by autograd.cc.h) ---------
-
-class Table;
-
-// The table behind a handle (throws closed_error for a NULL handle).
-std::shared_ptr<Table> table_ref(ct_table h);
-int64_t table_dim(const Table &t);
-bool table_has_optimizer(const Table &t);
 // Scales, in place, the rows of rows [u, dim] whose Euclidean norm exceeds max_norm by
-// max_norm / (norm + 1e-7) (PyTorch's embedding_renorm_); returns the positions it scaled.
+// max_norm / (norm + 1e-7) (PyTorch's embedding_renorm_); returns the positions it scaled
+// (gradients.cc.h).
 std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm);
-// Rows [u, dim] of the distinct ids uids (int64 [u], CPU, contiguous), on device. train:
-// find-or-insert, and with max_norm > 0 the rows over it are renormalised in the table (as
-// PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
-// nothing is inserted, and max_norm renormalises the returned copy only. counts: the
-// occurrences of each id in the batch (a training lookup counts them all), or nullptr.
-// admitted (training lookups; may be nullptr): the positions in uids of the ids that have a row
-// after the lookup (with admission on, those not admitted yet have none: zero rows).
-at::Tensor table_rows(Table &t, const at::Tensor &uids, at::Device device, bool train,
-                      int32_t default_mode, double max_norm, const int64_t *counts,
-                      std::vector<int64_t> *admitted = nullptr);
-// The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
-// until table_step (accumulate), or applied as one optimizer step (fused: at the end of the
-// backward pass, see FusedSum).
-void table_accept_grad(Table &t, const at::Tensor &uids, const at::Tensor &grads, bool fused);
-// One optimizer step from the pending gradients (duplicates across passes summed), which are
-// then dropped; false (and nothing done) when there are none. On failure they are kept.
-bool table_step(Table &t);
-void table_zero_grad(Table &t);
-// The pending gradients coalesced: ids ascending [m] and their summed gradients [m, dim].
-std::pair<at::Tensor, at::Tensor> table_pending(Table &t);
 
 // ---- initializers (math.cc.h) ---------------------------------------------------------
 

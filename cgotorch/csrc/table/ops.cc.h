@@ -37,7 +37,7 @@ template <class F>
 void Table::lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out, F then) {
   const int64_t n = k.n;
   const int64_t *ids = k.ptr();
-  if (admit_after_ > 1) {
+  if (adm_.after > 1) {
     lookup_admitting(k, rows, found, out);
     then();  // if this throws, the ids admitted stay (initialised; their counts are spent)
     return;
@@ -214,7 +214,7 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
     throw arg_error("the step counter is at its largest value (2^63 - 1): no step can follow");
   }
   std::vector<int64_t> rows(static_cast<size_t>(u));
-  const bool admitting = admit_after_ > 1;
+  const bool admitting = adm_.after > 1;
   if (admitting) {  // no new ids: the rows of the admitted ones
     drop_unadmitted(dd.uids, g, gptr, rows);
     u = dd.size();
@@ -391,11 +391,11 @@ void Table::clear() {
     const size_t m = ct_idmap_size(map_);
     std::vector<int64_t> ids(m), idx(m);
     ct_idmap_export(map_, ids.data(), idx.data(), m);
-    deleted_.insert(deleted_.end(), ids.begin(), ids.end());
+    deltas_.deleted.insert(deltas_.deleted.end(), ids.begin(), ids.end());
   }
   ct_idmap_clear(map_);
   remaps_++;
-  forget_counts();
+  adm_.forget(meta_.tracked());
 }
 
 ct_table_stats Table::stats() {
@@ -408,8 +408,8 @@ ct_table_stats Table::stats() {
   for (const auto &b : blocks_) bytes += static_cast<int64_t>(b.nbytes());
   for (const auto &c : chunks_) bytes += static_cast<int64_t>(c.nbytes());
   bytes += static_cast<int64_t>(stamp_.capacity() * sizeof(int64_t) + ptr_.capacity() * sizeof(float *));
-  bytes += meta_.bytes() + static_cast<int64_t>(deleted_.capacity() * sizeof(int64_t) + seen_.size() * 32 +
-                                                seen_changed_.size() * 24);
+  bytes += meta_.bytes() + static_cast<int64_t>(deltas_.deleted.capacity() * sizeof(int64_t) + adm_.seen.size() * 32 +
+                                                adm_.changed.size() * 24);
   s.bytes = bytes;
   s.dim = dim_;
   s.step = step_;
@@ -515,15 +515,15 @@ void Table::close() {
     free_storage();
   }
   {
-    std::lock_guard<std::mutex> g(grad_mu_);
-    std::vector<at::Tensor>().swap(pending_ids_);
-    std::vector<at::Tensor>().swap(pending_grads_);
-    has_pending_ = false;
+    std::lock_guard<std::mutex> g(grads_.mu);
+    std::vector<at::Tensor>().swap(grads_.ids);
+    std::vector<at::Tensor>().swap(grads_.grads);
+    grads_.any = false;
   }
   // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
-  std::unique_lock<std::mutex> l(prefetch_mu_);
-  tasks_cv_.wait(l, [this] { return tasks_ == 0; });
-  pending_.clear();
+  std::unique_lock<std::mutex> l(prefetches_.mu);
+  prefetches_.cv.wait(l, [this] { return prefetches_.tasks == 0; });
+  prefetches_.pending.clear();
 }
 
 }  // namespace table

@@ -78,11 +78,11 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
   copy.host = k.host.clone();  // the caller may change or free its keys
   int64_t id;
   {
-    std::lock_guard<std::mutex> l(prefetch_mu_);
-    check_open();  // under prefetch_mu_: close cannot miss this task
-    id = next_prefetch_++;
-    pending_.emplace(id, st);
-    tasks_++;
+    std::lock_guard<std::mutex> l(prefetches_.mu);
+    check_open();  // under prefetches_.mu: close cannot miss this task
+    id = prefetches_.next++;
+    prefetches_.pending.emplace(id, st);
+    prefetches_.tasks++;
   }
   std::shared_ptr<Table> self = shared_from_this();
   auto task = [self, st, copy, mode]() mutable {
@@ -115,21 +115,21 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
     copy = Keys();
     Table *t = self.get();
     {
-      std::lock_guard<std::mutex> l(t->prefetch_mu_);
-      t->tasks_--;
+      std::lock_guard<std::mutex> l(t->prefetches_.mu);
+      t->prefetches_.tasks--;
     }
-    t->tasks_cv_.notify_all();
+    t->prefetches_.cv.notify_all();
     self.reset();  // after a close this may destroy the table: its tensors are gone already
   };
   try {
     Pool::get().submit(std::move(task));
   } catch (...) {
     {
-      std::lock_guard<std::mutex> l(prefetch_mu_);
-      pending_.erase(id);
-      tasks_--;
+      std::lock_guard<std::mutex> l(prefetches_.mu);
+      prefetches_.pending.erase(id);
+      prefetches_.tasks--;
     }
-    tasks_cv_.notify_all();
+    prefetches_.cv.notify_all();
     throw;
   }
   return id;
@@ -139,9 +139,9 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
   check_open();
   std::shared_ptr<Prefetch> st;
   {
-    std::lock_guard<std::mutex> l(prefetch_mu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end()) {
+    std::lock_guard<std::mutex> l(prefetches_.mu);
+    auto it = prefetches_.pending.find(id);
+    if (it == prefetches_.pending.end()) {
       throw prefetch_error("no pending prefetch " + std::to_string(id) + " on table \"" + name_ +
                            "\" (never started, already waited for, or discarded)");
     }
@@ -161,12 +161,12 @@ bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *f
     done = st->done;
   }
   {
-    std::lock_guard<std::mutex> l(prefetch_mu_);
+    std::lock_guard<std::mutex> l(prefetches_.mu);
     discarded = st->discarded;  // also when discarded after the wait above
     if (discarded) {
-      // discard took it out of pending_ already
+      // discard took it out of prefetches_.pending already
     } else if (done) {
-      pending_.erase(id);
+      prefetches_.pending.erase(id);
     } else {
       st->claimed = false;
     }
@@ -194,15 +194,15 @@ void Table::discard(int64_t id) {
   check_open();
   std::shared_ptr<Prefetch> st;  // released after the lock: it may hold the last rows
   {
-    std::lock_guard<std::mutex> l(prefetch_mu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end()) {
+    std::lock_guard<std::mutex> l(prefetches_.mu);
+    auto it = prefetches_.pending.find(id);
+    if (it == prefetches_.pending.end()) {
       throw prefetch_error("no pending prefetch " + std::to_string(id) + " to discard on table \"" + name_ + "\"");
     }
     st = std::move(it->second);
-    pending_.erase(it);
+    prefetches_.pending.erase(it);
     if (!st->claimed) return;
-    std::lock_guard<std::mutex> sl(st->mu);  // order: prefetch_mu_, then the prefetch's mu
+    std::lock_guard<std::mutex> sl(st->mu);  // order: prefetches_.mu, then the prefetch's mu
     st->discarded = true;
   }
   st->cv.notify_all();

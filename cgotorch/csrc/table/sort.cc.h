@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "../idmap/idmap.h"
+
 namespace ct {
 namespace table {
 
@@ -62,6 +64,33 @@ void sort_by_key(std::vector<T> &v, Key key) {
 // Pairs by their first member.
 inline void sort_by_first(std::vector<std::pair<int64_t, int64_t>> &v) {
   sort_by_key(v, [](const std::pair<int64_t, int64_t> &x) { return x.first; });
+}
+
+// Calls f(row index, id) for every id of a map, in row-index order (sequential reads of the
+// blocks). Indices are unique and below the high water mark, so while at most half of those are
+// free the map places each id at its index (9 bytes per index: the id and a live flag) and the
+// walk replaces a sort (10M ids: one pass, not 23); a sparser map sorts its (index, id) pairs.
+template <class F>
+void each_row_by_index(const ct_idmap *map, F f) {
+  const size_t m = ct_idmap_size(map);
+  const size_t hw = static_cast<size_t>(ct_idmap_high_water(map));
+  if (hw / 2 > m) {
+    std::vector<int64_t> ids(m), idx(m);
+    ct_idmap_export(map, ids.data(), idx.data(), m);
+    std::vector<std::pair<int64_t, int64_t>> p(m);
+    for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
+    std::vector<int64_t>().swap(ids);
+    std::vector<int64_t>().swap(idx);
+    sort_by_first(p);
+    for (const auto &x : p) f(x.first, x.second);
+    return;
+  }
+  std::vector<int64_t> id_at(hw);
+  std::vector<uint8_t> live(hw, 0);
+  ct_idmap_export_by_index(map, id_at.data(), live.data(), hw);
+  for (size_t r = 0; r < hw; r++) {
+    if (live[r]) f(static_cast<int64_t>(r), id_at[r]);
+  }
 }
 
 }  // namespace table

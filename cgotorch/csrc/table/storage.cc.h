@@ -34,7 +34,7 @@ Table::Table(std::string name, const ct_table_config &cfg)
     throw arg_error("unknown layout " + std::to_string(cfg.layout));
   }
   if ((cfg.flags & ~(CT_TABLE_TENSOR_KERNELS | CT_TABLE_TRACK_ACCESS)) != 0) throw arg_error("unknown flags");
-  lineage_ = fresh_lineage();
+  deltas_.lineage = fresh_lineage();
   init_.kind = cfg.initializer;
   std::copy(cfg.init_params, cfg.init_params + 4, init_.p);
   init_.seed = cfg.seed;
@@ -216,8 +216,8 @@ void Table::free_storage() {
   std::vector<int64_t>().swap(stamp_);
   for (auto &sl : slab_) sl.reset();
   meta_.truncate(0);
-  std::vector<int64_t>().swap(deleted_);
-  std::unordered_map<int64_t, int64_t>().swap(seen_);
+  std::vector<int64_t>().swap(deltas_.deleted);
+  std::unordered_map<int64_t, int64_t>().swap(adm_.seen);
   nblocks_ = 0;
   ct_idmap_free(map_);
   map_ = nullptr;

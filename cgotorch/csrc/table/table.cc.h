@@ -37,7 +37,7 @@
 //     flight, and every operation that takes the lock afterwards fails with "closed: ". The
 //     table object is reference counted (std::shared_ptr): handles, the registry and queued
 //     prefetches keep it alive, so a closed table is never freed under a caller.
-//   - `prefetch_mu_` guards the table's pending prefetches (never held while taking `mu_`).
+//   - `prefetches_.mu` guards the table's pending prefetches (never held while taking `mu_`).
 //     A prefetch's own mutex may be taken under it (discard of a prefetch being waited for),
 //     never the other way round.
 //   - The registry's mutex guards the name -> table map; it is never held while taking a
@@ -46,24 +46,31 @@
 //
 // Files (in csrc/table/; one translation unit, unity_table.cc, includes them in this order)
 //   table.cc.h       the helpers every part uses (key and row checks, slabs) and class Table
-//   sort.cc.h        radix sort of ids (exports, metadata, eviction and delta outputs)
+//   sort.cc.h        radix sort of ids; rows in index order (each_row_by_index)
 //   storage.cc.h     construction, row storage and its growth, inserting new rows
 //   gather.cc.h      rows between table and batch (row plans, gathers, scatters)
 //   ops.cc.h         lookup, indices, read, write, update, erase, clear, stats, snapshot, close
-//   gradients.cc.h   the table's side of autograd (max_norm lookups, pending gradients)
+//   gradients.cc.h   the table's side of autograd (forward rows, max_norm, pending gradients)
 //   prefetch.cc.h    prefetches and their worker pool
 //   capi.cc.h        the registry and the ct_table_* entry points of the operations above
-//   lifecycle.cc.h   checkpoints, metadata, eviction, admission, compaction, deltas
+//   metadata.cc.h    per-row metadata (last step, frequency, delta epoch)
+//   checkpoint.cc.h  the checkpoint stream, imports, the step counter, swap (loads)
+//   admission.cc.h   admission: counts of ids without a row
+//   compact.cc.h     compaction
+//   evict.cc.h       eviction and removal
+//   delta.cc.h       deltas and the deletions they carry
 //   check.cc.h       the table's invariants checked on demand (ct_table_check)
 //   lr.cc.h          learning-rate changes (ct_table_set_lr)
 //   autograd.cc.h    the tables inside libtorch's autograd graph
 //   batch.cc.h       per batch: distinct ids (a stamped per-thread hash set), finiteness
 //   math.cc.h        initializers and the optimizers' per-row arithmetic
+// The files after capi.cc.h each hold one concern's members of class Table and its ct_table_*
+// entry points.
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
 #if defined(__GLIBC__)
-#include <malloc.h>  // malloc_trim (lifecycle.cc.h)
+#include <malloc.h>  // malloc_trim (compact.cc.h)
 #endif
 #include <unistd.h>
 
@@ -88,6 +95,8 @@
 #include <vector>
 
 #include "../idmap/idmap.h"
+#include "admission.h"
+#include "delta.h"
 #include "internal.h"
 #include "lanes.h"
 #include "meta.h"
@@ -332,14 +341,34 @@ struct Prefetch {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  bool claimed = false;  // a waiter is waiting (guarded by the table's prefetch_mu_)
+  bool claimed = false;  // a waiter is waiting (guarded by the table's prefetches_.mu)
   // Discarded while a waiter held it (Table::discard): written under both the table's
-  // prefetch_mu_ and mu, so read under either; the waiter wakes and fails with "unknown
+  // prefetches_.mu and mu, so read under either; the waiter wakes and fails with "unknown
   // prefetch: ".
   bool discarded = false;
   at::Tensor rows, found;
   std::string error;
   int32_t error_code = CT_OK;  // error's code (CT_ERR_*)
+};
+
+// A table's pending prefetches (prefetch.cc.h), owned by class Table as prefetches_. mu guards
+// them (never held while taking the table's lock).
+struct Prefetches {
+  std::mutex mu;
+  std::unordered_map<int64_t, std::shared_ptr<Prefetch>> pending;
+  int64_t next = 1;
+  int64_t tasks = 0;  // prefetch tasks queued or running (close waits for them)
+  std::condition_variable cv;
+};
+
+// Pending gradients of the autograd path (gradients.cc.h: accept_grad .. step_pending), owned by
+// class Table as grads_: chunks of distinct ids (int64, CPU) and their gradients (on the storage
+// device). any also covers an empty batch (a step with no rows still counts, as with update).
+// mu is taken before the table's lock, never while holding it.
+struct PendingGrads {
+  std::mutex mu;
+  std::vector<at::Tensor> ids, grads;
+  bool any = false;
 };
 
 struct Snapshot {
@@ -389,7 +418,7 @@ class Table : public std::enable_shared_from_this<Table> {
 
   int64_t prefetch(const Keys &k, int32_t mode);
 
-  // ---- autograd (see table_rows and the functions after it)
+  // ---- autograd (gradients.cc.h; used by autograd.cc.h)
   int64_t dim() const { return dim_; }
   at::Device device() const { return device_; }
   // An uninitialised [n, dim] tensor on the storage device: what lookups and reads fill.
@@ -398,42 +427,54 @@ class Table : public std::enable_shared_from_this<Table> {
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
   at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr);
+  // Rows [u, dim] of the distinct ids uids (int64 [u], CPU, contiguous), on device. train:
+  // find-or-insert, and with max_norm > 0 the rows over it are renormalised in the table (as
+  // PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
+  // nothing is inserted, and max_norm renormalises the returned copy only. counts: the
+  // occurrences of each id in the batch (a training lookup counts them all), or nullptr.
+  // admitted (training lookups; may be nullptr): the positions in uids of the ids that have a row
+  // after the lookup (with admission on, those not admitted yet have none: zero rows).
+  at::Tensor autograd_rows(const at::Tensor &uids, at::Device device, bool train, int32_t default_mode,
+                           double max_norm, const int64_t *counts, std::vector<int64_t> *admitted = nullptr);
+  // The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
+  // until step_pending (accept_grad), or applied as one optimizer step (fused: at the end of the
+  // backward pass, see FusedSum).
+  void autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused);
   void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
+  // One optimizer step from the pending gradients (duplicates across passes summed), which are
+  // then dropped; false (and nothing done) when there are none. On failure they are kept.
   bool step_pending();
   void zero_grad();
+  // The pending gradients coalesced: ids ascending [m] and their summed gradients [m, dim].
   std::pair<at::Tensor, at::Tensor> pending();
 
   bool wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found);
   void discard(int64_t id);
 
-  // ---- lifecycle (lifecycle.cc.h): checkpoints, metadata, eviction, admission, deltas
+  // ---- per-row metadata (metadata.cc.h)
+  void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq);
+
+  // ---- checkpoints (checkpoint.cc.h)
   ct_table_config config();
   void save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx);
   void import(int64_t n, const int64_t *ids, const float *rows, const float *s0, const float *s1,
               const int64_t *last, const int64_t *freq, const int64_t *stamp);
-  // A delta from the table this one copies (see ct_table_apply_delta), all or nothing.
-  void apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
-                   const float *rows, const float *s0, const float *s1, const int64_t *last,
-                   const int64_t *freq, const int64_t *stamp, const ct_table_delta_info *info);
   void set_step(int64_t step);
-  void set_delta_chain(uint64_t lineage, int64_t seq);
-  // The table's invariants (ct_table_check); throws arg_error naming the first one broken.
-  void check();
-#ifdef CT_TEST_HOOKS
-  void test_break(int what);  // (check.cc.h)
-#endif
   void swap_contents(Table &o);
+
+  // ---- admission (admission.cc.h)
   void set_admission(int64_t k);
-  // The optimizer's learning rate from the next step on (lr.cc.h).
-  void set_lr(double lr);
   std::pair<int64_t, int64_t> admission();
   void import_counts(int64_t n, const int64_t *ids, const int64_t *counts);
-  void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq);
+
+  // ---- compaction (compact.cc.h) and eviction (evict.cc.h)
+  void compact();
   std::pair<at::Tensor, at::Tensor> evict(int32_t policy, int64_t param);
   // Removes k's present ids; with last and freq (one each per key), only those whose row's last
   // step and frequency still equal them (the first occurrence of a repeated id decides).
   std::pair<at::Tensor, at::Tensor> remove(const Keys &k, const Keys *last = nullptr, const Keys *freq = nullptr);
-  void compact();
+
+  // ---- deltas (delta.cc.h)
   struct Delta {
     Snapshot snap;
     at::Tensor meta, deleted;
@@ -441,6 +482,20 @@ class Table : public std::enable_shared_from_this<Table> {
     at::Tensor count_ids, counts;
   };
   Delta delta(bool mark);
+  // A delta from the table this one copies (see ct_table_apply_delta), all or nothing.
+  void apply_delta(int64_t step, int64_t nd, const int64_t *deleted, int64_t n, const int64_t *ids,
+                   const float *rows, const float *s0, const float *s1, const int64_t *last,
+                   const int64_t *freq, const int64_t *stamp, const ct_table_delta_info *info);
+  void set_delta_chain(uint64_t lineage, int64_t seq);
+
+  // ---- the rest
+  // The table's invariants (ct_table_check); throws arg_error naming the first one broken.
+  void check();
+#ifdef CT_TEST_HOOKS
+  void test_break(int what);  // (check.cc.h)
+#endif
+  // The optimizer's learning rate from the next step on (lr.cc.h).
+  void set_lr(double lr);
 
  private:
   // ---- storage
@@ -526,8 +581,8 @@ class Table : public std::enable_shared_from_this<Table> {
       rollback(ids, is_new, n);
       throw;
     }
-    for (int64_t i = 0; i < n && !seen_.empty(); i++) {
-      if (is_new[i] && seen_.erase(ids[i]) != 0) count_changed(ids[i]);
+    for (int64_t i = 0; i < n && !adm_.seen.empty(); i++) {
+      if (is_new[i] && adm_.seen.erase(ids[i]) != 0) adm_.count_changed(ids[i], meta_.tracked());
     }
   }
   void rollback(const int64_t *ids, const uint8_t *is_new, int64_t n);
@@ -636,41 +691,30 @@ class Table : public std::enable_shared_from_this<Table> {
   // batch's step can overflow at all (Optim::step_bound), and only then does update check it.
   double vmax_[3] = {0, 0, 0};
 
-  // ---- lifecycle state (lifecycle.cc.h)
+  // ---- per-concern state
   ct_table_config cfg_{};
   // per row: last step and frequency (CT_TABLE_TRACK_ACCESS), delta epoch (meta.h)
   RowMeta meta_{block_rows_, (cfg_.flags & CT_TABLE_TRACK_ACCESS) != 0};
-  std::vector<int64_t> deleted_;   // ids deleted since the last mark (logged from the first on)
-  int64_t admit_after_ = 0;
-  std::unordered_map<int64_t, int64_t> seen_;  // admission counts of absent ids
-  // Delta chain (ct_table_delta_info): the lineage and the marks in it; and, while changes are
-  // tracked (meta_.tracked()), the ids whose admission count changed since the last mark.
-  uint64_t lineage_ = 0;
-  int64_t seq_ = 0;
-  std::unordered_set<int64_t> seen_changed_;
-  // Admission counts: every change goes through these (mu_ held exclusively), so that deltas
-  // see it.
-  // Out of memory for the set: the next delta carries every count instead (all_counts_).
-  void count_changed(int64_t id) noexcept {
-    if (!meta_.tracked() || all_counts_) return;
-    try {
-      seen_changed_.insert(id);
-    } catch (...) {
-      all_counts_ = true;
-    }
-  }
-  void forget_counts() noexcept {
-    if (meta_.tracked() && !seen_.empty()) all_counts_ = true;
-    seen_.clear();
-  }
-  bool all_counts_ = false;
-  // apply_delta's part for info: checks (the chain, the parameters, the counts against the
-  // delta's rows and deletions) before anything changes, then sets.
-  void check_delta_info(const ct_table_delta_info &info, int64_t n, const int64_t *ids,
-                        const std::vector<int64_t> &del) const;
-  void set_delta_info(const ct_table_delta_info &info);
-  // check()'s pass over the rows' values.
-  void check_values(const std::vector<int64_t> &rows) const;
+  Admission adm_;    // admission (admission.cc.h)
+  DeltaLog deltas_;  // deltas: deletions since the mark, the chain (delta.cc.h)
+
+  // ---- lookups and gathers (ops.cc.h, gather.cc.h)
+  // The insert path of a training lookup (mu_ held exclusively): inserts k's absent ids (with
+  // found, only those rows[] marks -1: rows[] holds a still valid find), initialises the new
+  // rows, gathers every row into out, then runs then(); if anything throws, the ids this
+  // call inserted are removed. rows[] ends with every id's row (-1: not admitted).
+  template <class F>
+  void lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out, F then);
+  // Slot s of rows (rows[i] >= 0) to and from host memory [n, width]: saves, imports, deltas.
+  void read_raw(const std::vector<int64_t> &rows, int s, float *out) const;
+  void write_raw(const std::vector<int64_t> &rows, int s, const float *src);
+  // SGD momentum: rows brought up to a step, in place (raw) or gathered (tensor kernels);
+  // catch_up_all: every row up to the current step (see set_lr).
+  void catch_up_raw(int64_t r, int64_t now, float *w, float *buf) const;
+  void catch_up_tensor(const std::vector<int64_t> &rows, int64_t now, at::Tensor &w, at::Tensor &buf) const;
+  void catch_up_all();
+
+  // ---- per-row metadata (metadata.cc.h)
   // New rows: last step now, frequency 0, changed in this epoch.
   void init_meta(const int64_t *rows, const uint8_t *is_new, int64_t n);
   // Training accesses of rows, counts[i] times each (nullptr: once; shared lock: relaxed atomic
@@ -682,38 +726,14 @@ class Table : public std::enable_shared_from_this<Table> {
   void saved_meta(int64_t r, int64_t *last, int64_t *freq, int64_t *stamp) const;
   // Throws unless the table keeps last steps and frequencies (what needs them: `what`).
   void need_access(const char *what) const;
+  void modified(const int64_t *rows, int64_t n);
   // Every change of step_ goes through here (mu_ held exclusively): the metadata's base follows.
   void set_step_locked(int64_t step) {
     meta_.advance(step);
     step_ = step;
   }
-  void modified(const int64_t *rows, int64_t n);
-  // SGD momentum: rows brought up to a step, in place (raw) or gathered (tensor kernels);
-  // catch_up_all: every row up to the current step (see set_lr).
-  void catch_up_raw(int64_t r, int64_t now, float *w, float *buf) const;
-  void catch_up_tensor(const std::vector<int64_t> &rows, int64_t now, at::Tensor &w, at::Tensor &buf) const;
-  void catch_up_all();
-  // An eviction's choice (see evict): the rows it takes and the rule that checks them again.
-  struct EvictPlan {
-    std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index), by id
-    uint64_t cut = 0;     // keep-N: a victim's rank is at most this
-    uint64_t remaps = 0;  // remaps_ and the metadata's base when chosen
-    int64_t base = 0;
-  };
-  // Chooses the rows policy(param) evicts (mu_ held, shared or exclusive).
-  EvictPlan plan_eviction(int32_t policy, int64_t param) const;
-  // Compaction (mu_ held exclusively); shrink_map: rebuild the id map at the size its ids need
-  // whenever that is smaller.
-  void compact_locked(bool shrink_map);
-  // Keep-N eviction's victims: every row but the keep first by rank; *cut gets the keep-th
-  // rank (mu_ held).
-  std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu, uint64_t *cut) const;
-  // Removes ids (present or not) from the map, logging them for deltas; returns how many.
-  int64_t erase_ids(const int64_t *ids, int64_t n);
-  // erase_ids in two parts: reserve_erase makes every allocation the erase of n ids needs
-  // (freed: its scratch), after which erase_reserved cannot fail.
-  void reserve_erase(int64_t n, std::vector<int64_t> &freed);
-  int64_t erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed);
+
+  // ---- checkpoints (checkpoint.cc.h)
   // What a table may hold (check_values: finite rows and states, the states a rule keeps >= 0
   // non-negative): fail(why) on the first violation. Imports and saves check every chunk.
   template <class F>
@@ -726,38 +746,55 @@ class Table : public std::enable_shared_from_this<Table> {
   std::vector<int64_t> write_rows(int64_t n, const int64_t *ids, const float *rows, const float *const st[2]);
   void write_meta(const std::vector<int64_t> &r, const int64_t *last, const int64_t *freq,
                   const int64_t *stamp);
+
+  // ---- admission (admission.cc.h)
   // Admission on: a training lookup of k (mu_ held exclusively); rows[] gets -1 for ids not
   // admitted, whose rows in the result are zeros. found: rows[] holds a find of k's ids that is
   // still valid (see remaps_); else they are looked up here.
   void lookup_admitting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out);
-  // The insert path of a training lookup (mu_ held exclusively): inserts k's absent ids (with
-  // found, only those rows[] marks -1: rows[] holds a still valid find), initialises the new
-  // rows, gathers every row into out, then runs then(); if anything throws, the ids this
-  // call inserted are removed. rows[] ends with every id's row (-1: not admitted).
-  template <class F>
-  void lookup_inserting(const Keys &k, std::vector<int64_t> &rows, bool found, at::Tensor &out, F then);
   // Admission on: keeps the ids (and their gradient rows) present in the table; rows gets
   // theirs.
   void drop_unadmitted(std::vector<int64_t> &uids, at::Tensor &g, std::vector<const float *> &gptr,
                        std::vector<int64_t> &rows);
-  void read_raw(const std::vector<int64_t> &rows, int s, float *out) const;
-  void write_raw(const std::vector<int64_t> &rows, int s, const float *src);
+
+  // ---- compaction (compact.cc.h) and eviction (evict.cc.h)
+  // Compaction (mu_ held exclusively); shrink_map: rebuild the id map at the size its ids need
+  // whenever that is smaller.
+  void compact_locked(bool shrink_map);
+  // An eviction's choice (see evict): the rows it takes and the rule that checks them again.
+  struct EvictPlan {
+    std::vector<std::pair<int64_t, int64_t>> victims;  // (id, index), by id
+    uint64_t cut = 0;     // keep-N: a victim's rank is at most this
+    uint64_t remaps = 0;  // remaps_ and the metadata's base when chosen
+    int64_t base = 0;
+  };
+  // Chooses the rows policy(param) evicts (mu_ held, shared or exclusive).
+  EvictPlan plan_eviction(int32_t policy, int64_t param) const;
+  // Keep-N eviction's victims: every row but the keep first by rank; *cut gets the keep-th
+  // rank (mu_ held).
+  std::vector<std::pair<int64_t, int64_t>> keep_n_victims(int64_t keep, bool lfu, uint64_t *cut) const;
   // The ids and current rows of rows[] (ids on the table's device), which are then erased.
   std::pair<at::Tensor, at::Tensor> take(const std::vector<int64_t> &ids, const std::vector<int64_t> &rows);
 
-  // Pending gradients of the autograd path (accept_grad .. step_pending): chunks of distinct
-  // ids (int64, CPU) and their gradients (on the storage device). has_pending_ also covers an
-  // empty batch (a step with no rows still counts, as with update). grad_mu_ is taken before
-  // mu_, never while holding it.
-  std::mutex grad_mu_;
-  std::vector<at::Tensor> pending_ids_, pending_grads_;
-  bool has_pending_ = false;
+  // ---- deltas (delta.cc.h)
+  // Removes ids (present or not) from the map, logging them for deltas; returns how many.
+  int64_t erase_ids(const int64_t *ids, int64_t n);
+  // erase_ids in two parts: reserve_erase makes every allocation the erase of n ids needs
+  // (freed: its scratch), after which erase_reserved cannot fail.
+  void reserve_erase(int64_t n, std::vector<int64_t> &freed);
+  int64_t erase_reserved(const int64_t *ids, int64_t n, std::vector<int64_t> &freed);
+  // apply_delta's part for info: checks (the chain, the parameters, the counts against the
+  // delta's rows and deletions) before anything changes, then sets.
+  void check_delta_info(const ct_table_delta_info &info, int64_t n, const int64_t *ids,
+                        const std::vector<int64_t> &del) const;
+  void set_delta_info(const ct_table_delta_info &info);
 
-  std::mutex prefetch_mu_;
-  std::unordered_map<int64_t, std::shared_ptr<Prefetch>> pending_;
-  int64_t next_prefetch_ = 1;
-  int64_t tasks_ = 0;  // prefetch tasks queued or running (close waits for them)
-  std::condition_variable tasks_cv_;
+  // ---- invariants (check.cc.h)
+  // check()'s pass over the rows' values.
+  void check_values(const std::vector<int64_t> &rows) const;
+
+  PendingGrads grads_;       // (gradients.cc.h)
+  Prefetches prefetches_;    // (prefetch.cc.h)
 };
 
 }  // namespace table
