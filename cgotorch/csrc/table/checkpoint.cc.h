@@ -11,7 +11,7 @@ ct_table_config Table::config() {
   std::shared_lock<std::shared_mutex> lock(mu_);
   check_open();
   ct_table_config c = cfg_;
-  std::copy(opt_.p, opt_.p + 8, c.opt_params);  // the rule's parameters as they are (set_lr)
+  opt_.p.to_array(opt_.kind, c.opt_params);  // the rule's parameters as they are (set_lr)
   return c;
 }
 

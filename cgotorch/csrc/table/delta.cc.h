@@ -87,7 +87,7 @@ void Table::check_delta_info(const ct_table_delta_info &d, int64_t n, const int6
                              ": deltas apply in order, each once, to a copy of their own table");
   }
   Optim next = opt_;
-  std::copy(d.opt_params, d.opt_params + 8, next.p);
+  next.p = OptimParams::from_array(next.kind, d.opt_params);
   next.validate();
   if (next.has_momentum() != opt_.has_momentum()) throw arg_error("the delta's optimizer has another momentum setting");
   if (d.ncounts < 0 || (d.ncounts > 0 && (d.count_ids == nullptr || d.counts == nullptr))) {
@@ -110,7 +110,7 @@ void Table::check_delta_info(const ct_table_delta_info &d, int64_t n, const int6
 }
 
 void Table::set_delta_info(const ct_table_delta_info &d) {
-  std::copy(d.opt_params, d.opt_params + 8, opt_.p);  // (validated by check_delta_info)
+  opt_.p = OptimParams::from_array(opt_.kind, d.opt_params);  // (validated by check_delta_info)
   adm_.after = d.admit_after;
   if (d.counts_replace != 0 || adm_.after <= 1) adm_.forget(meta_.tracked());
   for (int64_t i = 0; i < d.ncounts; i++) {
@@ -198,7 +198,7 @@ Table::Delta Table::delta(bool mark) {
   d.count_ids = index_tensor(cids, at::kCPU);
   d.counts = index_tensor(cvals, at::kCPU);
   ct_table_delta_info &info = d.info;
-  std::copy(opt_.p, opt_.p + 8, info.opt_params);
+  opt_.p.to_array(opt_.kind, info.opt_params);
   info.admit_after = adm_.after;
   info.counts_replace = whole ? 1 : 0;
   info.ncounts = static_cast<int64_t>(cids.size());

@@ -96,7 +96,7 @@ void Table::momentum_factors(const std::vector<int64_t> &rows, int64_t now, at::
     double S = 0, d = 1;
     const int64_t k = now - stamp_[static_cast<size_t>(rows[static_cast<size_t>(i)])];
     if (k > 0) opt_.catch_up_factors(k, &S, &d);
-    pm[i] = static_cast<float>(opt_.p[0] * S);
+    pm[i] = static_cast<float>(opt_.p.lr * S);
     pd[i] = static_cast<float>(d);
   }
   *move = upload(mv, device_);
@@ -127,7 +127,7 @@ void Table::gather(const int64_t *rows, int64_t n, int s, at::Tensor &out) const
         opt_.catch_up_factors(k, &S, &decay);
         const float *buf = slot_ptr(1, r);
         // dst + mv * buf for the row, buf * decay for the buffer
-        const float mv = s == 0 ? static_cast<float>(-opt_.p[0] * S) : 0.f, dc = static_cast<float>(decay);
+        const float mv = s == 0 ? static_cast<float>(-opt_.p.lr * S) : 0.f, dc = static_cast<float>(decay);
         for_lanes(w, [&](int64_t j, auto L) {
           const auto b = L.load(buf + j);
           L.store(dst + j, s == 0 ? L.load(dst + j) + mv * b : b * dc);

@@ -114,9 +114,28 @@ struct StepConsts {
   double bc2_sqrt = 1;  // AdamW: sqrt(1 - b2^t)
 };
 
+// An optimizer's parameters by name. The C ABI passes them by position (opt_params of
+// ct_table_config and ct_table_delta_info, in the order cgotorch.h lists for each optimizer):
+// from_array and to_array convert by the optimizer's kind. A parameter the kind does not take
+// is 0 (and a position it does not read comes back as 0).
+struct OptimParams {
+  double lr = 0;                         // every rule's step size (FTRL: alpha)
+  double momentum = 0, dampening = 0;    // SGD
+  double nesterov = 0;                   // SGD: 0 or 1
+  double lr_decay = 0;                   // Adagrad, row-wise Adagrad
+  double initial_accumulator_value = 0;  // Adagrad, row-wise Adagrad, FTRL
+  double eps = 0;                        // Adagrad, row-wise Adagrad, SparseAdam, AdamW
+  double beta1 = 0, beta2 = 0;           // SparseAdam, AdamW
+  double weight_decay = 0;               // AdamW
+  double beta = 0, l1 = 0, l2 = 0;       // FTRL
+  // Throws arg_error unless all eight values are finite (the unused ones too).
+  static OptimParams from_array(int32_t kind, const double a[8]);
+  void to_array(int32_t kind, double a[8]) const;
+};
+
 struct Optim {
   int32_t kind = CT_OPT_NONE;
-  double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  OptimParams p;
   int64_t dim = 0;
 
   void validate() const;
@@ -128,7 +147,7 @@ struct Optim {
   StateSpec state_shape(int i) const;
   // SGD with momentum: rows absent from a step keep moving (PyTorch's semantics), applied
   // lazily from a per-row stamp (see math.cc.h).
-  bool has_momentum() const { return kind == CT_OPT_SGD && p[1] != 0; }
+  bool has_momentum() const { return kind == CT_OPT_SGD && p.momentum != 0; }
   StepConsts begin(int64_t t) const;
 
   // Raw CPU kernel: one step of one row (g is the summed gradient of the row); s0/s1 are the

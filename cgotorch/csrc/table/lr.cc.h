@@ -5,7 +5,7 @@
 namespace ct {
 namespace table {
 
-// The rule's learning rate is p[0] for every optimizer (FTRL's alpha). A step reads it when it
+// The rule's learning rate is p.lr for every optimizer (FTRL's alpha). A step reads it when it
 // runs, so a change takes effect at the next step, as a change of torch's param_groups' lr
 // does. SGD with momentum is the exception that needs work: rows absent from steps move
 // lazily, in closed form over the steps they missed, with the learning rate of now; so before
@@ -18,12 +18,12 @@ void Table::set_lr(double lr) {
   if (!std::isfinite(lr) || lr < 0) throw arg_error("the learning rate must be finite and >= 0");
   if (opt_.kind == CT_OPT_NONE) throw arg_error("the table has no optimizer");
   Optim next = opt_;
-  next.p[0] = lr;
+  next.p.lr = lr;
   next.validate();
-  if (opt_.has_momentum() && next.p[0] != opt_.p[0]) catch_up_all();
-  // p[0] alone: the steps read it under the lock, but update reads the rule's kind before it
+  if (opt_.has_momentum() && next.p.lr != opt_.p.lr) catch_up_all();
+  // p.lr alone: the steps read it under the lock, but update reads the rule's kind before it
   // takes the lock (the kind never changes).
-  opt_.p[0] = lr;  // ct_table_config_get and checkpoints report it (config)
+  opt_.p.lr = lr;  // ct_table_config_get and checkpoints report it (config)
 }
 
 // Brings every row's weight and momentum buffer up to the current step (stamps = step_).

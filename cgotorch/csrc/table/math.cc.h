@@ -240,36 +240,72 @@ void Init::row(int64_t id, float *out) const {
 
 // ---- optimizers ---------------------------------------------------------------------------
 
+namespace {
+// Where each optimizer's parameters are in the C ABI's opt_params (cgotorch.h, ct_table_optimizer).
+struct ParamOrder {
+  int n;
+  double OptimParams::*at[5];
+};
+ParamOrder param_order(int32_t kind) {
+  using P = OptimParams;
+  switch (kind) {
+    case CT_OPT_SGD: return {4, {&P::lr, &P::momentum, &P::dampening, &P::nesterov}};
+    case CT_OPT_ADAGRAD:
+    case CT_OPT_ROWWISE_ADAGRAD: return {4, {&P::lr, &P::lr_decay, &P::initial_accumulator_value, &P::eps}};
+    case CT_OPT_SPARSE_ADAM: return {4, {&P::lr, &P::beta1, &P::beta2, &P::eps}};
+    case CT_OPT_ADAMW: return {5, {&P::lr, &P::beta1, &P::beta2, &P::eps, &P::weight_decay}};
+    case CT_OPT_FTRL: return {5, {&P::lr, &P::beta, &P::l1, &P::l2, &P::initial_accumulator_value}};
+    default: return {0, {}};
+  }
+}
+}  // namespace
+
+OptimParams OptimParams::from_array(int32_t kind, const double a[8]) {
+  for (int i = 0; i < 8; i++) need(finite(a[i]), "optimizer parameters must be finite");
+  OptimParams p;
+  const ParamOrder o = param_order(kind);
+  for (int i = 0; i < o.n; i++) p.*o.at[i] = a[i];
+  return p;
+}
+
+void OptimParams::to_array(int32_t kind, double a[8]) const {
+  std::fill(a, a + 8, 0.0);
+  const ParamOrder o = param_order(kind);
+  for (int i = 0; i < o.n; i++) a[i] = this->*o.at[i];
+}
+
 void Optim::validate() const {
-  for (double x : p) need(finite(x), "optimizer parameters must be finite");
+  double a[8];
+  p.to_array(kind, a);
+  for (double x : a) need(finite(x), "optimizer parameters must be finite");
   switch (kind) {
     case CT_OPT_NONE:
       return;
     case CT_OPT_SGD:
-      need(p[0] >= 0, "SGD needs lr >= 0");
-      need(p[1] >= 0, "SGD needs momentum >= 0");
-      need(p[3] == 0 || p[3] == 1, "SGD nesterov must be 0 or 1");
-      need(p[3] == 0 || (p[1] > 0 && p[2] == 0),
+      need(p.lr >= 0, "SGD needs lr >= 0");
+      need(p.momentum >= 0, "SGD needs momentum >= 0");
+      need(p.nesterov == 0 || p.nesterov == 1, "SGD nesterov must be 0 or 1");
+      need(p.nesterov == 0 || (p.momentum > 0 && p.dampening == 0),
            "SGD nesterov needs a momentum and zero dampening");
       return;
     case CT_OPT_ADAGRAD:
     case CT_OPT_ROWWISE_ADAGRAD:
-      need(p[0] >= 0, "Adagrad needs lr >= 0");
-      need(p[1] >= 0, "Adagrad needs lr_decay >= 0");
-      need(p[2] >= 0, "Adagrad needs initial_accumulator_value >= 0");
-      need(p[3] > 0, "Adagrad needs eps > 0");
+      need(p.lr >= 0, "Adagrad needs lr >= 0");
+      need(p.lr_decay >= 0, "Adagrad needs lr_decay >= 0");
+      need(p.initial_accumulator_value >= 0, "Adagrad needs initial_accumulator_value >= 0");
+      need(p.eps > 0, "Adagrad needs eps > 0");
       return;
     case CT_OPT_SPARSE_ADAM:
     case CT_OPT_ADAMW:
-      need(p[0] >= 0, "Adam needs lr >= 0");
-      need(p[1] >= 0 && p[1] < 1 && p[2] >= 0 && p[2] < 1, "Adam needs betas in [0, 1)");
-      need(p[3] > 0, "Adam needs eps > 0");
-      need(kind == CT_OPT_SPARSE_ADAM || p[4] >= 0, "AdamW needs weight_decay >= 0");
+      need(p.lr >= 0, "Adam needs lr >= 0");
+      need(p.beta1 >= 0 && p.beta1 < 1 && p.beta2 >= 0 && p.beta2 < 1, "Adam needs betas in [0, 1)");
+      need(p.eps > 0, "Adam needs eps > 0");
+      need(kind == CT_OPT_SPARSE_ADAM || p.weight_decay >= 0, "AdamW needs weight_decay >= 0");
       return;
     case CT_OPT_FTRL:
-      need(p[0] > 0, "FTRL needs alpha > 0");
-      need(p[1] >= 0 && p[2] >= 0 && p[3] >= 0, "FTRL needs beta, l1, l2 >= 0");
-      need(p[4] >= 0, "FTRL needs initial_accumulator_value >= 0");
+      need(p.lr > 0, "FTRL needs alpha > 0");
+      need(p.beta >= 0 && p.l1 >= 0 && p.l2 >= 0, "FTRL needs beta, l1, l2 >= 0");
+      need(p.initial_accumulator_value >= 0, "FTRL needs initial_accumulator_value >= 0");
       return;
     default:
       throw arg_error("unknown optimizer " + std::to_string(kind));
@@ -304,8 +340,8 @@ StateSpec Optim::state_shape(int i) const {
 
 StateSpec Optim::state(int i) const {
   StateSpec s = state_shape(i);
-  if (kind == CT_OPT_ADAGRAD || kind == CT_OPT_ROWWISE_ADAGRAD) s.init = static_cast<float>(p[2]);
-  if (kind == CT_OPT_FTRL && i == 1) s.init = static_cast<float>(p[4]);
+  if (kind == CT_OPT_ADAGRAD || kind == CT_OPT_ROWWISE_ADAGRAD) s.init = static_cast<float>(p.initial_accumulator_value);
+  if (kind == CT_OPT_FTRL && i == 1) s.init = static_cast<float>(p.initial_accumulator_value);
   return s;
 }
 
@@ -315,18 +351,18 @@ StepConsts Optim::begin(int64_t t) const {
   switch (kind) {
     case CT_OPT_ADAGRAD:
     case CT_OPT_ROWWISE_ADAGRAD:
-      c.clr = p[0] / (1 + static_cast<double>(t - 1) * p[1]);
+      c.clr = p.lr / (1 + static_cast<double>(t - 1) * p.lr_decay);
       break;
     case CT_OPT_SPARSE_ADAM: {
-      double bc1 = 1 - std::pow(p[1], static_cast<double>(t));
-      double bc2 = 1 - std::pow(p[2], static_cast<double>(t));
-      c.step_size = p[0] * std::sqrt(bc2) / bc1;
+      double bc1 = 1 - std::pow(p.beta1, static_cast<double>(t));
+      double bc2 = 1 - std::pow(p.beta2, static_cast<double>(t));
+      c.step_size = p.lr * std::sqrt(bc2) / bc1;
       break;
     }
     case CT_OPT_ADAMW: {
-      double bc1 = 1 - std::pow(p[1], static_cast<double>(t));
-      double bc2 = 1 - std::pow(p[2], static_cast<double>(t));
-      c.step_size = p[0] / bc1;
+      double bc1 = 1 - std::pow(p.beta1, static_cast<double>(t));
+      double bc2 = 1 - std::pow(p.beta2, static_cast<double>(t));
+      c.step_size = p.lr / bc1;
       c.bc2_sqrt = std::sqrt(bc2);
       break;
     }
@@ -345,33 +381,33 @@ double Optim::step_bound(const StepConsts &c, const double M[3], double G, doubl
   out[0] = out[1] = out[2] = inf;
   switch (kind) {
     case CT_OPT_SGD: {
-      const double lr = p[0];
+      const double lr = p.lr;
       if (!has_momentum()) return out[0] = M[0] + lr * G;
-      const double m = p[1];
+      const double m = p.momentum;
       if (m > 1) return inf;
       // Catch-up over at most t - 1 steps: |w| <= M0 + lr S M1, |buf| <= M1 (m^k <= 1).
       double S = m == 1 ? static_cast<double>(c.t) : m / (1 - m);
-      if (p[3] != 0) S *= m;
-      const double b = c.t == 1 ? G : m * M[1] + std::fabs(1 - p[2]) * G;
-      out[0] = M[0] + lr * S * M[1] + lr * (p[3] != 0 ? G + m * b : b);
+      if (p.nesterov != 0) S *= m;
+      const double b = c.t == 1 ? G : m * M[1] + std::fabs(1 - p.dampening) * G;
+      out[0] = M[0] + lr * S * M[1] + lr * (p.nesterov != 0 ? G + m * b : b);
       out[1] = std::max(M[1], b);
       return std::max(out[0], out[1]);
     }
     case CT_OPT_ADAGRAD:
     case CT_OPT_ROWWISE_ADAGRAD:
-      out[0] = M[0] + c.clr * G / p[3];
+      out[0] = M[0] + c.clr * G / p.eps;
       out[1] = M[1] + G * G;
       return std::max(out[0], out[1]);
     case CT_OPT_SPARSE_ADAM:
     case CT_OPT_ADAMW: {
       out[1] = M[1] + G;
       out[2] = M[2] + G * G;
-      const double decay = kind == CT_OPT_ADAMW ? std::fabs(1 - p[0] * p[4]) : 1.0;
-      out[0] = M[0] * decay + c.step_size * out[1] / p[3];
+      const double decay = kind == CT_OPT_ADAMW ? std::fabs(1 - p.lr * p.weight_decay) : 1.0;
+      out[0] = M[0] * decay + c.step_size * out[1] / p.eps;
       return std::max({out[0], out[1], out[2]});
     }
     case CT_OPT_FTRL: {
-      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      const double alpha = p.lr, beta = p.beta, l1 = p.l1, l2 = p.l2;
       out[2] = M[2] + G * G;
       out[1] = M[1] + G + std::sqrt(out[2]) / alpha * M[0];
       const double q = beta / alpha + l2;
@@ -385,10 +421,10 @@ double Optim::step_bound(const StepConsts &c, const double M[3], double G, doubl
 }
 
 void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
-  const double m = p[1];
+  const double m = p.momentum;
   const double mk = std::pow(m, static_cast<double>(k));
   double s = m == 1.0 ? static_cast<double>(k) : m * (1 - mk) / (1 - m);
-  if (p[3] != 0) s *= m;
+  if (p.nesterov != 0) s *= m;
   *S = s;
   *decay = mk;
 }
@@ -400,15 +436,15 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
   const int64_t d = dim;
   switch (kind) {
     case CT_OPT_SGD: {
-      const float nlr = static_cast<float>(-p[0]);
+      const float nlr = static_cast<float>(-p.lr);
       if (!has_momentum()) {
         for_lanes(d, [&](int64_t j, auto L) {
           L.store(w + j, L.load(w + j) + nlr * L.load(g + j));
         });
         return;
       }
-      const float m = static_cast<float>(p[1]), a = static_cast<float>(1 - p[2]);
-      const bool first = c.t == 1, nesterov = p[3] != 0;
+      const float m = static_cast<float>(p.momentum), a = static_cast<float>(1 - p.dampening);
+      const bool first = c.t == 1, nesterov = p.nesterov != 0;
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j);
         const auto b = first ? gj : L.load(s0 + j) * m + a * gj;
@@ -418,7 +454,7 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       return;
     }
     case CT_OPT_ADAGRAD: {
-      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
+      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p.eps);
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), s = L.load(s0 + j) + gj * gj;
         L.store(s0 + j, s);
@@ -427,7 +463,7 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       return;
     }
     case CT_OPT_ROWWISE_ADAGRAD: {
-      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p[3]);
+      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p.eps);
       double ss = 0;
       for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];  // in order
       s0[0] += static_cast<float>(ss / static_cast<double>(d));
@@ -438,8 +474,8 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       return;
     }
     case CT_OPT_SPARSE_ADAM: {
-      const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
-      const float eps = static_cast<float>(p[3]), nss = static_cast<float>(-c.step_size);
+      const float a1 = static_cast<float>(1 - p.beta1), a2 = static_cast<float>(1 - p.beta2);
+      const float eps = static_cast<float>(p.eps), nss = static_cast<float>(-c.step_size);
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), m0 = L.load(s0 + j), v0 = L.load(s1 + j);
         const auto mu = (gj - m0) * a1;
@@ -453,9 +489,9 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       return;
     }
     case CT_OPT_ADAMW: {
-      const float b1 = static_cast<float>(p[1]), b2 = static_cast<float>(p[2]);
-      const float a1 = static_cast<float>(1 - p[1]), a2 = static_cast<float>(1 - p[2]);
-      const float eps = static_cast<float>(p[3]), decay = static_cast<float>(1 - p[0] * p[4]);
+      const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2);
+      const float a1 = static_cast<float>(1 - p.beta1), a2 = static_cast<float>(1 - p.beta2);
+      const float eps = static_cast<float>(p.eps), decay = static_cast<float>(1 - p.lr * p.weight_decay);
       const float nss = static_cast<float>(-c.step_size), bc2s = static_cast<float>(c.bc2_sqrt);
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), wd = L.load(w + j) * decay;
@@ -469,7 +505,7 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
       return;
     }
     case CT_OPT_FTRL: {
-      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      const double alpha = p.lr, beta = p.beta, l1 = p.l1, l2 = p.l2;
       for (int64_t j = 0; j < d; j++) {
         const double gj = g[j], n0 = s1[j];
         const double n1 = n0 + gj * gj;
@@ -493,53 +529,53 @@ void Optim::apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::T
   switch (kind) {
     case CT_OPT_SGD: {
       if (!has_momentum()) {
-        w.add_(g, -p[0]);
+        w.add_(g, -p.lr);
         return;
       }
       if (c.t == 1) {
         s0->copy_(g);
       } else {
-        s0->mul_(p[1]).add_(g, 1 - p[2]);
+        s0->mul_(p.momentum).add_(g, 1 - p.dampening);
       }
-      if (p[3] != 0) {
-        w.add_(g.add(*s0, p[1]), -p[0]);
+      if (p.nesterov != 0) {
+        w.add_(g.add(*s0, p.momentum), -p.lr);
       } else {
-        w.add_(*s0, -p[0]);
+        w.add_(*s0, -p.lr);
       }
       return;
     }
     case CT_OPT_ADAGRAD: {
       s0->addcmul_(g, g, 1);
-      auto std = s0->sqrt().add_(p[3]);
+      auto std = s0->sqrt().add_(p.eps);
       w.add_(g / std, -c.clr);
       return;
     }
     case CT_OPT_ROWWISE_ADAGRAD: {
       s0->add_(g.to(at::kDouble).pow(2).mean(1, true).to(at::kFloat));
-      auto denom = s0->sqrt().add_(p[3]);
+      auto denom = s0->sqrt().add_(p.eps);
       w.add_(g / denom, -c.clr);
       return;
     }
     case CT_OPT_SPARSE_ADAM: {
-      auto mu = (g - *s0).mul_(1 - p[1]);
-      auto vu = (g * g - *s1).mul_(1 - p[2]);
+      auto mu = (g - *s0).mul_(1 - p.beta1);
+      auto vu = (g * g - *s1).mul_(1 - p.beta2);
       auto numer = mu + *s0;
-      auto denom = (vu + *s1).sqrt_().add_(p[3]);
+      auto denom = (vu + *s1).sqrt_().add_(p.eps);
       s0->add_(mu);
       s1->add_(vu);
       w.add_(numer / denom, -c.step_size);
       return;
     }
     case CT_OPT_ADAMW: {
-      w.mul_(1 - p[0] * p[4]);
-      s0->mul_(p[1]).add_(g, 1 - p[1]);
-      s1->mul_(p[2]).addcmul_(g, g, 1 - p[2]);
-      auto denom = (s1->sqrt() / c.bc2_sqrt).add_(p[3]);
+      w.mul_(1 - p.lr * p.weight_decay);
+      s0->mul_(p.beta1).add_(g, 1 - p.beta1);
+      s1->mul_(p.beta2).addcmul_(g, g, 1 - p.beta2);
+      auto denom = (s1->sqrt() / c.bc2_sqrt).add_(p.eps);
       w.addcdiv_(*s0, denom, -c.step_size);
       return;
     }
     case CT_OPT_FTRL: {
-      const double alpha = p[0], beta = p[1], l1 = p[2], l2 = p[3];
+      const double alpha = p.lr, beta = p.beta, l1 = p.l1, l2 = p.l2;
       auto gd = g.to(at::kDouble), wd = w.to(at::kDouble);
       auto n0 = s1->to(at::kDouble), n1 = n0 + gd * gd;
       auto sigma = (n1.sqrt() - n0.sqrt()) / alpha;

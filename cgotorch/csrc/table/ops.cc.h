@@ -117,7 +117,7 @@ void Table::write(const Keys &k, const at::Tensor &values_in) {
   });
   raise_max(0, most);
   // A momentum buffer decays by m^k as assign catches it up: with m above 1 it grows.
-  if (opt_.has_momentum() && opt_.p[1] > 1) vmax_[1] = std::numeric_limits<double>::infinity();
+  if (opt_.has_momentum() && opt_.p.momentum > 1) vmax_[1] = std::numeric_limits<double>::infinity();
   modified(rows.data(), u);
 }
 
@@ -249,7 +249,7 @@ void Table::catch_up_raw(int64_t r, int64_t now, float *w, float *buf) const {
   if (kk <= 0) return;
   double S, decay;
   opt_.catch_up_factors(kk, &S, &decay);
-  const float mv = static_cast<float>(-opt_.p[0] * S), dc = static_cast<float>(decay);
+  const float mv = static_cast<float>(-opt_.p.lr * S), dc = static_cast<float>(decay);
   for_lanes(dim_, [&](int64_t j, auto L) {
     const auto b = L.load(buf + j);
     L.store(w + j, L.load(w + j) + mv * b);

@@ -41,7 +41,7 @@ Table::Table(std::string name, const ct_table_config &cfg)
   init_.dim = dim_;
   init_.validate();
   opt_.kind = cfg.optimizer;
-  std::copy(cfg.opt_params, cfg.opt_params + 8, opt_.p);
+  opt_.p = OptimParams::from_array(opt_.kind, cfg.opt_params);
   opt_.dim = dim_;
   opt_.validate();
 
