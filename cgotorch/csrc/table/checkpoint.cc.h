@@ -31,14 +31,18 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   std::vector<float> emb(ucr * static_cast<size_t>(dim_));
   std::vector<float> st[2];
   for (int s = 0; s < nstates_; s++) st[s].resize(ucr * static_cast<size_t>(width_[s + 1]));
-  ct_table_chunk c{};
-  c.kind = CT_CHUNK_ROWS;
-  c.num_states = nstates_;
-  c.total_rows = m;
-  c.total_counts = static_cast<int64_t>(adm_.seen.size());
-  c.step = step_;
-  c.delta_lineage = deltas_.lineage;
-  c.delta_seq = deltas_.seq;
+  auto header = [&](int32_t kind) {  // what every chunk of the stream carries
+    ct_table_chunk h{};
+    h.kind = kind;
+    h.num_states = nstates_;
+    h.total_rows = m;
+    h.total_counts = static_cast<int64_t>(adm_.seen.size());
+    h.step = step_;
+    h.delta_lineage = deltas_.lineage;
+    h.delta_seq = deltas_.seq;
+    return h;
+  };
+  ct_table_chunk c = header(CT_CHUNK_ROWS);
   auto emit = [&] {
     if (sink(ctx, &c) != 0) throw std::runtime_error("aborted: the sink stopped the save");
   };
@@ -72,14 +76,7 @@ void Table::save(int64_t chunk_rows, ct_table_sink sink, uintptr_t ctx) {
   });
   if (!rows.empty() || row_off == 0) flush();
   // The admission counts, in chunks of the same size.
-  c = ct_table_chunk{};
-  c.kind = CT_CHUNK_COUNTS;
-  c.num_states = nstates_;
-  c.total_rows = m;
-  c.total_counts = static_cast<int64_t>(adm_.seen.size());
-  c.step = step_;
-  c.delta_lineage = deltas_.lineage;
-  c.delta_seq = deltas_.seq;
+  c = header(CT_CHUNK_COUNTS);
   std::vector<int64_t> counts(ucr);
   c.ids = ids.data();
   c.counts = counts.data();
