@@ -69,10 +69,10 @@ CXXSTD ?= -std=c++20
 # As cgo builds the C++ (cgotorch/flags.go): ATen's parallel_for is a header template that runs
 # in parallel only where the including code is compiled with OpenMP.
 OMP := -fopenmp
-# The C++ is compiled as cgo compiles it: the unity_*.cc translation units, which include the
-# .hxx sources (see cgotorch/unity_tensor.cc).
+# The C and C++ are compiled as cgo compiles them: the unity_*.cc and unity_*.c translation
+# units, which include the sources of cgotorch/csrc/ (see cgotorch/unity_tensor.cc).
 CT_CC_SRCS := $(wildcard cgotorch/*.cc)
-CT_HEADERS := $(wildcard cgotorch/*.h cgotorch/*.hxx)
+CT_HEADERS := $(wildcard cgotorch/*.h cgotorch/csrc/*/*.h)
 CT_C_SRCS := $(wildcard cgotorch/*.c)
 SAN_OBJS := $(CT_CC_SRCS:cgotorch/%.cc=$(BUILD)/san/%.o) $(CT_C_SRCS:cgotorch/%.c=$(BUILD)/san/%.o)
 export ASAN_OPTIONS := detect_leaks=1:abort_on_error=1

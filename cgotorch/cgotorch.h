@@ -624,7 +624,8 @@ ct_error ct_table_pending_grad(ct_tensor *ids, ct_tensor *grads, ct_table t);
 
 
 /* ------------------------------------------------------------------------------------------ */
-/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas (table_lifecycle.hxx) */
+/* Table lifecycle: checkpoints, row metadata, eviction, admission, deltas
+ * (csrc/table/: metadata, checkpoint, admission, compact, evict and delta.cc.h) */
 /*
  * Rows carry metadata: in tables created with CT_TABLE_TRACK_ACCESS, the step counter at its
  * last training lookup or update (last_step) and how often training touched it (frequency: each
@@ -828,7 +829,7 @@ ct_error ct_table_read_state(ct_tensor *rows, ct_tensor *states, int32_t cap, ct
                              ct_table t, ct_tensor keys);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Table-batched embedding bags (table_bags.hxx)                                               */
+/* Table-batched embedding bags (csrc/table/bags.cc.h)                                               */
 /*
  * The bags of several features, each pooled from its table, looked up and pooled in one call
  * (FBGEMM's table-batched embedding bags, TorchRec's KeyedJaggedTensor as input). ids int64 [N]
@@ -865,7 +866,7 @@ ct_error ct_table_step_all(int32_t *stepped, int32_t n, const ct_table *tables);
 ct_error ct_table_zero_grad_all(int32_t n, const ct_table *tables);
 
 /* ------------------------------------------------------------------------------------------ */
-/* Process groups: torch.distributed's c10d ProcessGroupGloo (dist_group.hxx, dist_collectives.hxx) */
+/* Process groups: torch.distributed's c10d ProcessGroupGloo (csrc/dist/) */
 
 /* A process group: this process's place (rank) among world_size processes that run the same
  * collectives in the same order. Collectives on one group are serialised (a mutex); every rank

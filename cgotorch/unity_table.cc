@@ -1,19 +1,25 @@
-// unity_table.cc: one translation unit for the embedding tables (see unity_tensor.cc for why
-// the C++ sources are compiled through two such units). table.hxx lists what each file holds.
-#include "table.hxx"
-#include "table_sort.hxx"
-#include "table_storage.hxx"
-#include "table_gather.hxx"
-#include "table_ops.hxx"
-#include "table_gradients.hxx"
-#include "table_prefetch.hxx"
-#include "table_capi.hxx"
-#include "table_lifecycle.hxx"  // after table.hxx: needs the definition of class Table
-#include "table_check.hxx"
-#include "table_lr.hxx"
-#include "table_autograd.hxx"
-#include "table_bags.hxx"  // after table_autograd.hxx
-#include "table_batch.hxx"
-#include "table_math.hxx"
-#include "table_seed.hxx"
-#include "table_read_state.hxx"
+// unity_table.cc: one translation unit for the embedding tables (csrc/table/; see
+// unity_tensor.cc for why the sources are compiled through unity units). csrc/table/table.cc.h
+// lists what each file holds.
+#include "csrc/table/table.cc.h"
+#include "csrc/table/sort.cc.h"
+#include "csrc/table/storage.cc.h"
+#include "csrc/table/gather.cc.h"
+#include "csrc/table/ops.cc.h"
+#include "csrc/table/gradients.cc.h"
+#include "csrc/table/prefetch.cc.h"
+#include "csrc/table/capi.cc.h"
+#include "csrc/table/metadata.cc.h"
+#include "csrc/table/checkpoint.cc.h"
+#include "csrc/table/admission.cc.h"
+#include "csrc/table/compact.cc.h"
+#include "csrc/table/evict.cc.h"
+#include "csrc/table/delta.cc.h"
+#include "csrc/table/check.cc.h"
+#include "csrc/table/lr.cc.h"
+#include "csrc/table/autograd.cc.h"
+#include "csrc/table/bags.cc.h"  // after autograd.cc.h
+#include "csrc/table/batch.cc.h"
+#include "csrc/table/math.cc.h"
+#include "csrc/table/seed.cc.h"
+#include "csrc/table/read_state.cc.h"

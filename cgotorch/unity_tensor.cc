@@ -1,22 +1,24 @@
 // unity_tensor.cc: one translation unit for the tensor half of the C ABI.
 //
-// cgo compiles every .cc file of the package as its own translation unit, and each of them
-// parses <ATen/ATen.h> (about 8 s) and emits its debug information (as long again at cgo's
-// default -g): that fixed cost, not our code, was most of a build. So the C++ sources are
-// .hxx files, each with one purpose, and the package has a few translation units that include
-// them: this one, unity_table.cc and unity_dist.cc, compiled in parallel. The sources have a header extension
-// because the go command hashes a package's .h/.hh/.hpp/.hxx files into its build cache key;
-// a source under another extension or in a subdirectory would leave stale builds in the cache.
+// cgo compiles every .c and .cc file of the package's own folder as its own translation unit,
+// and each C++ one parses <ATen/ATen.h> (about 8 s) and emits its debug information (as long
+// again at cgo's default -g): that fixed cost, not our code, was most of a build. So the sources
+// live by component in csrc/ (tensor/, table/, idmap/, dist/), each file with one purpose, and
+// the package has a few translation units that include them: this one, unity_table.cc,
+// unity_dist.cc and the id map's unity_idmap.c (and unity_idmap_v3.c), compiled in parallel.
+// A body included by a unit is named .cc.h (C++) or .c.h (C); a real header keeps .h. The go
+// command hashes no file of a subfolder into its build cache key: the package csrc, imported
+// by this one, embeds those folders (csrc/embed.go), so that an edited source rebuilds.
 // A new source goes into exactly one of the units' lists (TestUnitySourcesIncludedOnce).
-#include "allocator.hxx"
-#include "autograd.hxx"
-#include "factory.hxx"
-#include "ops_elementwise.hxx"
-#include "ops_index.hxx"
-#include "ops_nn.hxx"
-#include "ops_reduce.hxx"
-#include "ops_shape.hxx"
-#include "optim_step.hxx"
-#include "scope.hxx"
-#include "state.hxx"
-#include "tensor_core.hxx"
+#include "csrc/tensor/allocator.cc.h"
+#include "csrc/tensor/autograd.cc.h"
+#include "csrc/tensor/factory.cc.h"
+#include "csrc/tensor/ops_elementwise.cc.h"
+#include "csrc/tensor/ops_index.cc.h"
+#include "csrc/tensor/ops_nn.cc.h"
+#include "csrc/tensor/ops_reduce.cc.h"
+#include "csrc/tensor/ops_shape.cc.h"
+#include "csrc/tensor/optim_step.cc.h"
+#include "csrc/tensor/scope.cc.h"
+#include "csrc/tensor/state.cc.h"
+#include "csrc/tensor/core.cc.h"

@@ -21,7 +21,7 @@ $(PY_BUILD)/%.o: cgotorch/%.cc $(CT_HEADERS) | $(PY_BUILD)
 	$(CXX) $(PY_CXXFLAGS) -c $< -o $@
 $(PY_BUILD)/%.o: cgotorch/%.c $(CT_HEADERS) | $(PY_BUILD)
 	$(CC) -O3 -std=gnu11 -fPIC -Wall -c $< -o $@
-$(PY_BUILD)/ops_%.o: python/csrc/%.cc $(wildcard python/csrc/*.h) cgotorch/cgotorch.h | $(PY_BUILD)
+$(PY_BUILD)/ops_%.o: python/csrc/%.cc $(wildcard python/csrc/*.h) $(CT_HEADERS) | $(PY_BUILD)
 	$(CXX) $(PY_CXXFLAGS) -Icgotorch -c $< -o $@
 $(PY_LIB): $(PY_OBJS)
 	$(CXX) -shared $(OMP) $^ -o $@ $(TORCH_LIB) -ltorch_cpu -ltorch -lc10 -lm

@@ -1,4 +1,4 @@
-// idmap_bench.cc - single-thread benchmark of cgotorch/idmap.c against
+// idmap_bench.cc - single-thread benchmark of cgotorch/csrc/idmap/ against
 // absl::flat_hash_map<int64_t,int64_t> and std::unordered_map<int64_t,int64_t>.
 //
 // Work, identical for every table (same ids, same order, results written to an out
@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../idmap.h"
+#include "../csrc/idmap/idmap.h"
 
 namespace {
 

@@ -1,13 +1,14 @@
-/* idmap_test.c - unit tests for cgotorch/idmap.c (run under ASan + UBSan by `make idmap-test`).
+/* idmap_test.c - unit tests for the id map, cgotorch/csrc/idmap/ (run under ASan + UBSan by
+ * `make idmap-test`).
  * Prints one line per failed check and a final "idmap: N passed, M failed"; exits 1 on failure. */
-#include "../idmap_isa.h" /* idmap.h, and whether the map dispatches between two builds */
+#include "../csrc/idmap/isa.h" /* idmap.h, and whether the map dispatches between two builds */
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* the segment size the map was built with (idmap.c's default unless the build overrides it) */
+/* the segment size the map was built with (idmap.c.h's default unless the build overrides it) */
 #ifdef CT_IDMAP_SEG_MAX_LOG
 #define CT_IDMAP_SEG_MAX_LOG_FOR_TEST CT_IDMAP_SEG_MAX_LOG
 #else
@@ -852,7 +853,7 @@ static void test_oom(void) {
     free(o2);
 }
 
-/* The two builds of the batched operations (idmap_isa.h) give the same results, and a map is
+/* The two builds of the batched operations (csrc/idmap/isa.h) give the same results, and a map is
  * one data structure whichever build touched it: one map switches build every batch (and every
  * kind of operation meets both builds: batch k runs operation k % 4 on build (k ^ k / 4) & 1),
  * its twin stays on the baseline, and every output and the final contents agree. */

@@ -185,8 +185,8 @@ static void free_batches(Batches *b) {
 }
 
 /* The reference's arrays get what the table's storage gets (see "huge-page backed row storage"
- * in table.hxx): 2 MiB alignment and MADV_HUGEPAGE. With 4 KiB pages a random row costs a page
- * walk, which on this virtual machine made the plain loops slower than the table. */
+ * in csrc/table/table.cc.h): 2 MiB alignment and MADV_HUGEPAGE. With 4 KiB pages a random row
+ * costs a page walk, which on this virtual machine made the plain loops slower than the table. */
 static float *flat(int64_t n, float v) {
   const size_t bytes = sizeof(float) * (size_t)n, huge = (size_t)2 << 20;
   float *p = NULL;

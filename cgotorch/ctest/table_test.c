@@ -350,6 +350,45 @@ static void test_update_and_bad_input(void) {
   ct_table_free(t);
 }
 
+/* Each optimizer's parameters come back from ct_table_config_get and a delta's info in the
+ * positions cgotorch.h gives them (the C side holds them by name: a wrong position would read
+ * one parameter as another), and the positions an optimizer does not take as 0. */
+static void test_opt_params_positions(void) {
+  static const struct {
+    int32_t opt;
+    double p[8];
+  } cases[] = {
+      {CT_OPT_SGD, {0.1, 0.5, 0.25, 0}},
+      {CT_OPT_ADAGRAD, {0.1, 0.01, 0.2, 1e-8}},
+      {CT_OPT_ROWWISE_ADAGRAD, {0.1, 0.01, 0.2, 1e-8}},
+      {CT_OPT_SPARSE_ADAM, {0.1, 0.8, 0.9, 1e-6}},
+      {CT_OPT_ADAMW, {0.1, 0.8, 0.9, 1e-6, 0.03}},
+      {CT_OPT_FTRL, {0.1, 0.2, 0.3, 0.4, 0.5}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ct_table_config cfg = config(2, cases[c].opt);
+    memcpy(cfg.opt_params, cases[c].p, sizeof cfg.opt_params);
+    cfg.opt_params[7] = 9;  /* a position no optimizer takes */
+    ct_table t = NULL;
+    CHECK(ok(ct_table_new(&t, "opt-params", &cfg)));
+    ct_table_config got;
+    CHECK(ok(ct_table_config_get(&got, t)));
+    ct_tensor ids = NULL, rows = NULL, st[2] = {NULL, NULL}, meta = NULL, del = NULL, ci = NULL, cv = NULL;
+    int64_t step = 0;
+    ct_table_delta_info info;
+    memset(&info, 0, sizeof info);
+    CHECK(ok(ct_table_delta(&ids, &rows, st, 2, &meta, &del, &step, &info, &ci, &cv, t, 0)));
+    for (int i = 0; i < 8; i++) {
+      CHECK(got.opt_params[i] == cases[c].p[i]);
+      CHECK(info.opt_params[i] == cases[c].p[i]);
+    }
+    ct_tensor all[] = {ids, rows, st[0], st[1], meta, del, ci, cv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ct_tensor_free(all[i]);
+    CHECK(ok(ct_table_close(t)));
+    ct_table_free(t);
+  }
+}
+
 /* An update inserts the ids it has not seen (after a find of all of them): the absent ones get
  * indices as one find-or-insert of the batch would give them, in batch order, freed ones
  * first, and their rows are initialised before the step. */
@@ -559,7 +598,7 @@ static void test_gather_widths(void) {
   free(got);
 }
 
-/* The raw optimizer kernels run four elements at a time, then one at a time (table_lanes.h),
+/* The raw optimizer kernels run four elements at a time, then one at a time (csrc/table/lanes.h),
  * and must give the same bits either way (the PyTorch parity fixtures, at dim 6, check both
  * paths against PyTorch to a tolerance). Here every element of a row starts equal and gets
  * equal gradients, so after several steps (a row absent from some, with SGD momentum's
@@ -632,7 +671,7 @@ static void test_lanes_match_scalar(void) {
 }
 
 /* Distinct ids of a batch come from a hash table that each thread keeps between batches and
- * never clears (cgotorch/table_batch.hxx), its slots told apart by batch stamps; the sanitizer
+ * never clears (csrc/table/batch.cc.h), its slots told apart by batch stamps; the sanitizer
  * build wraps the stamps every 3 batches. Across 40 batches with repeated ids (updates: summed
  * gradients; writes: the last value wins), including one batch too big for the kept table,
  * every row must match a plain model of the rules. */
@@ -1506,7 +1545,7 @@ static void test_access_opt_in(void) {
 
 /* ---- row metadata across the 2^32 step boundary ---------------------------------------------
  * Last steps are stored as 32-bit offsets from a base that follows the step counter (the largest
- * multiple of 2^31 at most step - 2^31, 0 below step 2^32; see table_meta.h): rows seen within
+ * multiple of 2^31 at most step - 2^31, 0 below step 2^32; see csrc/table/meta.h): rows seen within
  * the last 2^31 steps read back exactly, older rows as the base. */
 #define P31 ((int64_t)1 << 31)
 #define P32 ((int64_t)1 << 32)
@@ -1880,6 +1919,7 @@ int main(void) {
   test_lookup_read_write();
   test_update_and_bad_input();
   test_set_lr();
+  test_opt_params_positions();
   test_update_inserts_absent();
   test_kernels_agree();
   test_gather_widths();

@@ -6,7 +6,7 @@ Run with Debian's python3-torch (1.13):  /usr/bin/python3 embedding/testdata/gen
 
 Each case: a dense twin nn.Embedding(6, 6, sparse=True) with known initial rows, and steps of
 (ids, per-occurrence gradients). Dim 6: the table's raw kernels take elements 0-3 four at a
-time and 4-5 one at a time (cgotorch/table_lanes.h), so both paths meet PyTorch's numbers. The
+time and 4-5 one at a time (cgotorch/csrc/table/lanes.h), so both paths meet PyTorch's numbers. The
 ids repeat within a step (gradients are summed), row 3 is first seen at step 2 and row 4 at
 step 4, row 2 gets a zero gradient at step 2 after a non-zero one at step 1, row 0 is absent
 from steps 2 and 4, and row 5 is never seen. The gradient for the occurrences is pushed

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "cgotorch.h"
-#include "internal.h"  // ct::wrap, ct::get: tensor handles over an at::Tensor, no copy
+#include "csrc/tensor/internal.h"  // ct::wrap, ct::get: tensor handles over an at::Tensor, no copy
 
 namespace gorec {
 

@@ -183,7 +183,7 @@ int64_t emb_delete(std::string table, const at::Tensor &keys) {
 
 // ---- autograd lookups -------------------------------------------------------------------------
 // With grad mode on, a training lookup's result has a grad_fn (the table's node,
-// table_autograd.hxx): its backward keeps the rows' gradient as the table's pending gradient
+// csrc/table/autograd.cc.h): its backward keeps the rows' gradient as the table's pending gradient
 // (emb_step applies it) or, fused, applies one optimizer step at once. These kernels are
 // registered for the Autograd key as well as CPU and CUDA: the node is made by the C side, not
 // by a torch::autograd::Function, because the lookup has no input that requires grad.

@@ -2,7 +2,7 @@
 duplicate ids in a batch, ids first seen late (step 10 on) and int64's extreme ids. The torch
 side gets the gorec rows' initial values (a function of seed and id: read_default="initial"
 reads them without inserting). Tolerance: float32 rounding of the same arithmetic (rtol 1e-5,
-atol 1e-6); the update rules are those of table_math.hxx, written after torch's."""
+atol 1e-6); the update rules are those of cgotorch/csrc/table/math.cc.h, written after torch's."""
 import pytest
 import torch
 

@@ -1,0 +1,468 @@
+// bags.cc.h: embedding bags pooled on the C side: the bags of several features, each from
+// its table, looked up and pooled in one call (ct_table_bags_forward, FBGEMM's table-batched
+// embedding bags), the steps and gradient resets of several tables in one call
+// (ct_table_step_all, ct_table_zero_grad_all), and the sum and mean bags of
+// ct_table_forward_bag on the CPU (bags_fast_path).
+// Compiled as part of unity_table.cc, after autograd.cc.h (unique_rows, check_options).
+//
+// Design
+//   Per feature: the distinct ids of its bags (Dedupe, padding left out), their rows [U, dim]
+//   through unique_rows (whose node hands the rows' gradient to the table, as for every lookup),
+//   then raw loops: forward, each bag's row is the fused multiply-add of its ids' rows (times
+//   their per-sample weights) in bag order, then for mean divided by the bag's count of
+//   non-padding ids; backward (BagsBackward, one node for every feature of the call, whose next
+//   edges are the features' rows), each distinct id's gradient is the fused multiply-add of its
+//   bags' gradients (times weight, times 1/count for mean) in position order. No [N, dim]
+//   intermediate, no sort, no per-id Go work.
+//   The forward's operations and order are PyTorch's CPU embedding_bag's (caffe2's
+//   EmbeddingLookupIdx: fma per id in bag order, then output / bag_size), so its output equals
+//   torch's bit for bit; the backward's order is per id in position order (torch's dense
+//   backward adds in sorted-index order: equal up to rounding).
+//   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
+//   both give the same numbers at any thread count.
+#include <torch/csrc/autograd/variable.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CT_BAGS_AVX2 1
+#endif
+
+namespace ct {
+namespace table {
+namespace {
+
+// Work (ids x dim) below which a pooling runs in the calling thread: a parallel region costs
+// tens of microseconds on a small VM (see for_rows).
+constexpr int64_t kBagsSerialWork = int64_t{1} << 20;
+// How many rows ahead the pooling prefetches (the rows are scattered over more than the L2 cache).
+constexpr int64_t kBagsAhead = 8;
+
+// dst[0, d) = the sum of w[i] * src[i][0, d) over i < m, in order, from zero (w nullptr:
+// weights 1). Fused: each term a fused multiply-add (one rounding); otherwise a product rounded,
+// then added (PyTorch's CPU embedding_bag takes that path for weighted bags with a padding
+// index). The same IEEE operations whatever the CPU, so the numbers do not depend on it. The
+// AVX2 kernel keeps 64 columns in registers over all m rows.
+template <bool Fused>
+float madd(float w, float x, float a) {
+  if constexpr (Fused) {
+    return std::fma(w, x, a);
+  } else {
+    volatile float p = w * x;  // (rounded apart: never contracted into an fma)
+    return p + a;
+  }
+}
+template <bool Fused>
+void sum_rows_plain(float *dst, int64_t d, const float *const *src, const float *w, int64_t m) {
+  std::fill(dst, dst + d, 0.f);
+  for (int64_t i = 0; i < m; i++) {
+    const float wi = w != nullptr ? w[i] : 1.f;
+    for (int64_t j = 0; j < d; j++) dst[j] = madd<Fused>(wi, src[i][j], dst[j]);
+  }
+}
+#ifdef CT_BAGS_AVX2
+template <bool Fused>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 madd8(__m256 w, const float *x, __m256 a) {
+  if constexpr (Fused) {
+    return _mm256_fmadd_ps(w, _mm256_loadu_ps(x), a);
+  } else {
+    return _mm256_add_ps(_mm256_mul_ps(w, _mm256_loadu_ps(x)), a);
+  }
+}
+template <bool Fused>
+__attribute__((target("avx2,fma"))) void sum_rows_avx2(float *dst, int64_t d, const float *const *src,
+                                                        const float *w, int64_t m) {
+  const size_t bytes = sizeof(float) * static_cast<size_t>(d);
+  for (int64_t i = 0; i < m && i < kBagsAhead; i++) prefetch_lines(src[i], bytes, false);
+  int64_t c = 0;
+  for (; c + 64 <= d; c += 64) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int64_t i = 0; i < m; i++) {
+      if (c == 0 && i + kBagsAhead < m) prefetch_lines(src[i + kBagsAhead], bytes, false);
+      const __m256 vw = _mm256_set1_ps(w != nullptr ? w[i] : 1.f);
+      const float *r = src[i] + c;
+      a0 = madd8<Fused>(vw, r, a0);
+      a1 = madd8<Fused>(vw, r + 8, a1);
+      a2 = madd8<Fused>(vw, r + 16, a2);
+      a3 = madd8<Fused>(vw, r + 24, a3);
+      a4 = madd8<Fused>(vw, r + 32, a4);
+      a5 = madd8<Fused>(vw, r + 40, a5);
+      a6 = madd8<Fused>(vw, r + 48, a6);
+      a7 = madd8<Fused>(vw, r + 56, a7);
+    }
+    float *o = dst + c;
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + 16, a2);
+    _mm256_storeu_ps(o + 24, a3);
+    _mm256_storeu_ps(o + 32, a4);
+    _mm256_storeu_ps(o + 40, a5);
+    _mm256_storeu_ps(o + 48, a6);
+    _mm256_storeu_ps(o + 56, a7);
+  }
+  for (; c + 8 <= d; c += 8) {
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i < m; i++) a = madd8<Fused>(_mm256_set1_ps(w != nullptr ? w[i] : 1.f), src[i] + c, a);
+    _mm256_storeu_ps(dst + c, a);
+  }
+  for (; c < d; c++) {
+    float a = 0.f;
+    for (int64_t i = 0; i < m; i++) a = madd<Fused>(w != nullptr ? w[i] : 1.f, src[i][c], a);
+    dst[c] = a;
+  }
+}
+bool cpu_has_fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+using SumRows = void (*)(float *, int64_t, const float *const *, const float *, int64_t);
+SumRows sum_rows_kernel(bool fused) {
+#ifdef CT_BAGS_AVX2
+  static const bool avx2 = cpu_has_fma();
+  if (avx2) return fused ? sum_rows_avx2<true> : sum_rows_avx2<false>;
+#endif
+  return fused ? sum_rows_plain<true> : sum_rows_plain<false>;
+}
+
+// One feature of a call: where its bags lie and what its backward needs.
+struct BagFeature {
+  int64_t first_bag = 0;  // its bags are bounds[first_bag, first_bag + batch]
+  int64_t base = 0;       // the position of its first id
+  int64_t u = 0, dim = 0, col = 0;  // distinct ids, row width, first output column
+  bool mean = false, padding = false;  // padding: the feature has a padding id
+  std::vector<int64_t> inverse;  // per id from base: its row among the distinct ids, -1: padding
+  std::vector<int64_t> count;    // mean: each bag's ids other than padding
+};
+
+// The bags of a call: bag b holds positions [bounds[b], bounds[b + 1]) of ids and weights.
+struct BagsBatch {
+  std::vector<int64_t> bounds;
+  int64_t batch = 0;  // bags per feature (segment)
+  const float *weights = nullptr;
+  at::Tensor weights_t;  // keeps weights alive (CPU, contiguous)
+};
+
+// Pools feature f's bags from its rows [u, dim] into out's columns [col, col + dim) (ld floats a
+// row); mean divides by the bag's count (kept in f.count for the backward).
+void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *out, int64_t ld) {
+  // (PyTorch: weighted bags with a padding index are summed as products then added)
+  const SumRows sum_rows = sum_rows_kernel(bb.weights == nullptr || !f.padding);
+  const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
+  // Each bag's rows and weights, padding left out: bag b's are [at[b], at[b + 1]).
+  std::vector<const float *> src(static_cast<size_t>(n));
+  std::vector<float> w(bb.weights != nullptr ? static_cast<size_t>(n) : 0);
+  std::vector<int64_t> at(static_cast<size_t>(bb.batch) + 1, 0);
+  int64_t m = 0;
+  for (int64_t b = 0; b < bb.batch; b++) {
+    for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1]; p++) {
+      const int64_t k = f.inverse[static_cast<size_t>(p - f.base)];
+      if (k < 0) continue;
+      src[static_cast<size_t>(m)] = rows + k * d;
+      if (bb.weights != nullptr) w[static_cast<size_t>(m)] = bb.weights[p];
+      m++;
+    }
+    at[static_cast<size_t>(b) + 1] = m;
+  }
+  if (f.mean) f.count.assign(static_cast<size_t>(bb.batch), 0);
+  auto body = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; b++) {
+      float *o = out + b * ld + f.col;
+      const int64_t i0 = at[static_cast<size_t>(b)], cnt = at[static_cast<size_t>(b) + 1] - i0;
+      sum_rows(o, d, src.data() + i0, bb.weights != nullptr ? w.data() + i0 : nullptr, cnt);
+      if (f.mean) {
+        f.count[static_cast<size_t>(b)] = cnt;
+        if (cnt > 0) {
+          const float c = static_cast<float>(cnt);
+          for (int64_t j = 0; j < d; j++) o[j] /= c;
+        }
+      }
+    }
+  };
+  if (n * d < kBagsSerialWork) {
+    body(0, bb.batch);
+  } else {
+    at::parallel_for(0, bb.batch, std::max<int64_t>(1, bb.batch * kBagsSerialWork / (4 * n * d)), body);
+  }
+}
+
+// The gradient [u, dim] of feature f's rows from the gradient g of the pooled output (ld floats
+// a row): each id's is the sum over its occurrences, in position order, of the bag's gradient
+// times the id's weight (times 1 / count for mean). The occurrences are first grouped by id (a
+// counting sort, which keeps their order), so that each id's row is summed in the L1 cache from
+// the bags' gradients (B rows: in the L2 cache) and written once.
+at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *g, int64_t ld) {
+  const SumRows sum_rows = sum_rows_kernel(true);
+  const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
+  std::vector<int64_t> start(static_cast<size_t>(f.u) + 1, 0);
+  std::vector<const float *> src(static_cast<size_t>(n));
+  std::vector<float> scale(static_cast<size_t>(n));
+  for (int64_t v : f.inverse) {
+    if (v >= 0) start[static_cast<size_t>(v) + 1]++;
+  }
+  for (int64_t k = 0; k < f.u; k++) start[static_cast<size_t>(k) + 1] += start[static_cast<size_t>(k)];
+  {
+    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    for (int64_t b = 0; b < bb.batch; b++) {
+      float s = 1.f;
+      if (f.mean) {
+        const int64_t c = f.count[static_cast<size_t>(b)];
+        s = c == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(c));
+      }
+      for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1]; p++) {
+        const int64_t k = f.inverse[static_cast<size_t>(p - f.base)];
+        if (k < 0) continue;
+        const int64_t q = next[static_cast<size_t>(k)]++;
+        src[static_cast<size_t>(q)] = g + b * ld + f.col;
+        scale[static_cast<size_t>(q)] = bb.weights != nullptr ? bb.weights[p] * s : s;
+      }
+    }
+  }
+  auto grad = at::empty({f.u, f.dim}, at::kFloat);
+  float *gr = grad.data_ptr<float>();
+  auto body = [&](int64_t u0, int64_t u1) {
+    for (int64_t k = u0; k < u1; k++) {
+      const int64_t q0 = start[static_cast<size_t>(k)];
+      sum_rows(gr + k * d, d, src.data() + q0, scale.data() + q0, start[static_cast<size_t>(k) + 1] - q0);
+    }
+  };
+  if (n * d < kBagsSerialWork) {
+    body(0, f.u);
+  } else {
+    at::parallel_for(0, f.u, std::max<int64_t>(1, f.u * kBagsSerialWork / (4 * n * d)), body);
+  }
+  return grad;
+}
+
+// The backward of a call's pooled output: the gradient of each feature's rows (its next edge).
+struct BagsBackward : torch::autograd::Node {
+  std::shared_ptr<const BagsBatch> bb;
+  std::vector<BagFeature> features;  // those with an edge, in edge order
+  bool released = false;
+
+  variable_list apply(variable_list &&grads) override {
+    if (released) {
+      throw std::runtime_error("the embedding bags' graph was freed by an earlier backward pass (retain_graph)");
+    }
+    variable_list out(features.size());
+    if (grads.empty() || !grads[0].defined()) return out;  // (undefined: zero gradients)
+    c10::NoGradGuard no_grad;
+    at::Tensor g = grads[0].to(at::kCPU).to(at::kFloat).contiguous();
+    for (size_t i = 0; i < features.size(); i++) {
+      out[i] = pool_backward(features[i], *bb, g.data_ptr<float>(), g.size(1));
+    }
+    return out;
+  }
+  std::string name() const override { return "gorec::TableBagsBackward"; }
+  void release_variables() override {
+    released = true;
+    features.clear();
+    bb.reset();
+  }
+};
+
+// The bag bounds from offsets or lengths (kind: ct_bags_bounds), checked against n ids: bags
+// S * batch bags, batch = bags / segments.
+BagsBatch bags_batch(const at::Tensor &bounds, int32_t kind, int64_t n, int64_t segments) {
+  if (bounds.scalar_type() != at::kLong) throw arg_error("offsets and lengths must be int64");
+  if (bounds.dim() != 1) throw arg_error("offsets and lengths must be one-dimensional");
+  at::Tensor h = bounds.detach().to(at::kCPU).contiguous();
+  const int64_t *p = h.data_ptr<int64_t>();
+  const int64_t m = h.size(0);
+  BagsBatch bb;
+  if (kind == CT_BAGS_LENGTHS) {
+    bb.bounds.resize(static_cast<size_t>(m) + 1);
+    bb.bounds[0] = 0;
+    for (int64_t i = 0; i < m; i++) {
+      if (p[i] < 0 || p[i] > n - bb.bounds[static_cast<size_t>(i)]) {
+        throw arg_error("lengths must be >= 0 and add up to the " + std::to_string(n) + " ids");
+      }
+      bb.bounds[static_cast<size_t>(i) + 1] = bb.bounds[static_cast<size_t>(i)] + p[i];
+    }
+    if (bb.bounds.back() != n) throw arg_error("lengths add up to " + std::to_string(bb.bounds.back()) + ", not to the " + std::to_string(n) + " ids");
+  } else if (kind == CT_BAGS_OFFSETS || kind == CT_BAGS_OFFSETS_INCLUDE_LAST) {
+    bb.bounds.assign(p, p + m);
+    if (kind == CT_BAGS_OFFSETS) {
+      // (libtorch 1.13 reads memory it never wrote, or crashes in max mode, for ids in no bag)
+      if (m == 0 && n > 0) throw arg_error("offsets is empty, so the " + std::to_string(n) + " ids are in no bag");
+      bb.bounds.push_back(n);
+    } else if (m == 0 || p[m - 1] != n) {
+      throw arg_error("the last offset (include_last_offset) must be the number of ids, " + std::to_string(n));
+    }
+    if (bb.bounds[0] != 0) throw arg_error("offsets must start at 0, got " + std::to_string(bb.bounds[0]));
+    for (size_t i = 1; i < bb.bounds.size(); i++) {
+      if (bb.bounds[i] < bb.bounds[i - 1] || bb.bounds[i] > n) {
+        throw arg_error("offsets must be non-decreasing within [0, " + std::to_string(n) + "]");
+      }
+    }
+  } else {
+    throw arg_error("unknown bounds kind " + std::to_string(kind));
+  }
+  const int64_t bags = static_cast<int64_t>(bb.bounds.size()) - 1;
+  if (bags % segments != 0) {
+    throw arg_error(std::to_string(bags) + " bags do not split into " + std::to_string(segments) + " features of equal batch");
+  }
+  bb.batch = bags / segments;
+  return bb;
+}
+
+// The per-sample weights (float32, n of them, without gradient), on the host.
+void bags_weights(BagsBatch &bb, const at::Tensor &w, int64_t n) {
+  if (w.scalar_type() != at::kFloat) throw arg_error("per-sample weights must be float32");
+  if (w.numel() != n) throw arg_error("per-sample weights must be shaped like ids");
+  if (w.requires_grad() && c10::GradMode::is_enabled()) {
+    throw arg_error("per-sample weights that require a gradient are not supported here");
+  }
+  bb.weights_t = w.detach().to(at::kCPU).contiguous().reshape({-1});
+  bb.weights = bb.weights_t.data_ptr<float>();
+}
+
+// One feature of a call (its table, options and pooling, and which segment of bags it pools).
+struct BagsFeatureArg {
+  std::shared_ptr<Table> table;
+  Options opts;
+  int32_t mode = CT_BAG_SUM;
+  int64_t segment = 0;
+};
+
+// Pools the bags of every feature into [batch, sum of dims] (features' columns in order); ids
+// int64 [N] with bounds, or [B, L] (one segment of B bags of L) with bounds undefined.
+at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segments, const at::Tensor &ids,
+                        const at::Tensor *bounds, int32_t kind, const at::Tensor *weights) {
+  if (segments < 1) throw arg_error("segments must be >= 1, got " + std::to_string(segments));
+  at::Tensor flat = host_ids(ids);
+  const int64_t n = flat.size(0);
+  auto bb = std::make_shared<BagsBatch>();
+  if (bounds != nullptr) {
+    if (ids.dim() != 1) throw arg_error("ids with offsets or lengths must be one-dimensional, got " + std::to_string(ids.dim()) + " dimensions");
+    *bb = bags_batch(*bounds, kind, n, segments);
+  } else {
+    if (ids.dim() != 2) throw arg_error("ids without offsets must be two-dimensional [bags, length], got " + std::to_string(ids.dim()) + " dimensions");
+    if (segments != 1) throw arg_error("two-dimensional ids are one feature's bags");
+    const int64_t b = ids.size(0), len = ids.size(1);
+    for (int64_t i = 0; i <= b; i++) bb->bounds.push_back(i * len);
+    bb->batch = b;
+  }
+  if (weights != nullptr) bags_weights(*bb, *weights, n);
+  std::vector<BagFeature> fs(args.size());
+  int64_t cols = 0;
+  for (size_t i = 0; i < args.size(); i++) {
+    const BagsFeatureArg &a = args[i];
+    if (a.mode != CT_BAG_SUM && a.mode != CT_BAG_MEAN) throw arg_error("bag mode " + std::to_string(a.mode) + " is not sum or mean");
+    if (a.mode != CT_BAG_SUM && weights != nullptr) throw arg_error("per-sample weights need the sum mode");
+    if (a.segment < 0 || a.segment >= segments) throw arg_error("segment " + std::to_string(a.segment) + " out of [0, " + std::to_string(segments) + ")");
+    fs[i].first_bag = a.segment * bb->batch;
+    fs[i].base = bb->bounds[static_cast<size_t>(fs[i].first_bag)];
+    fs[i].dim = a.table->dim();
+    fs[i].col = cols;
+    fs[i].mean = a.mode == CT_BAG_MEAN;
+    fs[i].padding = a.opts.has_padding;
+    cols += fs[i].dim;
+  }
+  // Everything checked: the lookups (training ones insert), then the pooling.
+  auto out = at::empty({bb->batch, cols}, at::kFloat);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+  auto node = c10::make_intrusive<BagsBackward>();
+#else
+  std::shared_ptr<BagsBackward> node(new BagsBackward(), torch::autograd::deleteNode);
+#endif
+  torch::autograd::edge_list edges;
+  for (size_t i = 0; i < args.size(); i++) {
+    BagFeature &f = fs[i];
+    const int64_t end = bb->bounds[static_cast<size_t>(f.first_bag + bb->batch)];
+    const Options &o = args[i].opts;
+    Dedupe dd(flat.data_ptr<int64_t>() + f.base, end - f.base, o.has_padding ? &o.padding_id : nullptr);
+    std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+    for (int64_t v : dd.inverse) {
+      if (v >= 0) counts[static_cast<size_t>(v)]++;
+    }
+    at::Tensor rows = unique_rows(args[i].table, long_tensor(dd.uids), counts.data(), at::kCPU, o);
+    f.u = dd.size();
+    f.inverse = std::move(dd.inverse);
+    pool_forward(f, *bb, rows.contiguous().data_ptr<float>(), out.data_ptr<float>(), cols);
+    if (rows.requires_grad()) {
+      edges.push_back(torch::autograd::impl::gradient_edge(rows));
+      node->features.push_back(std::move(f));
+    }
+  }
+  if (!edges.empty()) {
+    node->bb = bb;
+    node->set_next_edges(std::move(edges));
+    torch::autograd::set_history(out, node);
+  }
+  return out;
+}
+
+// ct_table_forward_bag's sum and mean bags of CPU ids (weights without gradient): the pooling
+// above; others (max, device ids, weights with a gradient) go through at::embedding_bag.
+bool bags_fast_path(const at::Tensor &ids, const at::Tensor *weights, int32_t mode) {
+  return (mode == CT_BAG_SUM || mode == CT_BAG_MEAN) && ids.device().is_cpu() &&
+         (weights == nullptr || !weights->requires_grad() || !c10::GradMode::is_enabled());
+}
+
+at::Tensor forward_bag_fast(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor *offsets,
+                            const at::Tensor *weights, int32_t mode, const Options &o) {
+  if (weights != nullptr && (offsets == nullptr ? weights->sizes() != ids.sizes() : weights->dim() != 1)) {
+    throw arg_error("per-sample weights must be shaped like ids");
+  }
+  if (weights != nullptr && mode != CT_BAG_SUM) throw arg_error("per-sample weights need the sum mode");
+  return forward_bags({BagsFeatureArg{t, o, mode, 0}}, 1, ids, offsets, CT_BAGS_OFFSETS, weights);
+}
+
+}  // namespace
+}  // namespace table
+}  // namespace ct
+
+extern "C" {
+
+ct_error ct_table_bags_forward(ct_tensor *out, int32_t n, const ct_table *tables,
+                               const ct_table_forward_options *opts, const int32_t *modes,
+                               const int32_t *segments, int32_t num_segments, ct_tensor ids,
+                               ct_tensor bounds, int32_t bounds_kind, ct_tensor per_sample_weights) {
+  return ct::guard([&] {
+    ct::need_out(out);
+    if (n < 0 || (n > 0 && (tables == nullptr || opts == nullptr || modes == nullptr || segments == nullptr))) {
+      throw ct::arg_error("bags: n < 0, or a NULL array");
+    }
+    std::vector<ct::table::BagsFeatureArg> args(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; i++) {
+      auto &a = args[static_cast<size_t>(i)];
+      a.table = tbl_ref(tables[i]);
+      a.opts = ct::table::check_options(&opts[i], *a.table);
+      a.mode = modes[i];
+      a.segment = segments[i];
+    }
+    *out = ct::wrap(ct::table::forward_bags(args, num_segments, ct::get(ids), ct::get_optional(bounds),
+                                            bounds_kind, ct::get_optional(per_sample_weights)));
+  });
+}
+
+ct_error ct_table_step_all(int32_t *stepped, int32_t n, const ct_table *tables) {
+  return ct::guard([&] {
+    if (n < 0 || (n > 0 && tables == nullptr)) throw ct::arg_error("step all: n < 0, or tables NULL");
+    std::vector<std::shared_ptr<ct::table::Table>> ts;
+    for (int32_t i = 0; i < n; i++) ts.push_back(tbl_ref(tables[i]));
+    c10::NoGradGuard no_grad;
+    std::exception_ptr first;  // every table steps; the first failure is reported
+    for (int32_t i = 0; i < n; i++) {
+      bool s = false;
+      try {
+        s = ts[static_cast<size_t>(i)]->step_pending();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+      if (stepped != nullptr) stepped[i] = s ? 1 : 0;
+    }
+    if (first) std::rethrow_exception(first);
+  });
+}
+
+ct_error ct_table_zero_grad_all(int32_t n, const ct_table *tables) {
+  return ct::guard([&] {
+    if (n < 0 || (n > 0 && tables == nullptr)) throw ct::arg_error("zero grad all: n < 0, or tables NULL");
+    std::vector<std::shared_ptr<ct::table::Table>> ts;
+    for (int32_t i = 0; i < n; i++) ts.push_back(tbl_ref(tables[i]));
+    for (auto &t : ts) t->zero_grad();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,151 @@
+// gradients.cc.h: the table's side of autograd (autograd.cc.h calls these members): the rows
+// of a forward pass (autograd_rows), lookups that renormalise rows (max_norm), and gradients
+// (autograd_grad): pending ones (accept_grad, step_pending, zero_grad) or a fused step.
+// Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
+
+namespace ct {
+namespace table {
+
+std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm) {
+  std::vector<int64_t> pos;
+  if (rows.size(0) == 0) return pos;
+  // PyTorch (embedding_renorm_): norm = row.norm(2); if norm > max_norm, row *= max_norm /
+  // (norm + 1e-7), the scale computed in double and applied to the float row.
+  at::Tensor norms = rows.norm(2, {1}).to(at::kCPU).contiguous();
+  const float *nv = norms.data_ptr<float>();
+  std::vector<float> scales;
+  for (int64_t i = 0; i < norms.size(0); i++) {
+    const double nd = nv[i];
+    if (nd > max_norm) {
+      pos.push_back(i);
+      scales.push_back(static_cast<float>(max_norm / (nd + 1e-7)));
+    }
+  }
+  if (pos.empty()) return pos;
+  auto idx = index_tensor(pos, rows.device());
+  auto sc = at::empty({static_cast<int64_t>(scales.size()), 1}, at::kFloat);
+  std::memcpy(sc.data_ptr<float>(), scales.data(), scales.size() * sizeof(float));
+  rows.index_copy_(0, idx, rows.index_select(0, idx).mul_(sc.to(rows.device())));
+  return pos;
+}
+
+at::Tensor Table::lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out) {
+  const int64_t n = k.n;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  auto out = new_rows(n);
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  check_open();
+  // Rows not admitted are zeros: never over max_norm.
+  lookup_inserting(k, rows, false, out, [&] {
+    std::vector<int64_t> pos = renorm_rows(out, max_norm);
+    if (pos.empty()) return;
+    std::vector<int64_t> sel;
+    sel.reserve(pos.size());
+    for (int64_t p : pos) sel.push_back(rows[static_cast<size_t>(p)]);
+    assign(sel, out, pos.data());
+    modified(sel.data(), static_cast<int64_t>(sel.size()));
+  });
+  lock.unlock();
+  if (rows_out != nullptr) rows_out->swap(rows);
+  return to_caller(out, k);
+}
+
+void Table::accept_grad(const at::Tensor &uids, const at::Tensor &grads) {
+  // A copy with its own dense memory on the storage device (the incoming gradient may be a
+  // view, expanded, or on the caller's device).
+  auto g = at::empty({uids.size(0), dim_}, float_opts());
+  g.copy_(grads);
+  std::lock_guard<std::mutex> l(grads_.mu);
+  check_open();
+  grads_.ids.push_back(uids);
+  grads_.grads.push_back(std::move(g));
+  grads_.any = true;
+}
+
+namespace {
+at::Tensor cat_or(const std::vector<at::Tensor> &v, at::Tensor empty) {
+  if (v.empty()) return empty;
+  return v.size() == 1 ? v[0] : at::cat(v);
+}
+}  // namespace
+
+bool Table::step_pending() {
+  std::lock_guard<std::mutex> l(grads_.mu);
+  check_open();
+  if (!grads_.any) return false;
+  Keys k;
+  k.host = cat_or(grads_.ids, at::empty({0}, at::kLong));
+  k.n = k.host.size(0);
+  at::Tensor g = cat_or(grads_.grads, at::empty({0, dim_}, float_opts()));
+  update(k, g);  // sums the duplicates across passes; throws (keeping them) on bad gradients
+  grads_.ids.clear();
+  grads_.grads.clear();
+  grads_.any = false;
+  return true;
+}
+
+void Table::zero_grad() {
+  std::lock_guard<std::mutex> l(grads_.mu);
+  check_open();
+  grads_.ids.clear();
+  grads_.grads.clear();
+  grads_.any = false;
+}
+
+std::pair<at::Tensor, at::Tensor> Table::pending() {
+  std::lock_guard<std::mutex> l(grads_.mu);
+  check_open();
+  at::Tensor ids = cat_or(grads_.ids, at::empty({0}, at::kLong)).contiguous();
+  at::Tensor g = cat_or(grads_.grads, at::empty({0, dim_}, float_opts()));
+  Dedupe dd(ids.data_ptr<int64_t>(), ids.size(0));
+  auto sum = at::zeros({dd.size(), dim_}, float_opts());
+  if (ids.size(0) > 0) sum.index_add_(0, index_tensor(dd.inverse, device_), g);
+  std::vector<std::pair<int64_t, int64_t>> p(dd.uids.size());  // (id, position)
+  for (size_t i = 0; i < p.size(); i++) p[i] = {dd.uids[i], static_cast<int64_t>(i)};
+  sort_by_first(p);
+  std::vector<int64_t> sorted(p.size()), order(p.size());
+  for (size_t i = 0; i < p.size(); i++) {
+    sorted[i] = p[i].first;
+    order[i] = p[i].second;
+  }
+  return {index_tensor(sorted, device_), sum.index_select(0, index_tensor(order, device_))};
+}
+
+at::Tensor Table::autograd_rows(const at::Tensor &uids, at::Device device, bool train, int32_t default_mode,
+                                double max_norm, const int64_t *counts, std::vector<int64_t> *admitted) {
+  Keys k;
+  k.host = uids;
+  k.n = uids.size(0);
+  k.device = device;
+  k.counts = counts;
+  if (train) {
+    std::vector<int64_t> rows;
+    at::Tensor out = max_norm > 0 ? lookup_renorm(k, max_norm, &rows) : lookup(k, &rows);
+    if (admitted != nullptr) {
+      admitted->clear();
+      for (size_t j = 0; j < rows.size(); j++) {
+        if (rows[j] >= 0) admitted->push_back(static_cast<int64_t>(j));
+      }
+    }
+    return out;
+  }
+  at::Tensor rows = read(k, default_mode).first;
+  if (max_norm > 0) renorm_rows(rows, max_norm);
+  return rows;
+}
+
+void Table::autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused) {
+  if (!fused) {
+    accept_grad(uids, grads);
+    return;
+  }
+  Keys k;
+  k.host = uids;
+  k.n = uids.size(0);
+  auto g = at::empty({k.n, dim_}, grads.options().dtype(at::kFloat));
+  g.copy_(grads);
+  update(k, g);
+}
+
+}  // namespace table
+}  // namespace ct
