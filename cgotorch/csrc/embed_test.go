@@ -94,8 +94,8 @@ func TestEditedSourceRebuilds(t *testing.T) {
 	}
 }
 
-// copyModule copies what a build of cgotorch reads (go.mod, cgotorch's sources, without its
-// tests and test data) from the module at src to dst.
+// copyModule copies what a build of cgotorch reads (go.mod, the sources of cgotorch and of the
+// package it imports, without tests and test data) from the module at src to dst.
 func copyModule(t *testing.T, src, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(src, "go.mod"))
@@ -103,8 +103,15 @@ func copyModule(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(dst, "go.mod"), string(b), 0o644)
-	root := filepath.Join(src, "cgotorch")
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	for _, pkg := range []string{"cgotorch", filepath.Join("internal", "ctensor")} { // cgotorch and what it imports
+		copyTree(t, filepath.Join(src, pkg), filepath.Join(dst, pkg))
+	}
+}
+
+// copyTree copies the files of root (without tests, test data and C tests) to dst.
+func copyTree(t *testing.T, root, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -125,7 +132,7 @@ func copyModule(t *testing.T, src, dst string) {
 		if err != nil {
 			return err
 		}
-		write(t, filepath.Join(dst, "cgotorch", rel), string(b), 0o644)
+		write(t, filepath.Join(dst, rel), string(b), 0o644)
 		return nil
 	})
 	if err != nil {
