@@ -12,8 +12,9 @@ import (
 )
 
 // cgotorch exports what users need of libtorch: tensors, scopes, autograd, devices and errors.
-// The embedding tables' Go binding is internal/ctable: no Go file here calls the tables' C ABI
-// (ct_table_*), and no exported name here is a table's.
+// The embedding tables' Go binding is internal/ctable and the process groups' internal/cdist:
+// no Go file here calls their C ABI (ct_table_*, ct_dist_*), and no exported name here is
+// theirs.
 func TestNoTableAPI(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -32,6 +33,9 @@ func TestNoTableAPI(t *testing.T) {
 		if bytes.Contains(src, []byte("C.ct_table")) {
 			t.Errorf("%s calls the tables' C ABI; their binding belongs in internal/ctable", name)
 		}
+		if bytes.Contains(src, []byte("C.ct_dist")) {
+			t.Errorf("%s calls the process groups' C ABI; their binding belongs in internal/cdist", name)
+		}
 		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
@@ -40,6 +44,9 @@ func TestNoTableAPI(t *testing.T) {
 			checked++
 			if strings.Contains(strings.ToLower(id.Name), "table") {
 				t.Errorf("%v: cgotorch exports %s; the tables' binding belongs in internal/ctable", fset.Position(id.Pos()), id.Name)
+			}
+			if strings.HasPrefix(id.Name, "Dist") {
+				t.Errorf("%v: cgotorch exports %s; the process groups' binding belongs in internal/cdist", fset.Position(id.Pos()), id.Name)
 			}
 		}
 	}

@@ -7,17 +7,18 @@ import (
 	"sync/atomic"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/cdist"
 )
 
 // ReduceOp is a reduction of AllReduce.
-type ReduceOp = cgotorch.DistOp
+type ReduceOp int32
 
 // The reductions: Sum, Avg (the sum divided by the world size, floating-point tensors only)
 // and Max.
 const (
-	Sum = cgotorch.DistSum
-	Avg = cgotorch.DistAvg
-	Max = cgotorch.DistMax
+	Sum = ReduceOp(cdist.Sum)
+	Avg = ReduceOp(cdist.Avg)
+	Max = ReduceOp(cdist.Max)
 )
 
 // Group is a process group: this process's rank among WorldSize processes running the same
@@ -26,8 +27,8 @@ const (
 // same order (goroutines that race to call different collectives break that).
 type Group struct {
 	mu     sync.Mutex
-	g      *cgotorch.DistGroup // nil once closed
-	broken error               // the failure that broke the group
+	g      *cdist.Group // nil once closed
+	broken error        // the failure that broke the group
 	opts   Options
 	sent   atomic.Int64 // BytesSent
 }
@@ -46,7 +47,7 @@ func New(opts Options) (*Group, error) {
 		return nil, err
 	}
 	catchSIGPIPE()
-	cfg := cgotorch.DistConfig{
+	cfg := cdist.Config{
 		Rank: o.Rank, WorldSize: o.WorldSize, Timeout: o.Timeout,
 		StorePath: o.Store.path, StoreHost: o.Store.host, StorePort: o.Store.port,
 		StoreClientOnly: o.Store.client, StorePrefix: o.Store.prefix,
@@ -55,9 +56,9 @@ func New(opts Options) (*Group, error) {
 	if o.Backend == NCCL {
 		os.Setenv("TORCH_NCCL_BLOCKING_WAIT", "1")
 		os.Setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
-		cfg.Backend, cfg.Device = cgotorch.DistNCCL, o.Device.Index
+		cfg.Backend, cfg.Device = cdist.NCCL, o.Device.Index
 	}
-	g, err := cgotorch.NewDistGroup(cfg)
+	g, err := cdist.New(cfg)
 	if err != nil {
 		return nil, wrap("new group", err)
 	}
@@ -126,7 +127,7 @@ func (g *Group) Close() error {
 
 // do runs one collective under the group's lock. A timeout or a failed peer breaks the group
 // (the ranks are out of step); arguments refused by the ranks' agreement do not.
-func (g *Group) do(op string, f func(*cgotorch.DistGroup) error) error {
+func (g *Group) do(op string, f func(*cdist.Group) error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.g == nil {
@@ -146,9 +147,9 @@ func (g *Group) do(op string, f func(*cgotorch.DistGroup) error) error {
 }
 
 // tensorOp runs a collective that returns a tensor.
-func (g *Group) tensorOp(op string, f func(*cgotorch.DistGroup) (*cgotorch.Tensor, error)) (*cgotorch.Tensor, error) {
+func (g *Group) tensorOp(op string, f func(*cdist.Group) (*cgotorch.Tensor, error)) (*cgotorch.Tensor, error) {
 	var out *cgotorch.Tensor
-	err := g.do(op, func(d *cgotorch.DistGroup) (err error) {
+	err := g.do(op, func(d *cdist.Group) (err error) {
 		out, err = f(d)
 		return err
 	})
@@ -159,7 +160,7 @@ func (g *Group) tensorOp(op string, f func(*cgotorch.DistGroup) (*cgotorch.Tenso
 // dtype on every rank). t is not modified.
 func (g *Group) AllReduce(t *cgotorch.Tensor, op ReduceOp) (*cgotorch.Tensor, error) {
 	g.count(t)
-	return g.tensorOp("all-reduce", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllReduce(t, op) })
+	return g.tensorOp("all-reduce", func(d *cdist.Group) (*cgotorch.Tensor, error) { return d.AllReduce(t, cdist.Op(op)) })
 }
 
 // Broadcast returns root's t on every rank (t has the same shape and dtype on every rank; its
@@ -168,14 +169,14 @@ func (g *Group) Broadcast(t *cgotorch.Tensor, root int) (*cgotorch.Tensor, error
 	if g.Rank() == root {
 		g.count(t)
 	}
-	return g.tensorOp("broadcast", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.Broadcast(t, root) })
+	return g.tensorOp("broadcast", func(d *cdist.Group) (*cgotorch.Tensor, error) { return d.Broadcast(t, root) })
 }
 
 // AllGather returns every rank's t ([N, ...], the same shape and dtype on every rank)
 // concatenated along dimension 0 in rank order: [WorldSize*N, ...].
 func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	g.count(t)
-	return g.tensorOp("all-gather", func(d *cgotorch.DistGroup) (*cgotorch.Tensor, error) { return d.AllGather(t) })
+	return g.tensorOp("all-gather", func(d *cdist.Group) (*cgotorch.Tensor, error) { return d.AllGather(t) })
 }
 
 // AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j, and returns the rows received
@@ -184,7 +185,7 @@ func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 // dtype and sizes after the first. t is not modified.
 func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (out *cgotorch.Tensor, recv []int64, err error) {
 	g.countRows(t, send)
-	err = g.do("all-to-all", func(d *cgotorch.DistGroup) (err error) {
+	err = g.do("all-to-all", func(d *cdist.Group) (err error) {
 		out, recv, err = d.AllToAll(t, send)
 		return err
 	})
@@ -193,7 +194,7 @@ func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (out *cgotorch.Tensor
 
 // Barrier returns when every rank has called it.
 func (g *Group) Barrier() error {
-	return g.do("barrier", func(d *cgotorch.DistGroup) error { return d.Barrier() })
+	return g.do("barrier", func(d *cdist.Group) error { return d.Barrier() })
 }
 
-func storeBindsAddress() bool { return cgotorch.DistStoreBindsAddress() }
+func storeBindsAddress() bool { return cdist.StoreBindsAddress() }

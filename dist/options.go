@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/cdist"
 )
 
 // DefaultTimeout is the timeout of a group whose Options leave it zero.
@@ -51,7 +52,7 @@ const (
 const EnvBackend = "GOREC_DIST_BACKEND"
 
 // NCCLAvailable reports whether this build has the NCCL backend (it also needs a GPU to run).
-func NCCLAvailable() bool { return cgotorch.DistBackendAvailable(cgotorch.DistNCCL) }
+func NCCLAvailable() bool { return cdist.BackendAvailable(cdist.NCCL) }
 
 // Options say how a group starts.
 type Options struct {

@@ -1,18 +1,25 @@
-package cgotorch
+// Package cdist is the Go side of cgotorch.h's process groups (ct_dist_*): the one layer
+// between package dist and the C ABI. Like internal/ctable it is a cgo package without C
+// sources of its own: the C++ is compiled in cgotorch, which it imports, and tensors and errors
+// cross through internal/ctensor.
+package cdist
 
 // #include <stdlib.h>
-// #include "cgotorch.h"
+// #include "../../cgotorch/cgotorch.h"
 import "C"
 
 import (
 	"runtime"
 	"time"
 	"unsafe"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctensor"
 )
 
-// DistConfig says how a process group starts (ct_dist_config in cgotorch.h). Package dist
+// Config says how a process group starts (ct_dist_config in cgotorch.h). Package dist
 // builds it from its options or from torchrun's environment.
-type DistConfig struct {
+type Config struct {
 	Rank, WorldSize int
 	Timeout         time.Duration // the limit of the start-up and of every collective
 	StorePath       string        // a FileStore at this path when set
@@ -23,51 +30,51 @@ type DistConfig struct {
 	GlooInterface   string // Gloo binds to this interface's address when set
 	GlooHost        string // else to this address when set, else to the host name's
 	Job             string // the job's identity: ranks announcing another are refused
-	// Backend moves CUDA tensors too when DistNCCL: NCCL on CUDA device Device (the CPU tensors
+	// Backend moves CUDA tensors too when NCCL: NCCL on CUDA device Device (the CPU tensors
 	// and the ranks' agreement stay on Gloo). The caller sets NCCL's environment (ct_dist_config).
-	Backend DistBackend
+	Backend Backend
 	Device  int
 }
 
-// DistBackend is a process group's backend (ct_dist_backend).
-type DistBackend int32
+// Backend is a process group's backend (ct_dist_backend).
+type Backend int32
 
 // The backends: Gloo (CPU tensors only), and NCCL for CUDA tensors beside it.
 const (
-	DistGloo DistBackend = C.CT_DIST_GLOO
-	DistNCCL DistBackend = C.CT_DIST_NCCL
+	Gloo Backend = C.CT_DIST_GLOO
+	NCCL Backend = C.CT_DIST_NCCL
 )
 
-// DistBackendAvailable reports whether this build has backend b: NCCL needs the gorec_nccl
+// BackendAvailable reports whether this build has backend b: NCCL needs the gorec_nccl
 // build tag and a libtorch with CUDA and NCCL (make cuda-test-bins).
-func DistBackendAvailable(b DistBackend) bool {
+func BackendAvailable(b Backend) bool {
 	var v C.int32_t
-	must("dist backend available", C.ct_dist_backend_available(&v, C.int32_t(b)))
+	must(toError("dist backend available", C.ct_dist_backend_available(&v, C.int32_t(b))))
 	return v != 0
 }
 
-// DistOp is a reduction of AllReduce.
-type DistOp int32
+// Op is a reduction of AllReduce.
+type Op int32
 
-// The reductions. DistAvg is the sum divided by the world size (floating-point tensors only).
+// The reductions. Avg is the sum divided by the world size (floating-point tensors only).
 const (
-	DistSum DistOp = C.CT_DIST_SUM
-	DistAvg DistOp = C.CT_DIST_AVG
-	DistMax DistOp = C.CT_DIST_MAX
+	Sum Op = C.CT_DIST_SUM
+	Avg Op = C.CT_DIST_AVG
+	Max Op = C.CT_DIST_MAX
 )
 
-// DistGroup is a c10d ProcessGroupGloo, with a ProcessGroupNCCL for CUDA tensors when its
-// backend is DistNCCL (see cgotorch.h, "Process groups"). It is the thin layer
-// under package dist, which serialises its calls: a DistGroup must not be used by two
+// Group is a c10d ProcessGroupGloo, with a ProcessGroupNCCL for CUDA tensors when its
+// backend is NCCL (see cgotorch.h, "Process groups"). It is the thin layer
+// under package dist, which serialises its calls: a Group must not be used by two
 // goroutines at once, nor closed while in use. Close it: no cleanup frees it, since freeing
 // a group waits for Gloo's threads.
-type DistGroup struct {
+type Group struct {
 	p C.ct_dist_group
 }
 
-// NewDistGroup starts a process group; it blocks until every rank has arrived, at most
+// New starts a process group; it blocks until every rank has arrived, at most
 // cfg.Timeout.
-func NewDistGroup(cfg DistConfig) (*DistGroup, error) {
+func New(cfg Config) (*Group, error) {
 	var c C.ct_dist_config
 	c.rank = C.int32_t(cfg.Rank)
 	c.world_size = C.int32_t(cfg.WorldSize)
@@ -93,30 +100,31 @@ func NewDistGroup(cfg DistConfig) (*DistGroup, error) {
 	if err := toError("process group", C.ct_dist_group_new(&p, &c)); err != nil {
 		return nil, err
 	}
-	return &DistGroup{p: p}, nil
+	return &Group{p: p}, nil
 }
 
 // Close releases the group (its threads, its connections, rank 0's store server); a second
 // Close does nothing.
-func (g *DistGroup) Close() {
+func (g *Group) Close() {
 	if g != nil && g.p != nil {
 		C.ct_dist_group_free(g.p)
 		g.p = nil
 	}
 }
 
-// DistStoreBindsAddress reports whether rank 0's TCPStore server listens on the store address
+// StoreBindsAddress reports whether rank 0's TCPStore server listens on the store address
 // only (libtorch 2.x), rather than on every interface (libtorch 1.x's c10d).
-func DistStoreBindsAddress() bool {
+func StoreBindsAddress() bool {
 	var v C.int32_t
-	must("dist store binds address", C.ct_dist_store_binds_address(&v))
+	must(toError("dist store binds address", C.ct_dist_store_binds_address(&v)))
 	return v != 0
 }
 
 // collective runs one tensor collective: f gets the group's handle and t's. A nil or closed t
 // goes to C as NULL: the rank still takes part in the agreement, where it refuses the call.
-func (g *DistGroup) collective(op string, t *Tensor, f func(C.ct_dist_group, C.ct_tensor, *C.ct_tensor) C.ct_error) (*Tensor, error) {
-	h, _ := t.cOrErr(op)
+func (g *Group) collective(op string, t *cgotorch.Tensor, f func(C.ct_dist_group, C.ct_tensor, *C.ct_tensor) C.ct_error) (*cgotorch.Tensor, error) {
+	p, _ := ctensor.Handle(op, "tensor", t)
+	h := C.ct_tensor(p)
 	var out C.ct_tensor
 	e := f(g.p, h, &out)
 	runtime.KeepAlive(t)
@@ -127,21 +135,21 @@ func (g *DistGroup) collective(op string, t *Tensor, f func(C.ct_dist_group, C.c
 }
 
 // AllReduce returns the element-wise reduction of t over every rank.
-func (g *DistGroup) AllReduce(t *Tensor, op DistOp) (*Tensor, error) {
+func (g *Group) AllReduce(t *cgotorch.Tensor, op Op) (*cgotorch.Tensor, error) {
 	return g.collective("all-reduce", t, func(p C.ct_dist_group, h C.ct_tensor, out *C.ct_tensor) C.ct_error {
 		return C.ct_dist_all_reduce(out, p, h, C.int32_t(op))
 	})
 }
 
 // Broadcast returns root's t on every rank.
-func (g *DistGroup) Broadcast(t *Tensor, root int) (*Tensor, error) {
+func (g *Group) Broadcast(t *cgotorch.Tensor, root int) (*cgotorch.Tensor, error) {
 	return g.collective("broadcast", t, func(p C.ct_dist_group, h C.ct_tensor, out *C.ct_tensor) C.ct_error {
 		return C.ct_dist_broadcast(out, p, h, C.int32_t(root))
 	})
 }
 
 // AllGather returns every rank's t concatenated along dimension 0 in rank order.
-func (g *DistGroup) AllGather(t *Tensor) (*Tensor, error) {
+func (g *Group) AllGather(t *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	return g.collective("all-gather", t, func(p C.ct_dist_group, h C.ct_tensor, out *C.ct_tensor) C.ct_error {
 		return C.ct_dist_all_gather(out, p, h)
 	})
@@ -149,7 +157,7 @@ func (g *DistGroup) AllGather(t *Tensor) (*Tensor, error) {
 
 // AllToAll sends rows [sum(send[:j]), +send[j]) of t to rank j and returns the rows received
 // from every rank, concatenated in rank order, and how many came from each.
-func (g *DistGroup) AllToAll(t *Tensor, send []int64) (*Tensor, []int64, error) {
+func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (*cgotorch.Tensor, []int64, error) {
 	var sp *C.int64_t
 	if len(send) > 0 {
 		sp = (*C.int64_t)(unsafe.Pointer(&send[0]))
@@ -166,6 +174,21 @@ func (g *DistGroup) AllToAll(t *Tensor, send []int64) (*Tensor, []int64, error) 
 }
 
 // Barrier returns when every rank has called it.
-func (g *DistGroup) Barrier() error {
+func (g *Group) Barrier() error {
 	return toError("barrier", C.ct_dist_barrier(g.p))
+}
+
+// newTensor wraps a handle the C ABI returned (nil for NULL).
+func newTensor(p C.ct_tensor) *cgotorch.Tensor {
+	return ctensor.Wrap(unsafe.Pointer(p)).(*cgotorch.Tensor)
+}
+
+// toError converts (and frees) an error of the C ABI with cgotorch's conversion.
+func toError(op string, e C.ct_error) error { return ctensor.Error(op, unsafe.Pointer(e)) }
+
+// must panics with err: for queries that fail only when the library is broken.
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
 }
