@@ -90,6 +90,25 @@
 // Both parts then get the gradients of the global batch's mean loss, and train as one process
 // would on the whole batch, up to float32 rounding.
 //
+// # Pipelined training
+//
+// TrainPipeline overlaps the next batch's exchange of ids and rows with the current batch's
+// forward and backward passes, as TorchRec's TrainPipelineSparseDist does. It is exact: after
+// the current batch's Step, the owners send again the rows of the next batch's ids that the
+// Step changed (every fetched row with SGD momentum, which moves rows absent from a step), so
+// it trains as the plain loop does, bit for bit. The model code is unchanged; the pipeline is
+// told which lookups a batch runs:
+//
+//	p, err := dist.NewTrainPipeline(opt, lookups, loss) // lookups(b) []Prefetch; loss(b) the loss
+//	for b := range batches {
+//		loss, trained, err := p.Progress(b) // trains on the previous batch while b's rows come
+//	}
+//	loss, trained, err := p.Flush() // the last batch
+//
+// It pays when the dense compute is long against the exchange; on one machine's loopback the
+// exchange dominates, and the patch's all-to-all costs more than the overlap saves
+// (BenchmarkCTRTrainRanks, 2-pipelined).
+//
 // # Checkpoints
 //
 // ShardedTable.Save writes every rank's shard into one directory, and rank 0 commits a

@@ -179,3 +179,67 @@ func identicalFloats(what string, a, b []float64) error {
 	}
 	return nil
 }
+
+// A step whose lookups differ from those the pipeline fetched (other ids, one lookup more or
+// fewer) fails with ErrInvalidArgument and breaks the pipeline.
+func TestTrainPipelineRefusesOtherLookups(t *testing.T) {
+	g, err := New(Options{WorldSize: 1, Store: FileStore(t.TempDir() + "/store")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for name, listed := range map[string]func(b []sample) []Prefetch{
+		"fewer": func(b []sample) []Prefetch {
+			ids, _, _ := sampleIDs(b)
+			return []Prefetch{{IDs: cgotorch.MustFromSlice(ids)}}
+		},
+		"more":      func(b []sample) []Prefetch { ids, _, one := sampleIDs(b); return prefetches(ids, one, one) },
+		"other ids": func(b []sample) []Prefetch { ids, _, one := sampleIDs(b); return prefetches(ids, append(one, 99)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			st, err := NewShardedTable(g, "users", trainConfigs["adagrad"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			m := newTrainModel(st)
+			opt, err := nn.NewAdam(m, nn.AdamOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := NewTrainPipeline(opt, func(b []sample) []Prefetch {
+				l := listed(b)
+				for i := range l {
+					l[i].Table = st
+				}
+				return l
+			}, func(b []sample) (*cgotorch.Tensor, error) {
+				x, _ := m.features(b)
+				return x.Sum(), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if _, _, err := p.Progress(globalBatch(0)); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = p.Progress(globalBatch(1))
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("got %v, want ErrInvalidArgument", err)
+			}
+			if _, _, again := p.Flush(); again == nil {
+				t.Fatal("the pipeline trains on after an error")
+			}
+		})
+	}
+}
+
+// prefetches lists lookups of each of ids (their Table set by the caller).
+func prefetches(ids ...[]int64) []Prefetch {
+	var out []Prefetch
+	for _, v := range ids {
+		out = append(out, Prefetch{IDs: cgotorch.MustFromSlice(v)})
+	}
+	return out
+}
