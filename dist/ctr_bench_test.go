@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +151,8 @@ func (m *ctrBenchModel) lookups(b *ctrBenchBatchOf) []Prefetch {
 
 // scenarioCTRBench trains the model $GOREC_DIST_BENCH_N steps after 3 of warm-up, each rank on
 // its slice of every global batch, with local tables ($GOREC_CTR_MODE=local, one rank) or
-// sharded ones (sharded; pipelined: through a TrainPipeline); rank 0 prints the time of a step
+// sharded ones (sharded; pipelined: through a TrainPipeline; pipelined-fork: fetching on a fork of
+// the group); rank 0 prints the time of a step
 // and the bytes it sent per step.
 func scenarioCTRBench(o Options) error {
 	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
@@ -188,11 +190,20 @@ func scenarioCTRBench(o Options) error {
 		batches[k] = newCTRBenchBatch(k, r*ctrBenchBatch/w, (r+1)*ctrBenchBatch/w)
 	}
 	var start time.Time
-	var sent int64
+	var sent, fetchSent int64
+	var fetchGroup *Group // pipelined-fork: the pipeline's fetch group
 	train := func(b *ctrBenchBatchOf) error { return m.step(opt, b) }
 	flush := func() error { return nil }
-	if os.Getenv("GOREC_CTR_MODE") == "pipelined" { // Progress(batch k) trains batch k-1
-		p, err := NewTrainPipeline(opt, m.lookups, func(b *ctrBenchBatchOf) (*cgotorch.Tensor, error) { return m.loss(b), nil })
+	if mode := os.Getenv("GOREC_CTR_MODE"); strings.HasPrefix(mode, "pipelined") { // Progress(batch k) trains batch k-1
+		var po TrainPipelineOptions
+		if mode == "pipelined-fork" {
+			if po.FetchGroup, err = g.Fork("pipeline"); err != nil {
+				return err
+			}
+			defer po.FetchGroup.Close()
+			fetchGroup = po.FetchGroup
+		}
+		p, err := NewTrainPipeline(opt, m.lookups, func(b *ctrBenchBatchOf) (*cgotorch.Tensor, error) { return m.loss(b), nil }, po)
 		if err != nil {
 			return err
 		}
@@ -203,12 +214,18 @@ func scenarioCTRBench(o Options) error {
 	for k, b := range batches {
 		if k == warm {
 			start, sent = time.Now(), g.BytesSent()
+			if fetchGroup != nil {
+				fetchSent = fetchGroup.BytesSent()
+			}
 		}
 		if err := train(b); err != nil {
 			return fmt.Errorf("step %d: %w", k, err)
 		}
 	}
 	took, bytes := time.Since(start), g.BytesSent()-sent // n batches trained (pipelined: n fetched too)
+	if fetchGroup != nil {
+		bytes += fetchGroup.BytesSent() - fetchSent
+	}
 	if err := flush(); err != nil {
 		return err
 	}
@@ -220,7 +237,8 @@ func scenarioCTRBench(o Options) error {
 
 // BenchmarkCTRTrainRanks trains the CTR model on global batches of 1,024 samples: on one
 // process with local tables (1-local), and with sharded tables and a DataParallel MLP on 1 and
-// 2 local rank processes (2-pipelined: through a TrainPipeline), each rank on its slice of
+// 2 local rank processes (2-pipelined: through a TrainPipeline; -fork: fetching on a fork of
+// the group, concurrently with the Step), each rank on its slice of
 // every batch. It reports the samples/s of the whole job, the time of a step and the bytes a
 // rank sends per step (b/step). The ranks share this machine's cores, so 2 ranks show the
 // exchange's cost, not a speed-up.
@@ -229,7 +247,8 @@ func BenchmarkCTRTrainRanks(b *testing.B) {
 		name  string
 		world int
 		mode  string
-	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"}, {"2-pipelined", 2, "pipelined"}} {
+	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"},
+		{"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 20)
 			res := launch(b, "ctr-bench", c.world, store(b, "file"), time.Minute, func(int) []string {

@@ -36,7 +36,7 @@ func ExampleTrainPipeline() {
 		return []dist.Prefetch{{Table: users, IDs: cgotorch.MustFromSlice(b)}} // model's one lookup
 	}, func(b []int64) (*cgotorch.Tensor, error) {
 		return model.Forward(cgotorch.MustFromSlice(b)).Square().Sum(), nil
-	})
+	}, dist.TrainPipelineOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -55,10 +55,11 @@ type TrainPipeline[B any] struct {
 	lookups func(B) []Prefetch
 	loss    func(B) (*cgotorch.Tensor, error)
 
-	cur     []*fetched // the current batch's fetched lookups (nil: none)
-	curB    B
-	broken  error
-	noPatch bool // a deliberate defect, tests only: rows stay one step stale
+	fetchGroup *Group     // TrainPipelineOptions.FetchGroup
+	cur        []*fetched // the current batch's fetched lookups (nil: none)
+	curB       B
+	broken     error
+	noPatch    bool // a deliberate defect, tests only: rows stay one step stale
 }
 
 // fetched is the rows one lookup fetched ahead of its step, and, on the owners, what they
@@ -81,15 +82,24 @@ func (f *fetched) close() {
 // tablePipe is a table's queue of fetched lookups during a step.
 type tablePipe struct{ queue []*fetched }
 
+// TrainPipelineOptions say how a TrainPipeline overlaps.
+type TrainPipelineOptions struct {
+	// FetchGroup, when set, carries the fetch's collectives: a fork of the tables' group
+	// (Group.Fork). The fetch of the next batch then overlaps the current batch's Step too,
+	// not only its forward and backward passes. Nil: the tables' group, after the backward
+	// pass and before the Step.
+	FetchGroup *Group
+}
+
 // NewTrainPipeline makes a pipeline training with opt (made from the model, or from its
 // DataParallel). lookups lists the sharded tables' training lookups of a batch, in the order
 // the model runs them; loss runs the model's forward pass on a batch (this rank's slice) and
 // returns the loss, a scalar, on which the pipeline calls Backward.
-func NewTrainPipeline[B any](opt *nn.Optimizer, lookups func(B) []Prefetch, loss func(B) (*cgotorch.Tensor, error)) (*TrainPipeline[B], error) {
+func NewTrainPipeline[B any](opt *nn.Optimizer, lookups func(B) []Prefetch, loss func(B) (*cgotorch.Tensor, error), opts TrainPipelineOptions) (*TrainPipeline[B], error) {
 	if opt == nil || lookups == nil || loss == nil {
 		return nil, &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: errors.New("nil optimizer, lookups or loss")}
 	}
-	return &TrainPipeline[B]{opt: opt, lookups: lookups, loss: loss}, nil
+	return &TrainPipeline[B]{opt: opt, lookups: lookups, loss: loss, fetchGroup: opts.FetchGroup}, nil
 }
 
 // Progress fetches next's rows while it trains on the batch given at the previous call
@@ -123,9 +133,16 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 		done <- result{f, err}
 	}()
 	loss, err = p.compute()
+	var updated map[*ShardedTable]*[]int64
+	if err == nil && p.fetchGroup != nil { // the fetch runs on, on its own group
+		updated, err = p.step(reqs)
+	}
 	res := <-done
-	if err = errors.Join(err, res.err); err == nil {
-		err = p.step(res.f)
+	if err = errors.Join(err, res.err); err == nil && p.fetchGroup == nil {
+		updated, err = p.step(reqs)
+	}
+	if err == nil {
+		err = p.patch(res.f, updated)
 	}
 	p.release(p.cur)
 	p.cur, p.curB = res.f, next
@@ -140,7 +157,7 @@ func (p *TrainPipeline[B]) Flush() (loss float64, trained bool, err error) {
 	}
 	loss, err = p.compute()
 	if err == nil {
-		err = p.step(nil)
+		_, err = p.step(nil)
 	}
 	p.release(p.cur)
 	p.cur = nil
@@ -207,23 +224,25 @@ func (p *TrainPipeline[B]) compute() (loss float64, err error) {
 	return loss, nil
 }
 
-// step runs the optimizer's Step on the current batch, recording the ids the owners update,
-// then patches next's fetched rows with them.
-func (p *TrainPipeline[B]) step(next []*fetched) error {
+// step runs the optimizer's Step on the current batch, recording the ids the owners update
+// in the tables of next's lookups.
+func (p *TrainPipeline[B]) step(next []Prefetch) (map[*ShardedTable]*[]int64, error) {
 	updated := map[*ShardedTable]*[]int64{}
-	for _, f := range next {
-		if updated[f.p.Table] == nil {
-			updated[f.p.Table] = new([]int64)
-			f.p.Table.updated = updated[f.p.Table]
+	for _, q := range next {
+		if q.Table != nil && updated[q.Table] == nil {
+			updated[q.Table] = new([]int64)
+			q.Table.updated = updated[q.Table]
 		}
 	}
 	err := p.opt.Step()
 	for t := range updated {
 		t.updated = nil
 	}
-	if err != nil {
-		return err
-	}
+	return updated, err
+}
+
+// patch patches next's fetched rows with those the Step changed (updated: by table).
+func (p *TrainPipeline[B]) patch(next []*fetched, updated map[*ShardedTable]*[]int64) error {
 	if p.noPatch {
 		return nil
 	}
@@ -257,9 +276,18 @@ func (p *TrainPipeline[B]) fetch(reqs []Prefetch) (out []*fetched, err error) {
 			p.release(out)
 			return nil, &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: errors.New("a lookup without a table, or tables of several groups")}
 		}
-		v, err := q.Table.idsOf(op, q.IDs)
+		t := q.Table
+		if fg := p.fetchGroup; fg != nil { // the table, its collectives on the fetch group
+			if fg == t.g || fg.Rank() != t.g.Rank() || fg.WorldSize() != t.g.WorldSize() {
+				p.release(out)
+				return nil, &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: errors.New("the fetch group is not a fork of the tables' group")}
+			}
+			c := *t
+			c.g, t = fg, &c
+		}
+		v, err := t.idsOf(op, q.IDs)
 		f := &fetched{p: q, ids: uniqueIDs(v, q.Padding, q.PaddingID)}
-		f.routed, f.rows, _, err = q.Table.fetchRouted(op, f.ids, err, true, nil)
+		f.routed, f.rows, _, err = t.fetchRouted(op, f.ids, err, true, nil)
 		if err != nil {
 			f.rows.Close()
 			p.release(out)

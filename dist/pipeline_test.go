@@ -21,15 +21,18 @@ func init() { scenarios["pipeline-train"] = scenarioPipelineTrain }
 // Training the sharded tables' test model (one table under an EmbeddingBag and an Embedding, a
 // DataParallel head under Adam) on 2 ranks for 20 steps through a TrainPipeline ends with the
 // same table rows, optimizer states and dense weights as the plain loop, bit for bit, for SGD
-// (with momentum), Adagrad and SparseAdam tables. Without the patch of the rows that a step
+// (with momentum), Adagrad and SparseAdam tables, fetching on the tables' group or on a fork
+// of it (then concurrently with the Step). Without the patch of the rows that a step
 // updates after the next batch's fetch ("stale"), the pipeline trains on rows one step stale
 // and the comparison must fail (the batches share ids: 30 ids, 12 samples of several ids).
 func TestTrainPipelineEqualsPlainLoop(t *testing.T) {
-	for _, c := range []struct{ opt, fault string }{
-		{"sgd", ""}, {"adagrad", ""}, {"sparseadam", ""}, {"adagrad", "stale"},
+	for _, c := range []struct{ opt, fault, fork string }{
+		{"sgd", "", ""}, {"adagrad", "", ""}, {"sparseadam", "", ""}, {"adagrad", "stale", ""},
+		{"sgd", "", "fork"}, {"adagrad", "", "fork"}, {"sparseadam", "", "fork"}, {"sgd", "stale", "fork"},
 	} {
-		t.Run(c.opt+"/"+c.fault, func(t *testing.T) {
-			res := runSharded(t, "pipeline-train", 2, time.Minute, "GOREC_SHARD_OPT="+c.opt, "GOREC_PIPE_FAULT="+c.fault)
+		t.Run(c.opt+"/"+c.fault+"/"+c.fork, func(t *testing.T) {
+			res := runSharded(t, "pipeline-train", 2, time.Minute, "GOREC_SHARD_OPT="+c.opt, "GOREC_PIPE_FAULT="+c.fault,
+				"GOREC_PIPE_FORK="+c.fork)
 			requirePassed(t, res)
 			t.Log(res[0].output)
 		})
@@ -43,8 +46,9 @@ type pipeRun struct {
 }
 
 // scenarioPipelineTrain trains the model with the plain loop, then afresh (the table closed
-// and made again) through a TrainPipeline, and compares the two runs exactly; with
-// $GOREC_PIPE_FAULT=stale the pipeline does not patch, and the runs must differ.
+// and made again) through a TrainPipeline (fetching on a fork of the group with
+// $GOREC_PIPE_FORK), and compares the two runs exactly; with $GOREC_PIPE_FAULT=stale the
+// pipeline does not patch, and the runs must differ.
 func scenarioPipelineTrain(o Options) error {
 	cfg, ok := trainConfigs[os.Getenv("GOREC_SHARD_OPT")]
 	if !ok {
@@ -56,12 +60,19 @@ func scenarioPipelineTrain(o Options) error {
 		return err
 	}
 	defer g.Close()
-	plain, err := pipeTrain(g, cfg, false, false)
+	var fetch *Group
+	if os.Getenv("GOREC_PIPE_FORK") != "" {
+		if fetch, err = g.Fork("pipeline"); err != nil {
+			return err
+		}
+		defer fetch.Close()
+	}
+	plain, err := pipeTrain(g, nil, cfg, false, false)
 	if err != nil {
 		return fmt.Errorf("plain loop: %w", err)
 	}
 	defer plain.table.Close()
-	piped, err := pipeTrain(g, cfg, true, stale)
+	piped, err := pipeTrain(g, fetch, cfg, true, stale)
 	if err != nil {
 		return fmt.Errorf("pipeline: %w", err)
 	}
@@ -78,8 +89,9 @@ func scenarioPipelineTrain(o Options) error {
 }
 
 // pipeTrain trains the sharded model for trainSteps steps on this rank's slices of the global
-// batches, through a TrainPipeline (piped; without its patch: stale) or the plain loop.
-func pipeTrain(g *Group, cfg embedding.Config, piped, stale bool) (*pipeRun, error) {
+// batches, through a TrainPipeline (piped; without its patch: stale; fetching on fetch, if not
+// nil) or the plain loop.
+func pipeTrain(g, fetch *Group, cfg embedding.Config, piped, stale bool) (*pipeRun, error) {
 	st, err := NewShardedTable(g, "users", cfg)
 	if err != nil {
 		return nil, err
@@ -98,7 +110,7 @@ func pipeTrain(g *Group, cfg embedding.Config, piped, stale bool) (*pipeRun, err
 	per := trainBatch / w
 	slice := func(step int) []sample { return globalBatch(step)[r*per : (r+1)*per] }
 	if piped {
-		err = pipeLoop(model, st, opt, slice, stale)
+		err = pipeLoop(model, st, opt, slice, stale, fetch)
 	} else {
 		for step := 0; step < trainSteps && err == nil; step++ {
 			err = shardedDDPStep(model, opt, slice(step), trainBatch)
@@ -115,14 +127,14 @@ func pipeTrain(g *Group, cfg embedding.Config, piped, stale bool) (*pipeRun, err
 }
 
 // pipeLoop is the pipelined training loop over trainSteps batches.
-func pipeLoop(model *shardedDDPModel, st *ShardedTable, opt *nn.Optimizer, slice func(int) []sample, stale bool) error {
+func pipeLoop(model *shardedDDPModel, st *ShardedTable, opt *nn.Optimizer, slice func(int) []sample, stale bool, fetch *Group) error {
 	p, err := NewTrainPipeline(opt, func(b []sample) []Prefetch {
 		ids, _, one := sampleIDs(b)
 		return []Prefetch{{Table: st, IDs: cgotorch.MustFromSlice(ids)}, {Table: st, IDs: cgotorch.MustFromSlice(one)}}
 	}, func(b []sample) (*cgotorch.Tensor, error) {
 		x, y := model.sparse.features(b)
 		return model.head.Forward(x).Sub(y).Square().Sum().DivScalar(trainBatch), nil
-	})
+	}, TrainPipelineOptions{FetchGroup: fetch})
 	if err != nil {
 		return err
 	}
@@ -216,7 +228,7 @@ func TestTrainPipelineRefusesOtherLookups(t *testing.T) {
 			}, func(b []sample) (*cgotorch.Tensor, error) {
 				x, _ := m.features(b)
 				return x.Sum(), nil
-			})
+			}, TrainPipelineOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
