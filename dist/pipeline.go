@@ -115,8 +115,12 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 		}
 	}()
 	reqs := p.lookups(next)
+	tables, err := p.views(reqs)
+	if err != nil {
+		return 0, false, err
+	}
 	if p.cur == nil {
-		f, err := p.fetch(reqs)
+		f, err := p.fetch(reqs, tables)
 		if err != nil {
 			return 0, false, err
 		}
@@ -129,7 +133,7 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 	}
 	done := make(chan result, 1)
 	go func() {
-		f, err := p.fetch(reqs)
+		f, err := p.fetch(reqs, tables)
 		done <- result{f, err}
 	}()
 	loss, err = p.compute()
@@ -267,27 +271,35 @@ func movesAll(opt embedding.Optimizer) bool {
 	return false
 }
 
-// fetch fetches the rows of reqs from their owners, in order (each lookup inserts its absent
-// ids, as a training Forward does).
-func (p *TrainPipeline[B]) fetch(reqs []Prefetch) (out []*fetched, err error) {
-	const op = "prefetch"
-	for _, q := range reqs {
-		if q.Table == nil || q.Table.g != reqs[0].Table.g {
-			p.release(out)
+// views returns the tables of reqs as the fetch uses them: with a fetch group, copies whose
+// collectives run on it (made on the caller's goroutine, before the fetch's runs).
+func (p *TrainPipeline[B]) views(reqs []Prefetch) ([]*ShardedTable, error) {
+	out := make([]*ShardedTable, len(reqs))
+	for i, q := range reqs {
+		t := q.Table
+		if t == nil || t.g != reqs[0].Table.g {
 			return nil, &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: errors.New("a lookup without a table, or tables of several groups")}
 		}
-		t := q.Table
-		if fg := p.fetchGroup; fg != nil { // the table, its collectives on the fetch group
+		if fg := p.fetchGroup; fg != nil {
 			if fg == t.g || fg.Rank() != t.g.Rank() || fg.WorldSize() != t.g.WorldSize() {
-				p.release(out)
 				return nil, &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: errors.New("the fetch group is not a fork of the tables' group")}
 			}
 			c := *t
-			c.g, t = fg, &c
+			c.g, c.pipe, c.updated, t = fg, nil, nil, &c
 		}
-		v, err := t.idsOf(op, q.IDs)
+		out[i] = t
+	}
+	return out, nil
+}
+
+// fetch fetches the rows of reqs from their owners, in order, through tables (views: each
+// lookup inserts its absent ids, as a training Forward does).
+func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) (out []*fetched, err error) {
+	const op = "prefetch"
+	for i, q := range reqs {
+		v, err := tables[i].idsOf(op, q.IDs)
 		f := &fetched{p: q, ids: uniqueIDs(v, q.Padding, q.PaddingID)}
-		f.routed, f.rows, _, err = t.fetchRouted(op, f.ids, err, true, nil)
+		f.routed, f.rows, _, err = tables[i].fetchRouted(op, f.ids, err, true, nil)
 		if err != nil {
 			f.rows.Close()
 			p.release(out)
