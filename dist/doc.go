@@ -99,15 +99,16 @@
 // it trains as the plain loop does, bit for bit. The model code is unchanged; the pipeline is
 // told which lookups a batch runs:
 //
-//	p, err := dist.NewTrainPipeline(opt, lookups, loss) // lookups(b) []Prefetch; loss(b) the loss
+//	p, err := dist.NewTrainPipeline(opt, lookups, loss, dist.TrainPipelineOptions{}) // lookups(b) []Prefetch
 //	for b := range batches {
 //		loss, trained, err := p.Progress(b) // trains on the previous batch while b's rows come
 //	}
 //	loss, trained, err := p.Flush() // the last batch
 //
-// It pays when the dense compute is long against the exchange; on one machine's loopback the
-// exchange dominates, and the patch's all-to-all costs more than the overlap saves
-// (BenchmarkCTRTrainRanks, 2-pipelined).
+// With TrainPipelineOptions.FetchGroup, a Group.Fork (a second group of the same ranks), the
+// fetch overlaps the Step too. It pays when the dense compute is long against the exchange; on
+// one machine's loopback the exchange dominates, and the patch's all-to-all costs about what
+// the overlap saves (BenchmarkCTRTrainRanks, 2-pipelined and 2-pipelined-fork).
 //
 // # Checkpoints
 //

@@ -38,9 +38,10 @@ type Prefetch struct {
 //
 // The collectives run in one fixed order on every rank (fetch of next, Step of the current
 // batch, patch of next), so every rank must call Progress and Flush in the same order, with
-// lookups listing the same tables in the same order (the ids differ). The patch costs one
-// all-to-all per lookup, of the updated rows only; the fetch's two all-to-alls per lookup
-// leave the critical path.
+// lookups listing the same tables in the same order (the ids differ). With
+// TrainPipelineOptions.FetchGroup the fetch runs on that group, during the Step too. The
+// patch costs one all-to-all for all the lookups, of the changed rows only; the fetch's two
+// all-to-alls per lookup leave the critical path.
 //
 // The step's model code must look up the sharded tables exactly as lookups says, in training
 // (nn.Embedding and nn.EmbeddingBag in training mode), in the same order, and run no other
