@@ -106,9 +106,10 @@
 //	loss, trained, err := p.Flush() // the last batch
 //
 // With TrainPipelineOptions.FetchGroup, a Group.Fork (a second group of the same ranks), the
-// fetch overlaps the Step too. It pays when the dense compute is long against the exchange; on
-// one machine's loopback the exchange dominates, and the patch's all-to-all costs about what
-// the overlap saves (BenchmarkCTRTrainRanks, 2-pipelined and 2-pipelined-fork).
+// fetch overlaps the Step too. On one loaded machine's loopback, where the CTR benchmark's
+// dense compute takes a millisecond against an exchange of 10 to 25, only that form gains
+// (BenchmarkCTRTrainRanks: 2-pipelined-fork about 1.1x the plain loop's samples/s, 2-pipelined
+// about 0.7x, the patch's all-to-all costing more than the short compute hides).
 //
 // # Checkpoints
 //

@@ -33,6 +33,7 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("ShardedTable ns/op" in vu) && ("ShardedTable raw-ns/op" in vu)) printf "BENCH sharded_table_over_raw %.2f x\n", vu["ShardedTable ns/op"] / vu["ShardedTable raw-ns/op"]
        if (("CTRTrainRanks/2 samples/s" in vu) && ("CTRTrainRanks/1-local samples/s" in vu)) printf "BENCH ctr_2_ranks_over_1_local %.2f x\n", vu["CTRTrainRanks/2 samples/s"] / vu["CTRTrainRanks/1-local samples/s"]
        if (("CTRTrainRanks/2-pipelined samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined samples/s"] / vu["CTRTrainRanks/2 samples/s"]
+       if (("CTRTrainRanks/2-pipelined-fork samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_fork_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined-fork samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        c = "TableLookupGo c-ns/batch"
        if (c in vu) {
          if ("TableLookupGo embedding-ns/batch" in vu) printf "BENCH table_lookup_go_over_c %.2f x\n", vu["TableLookupGo embedding-ns/batch"] / vu[c]
