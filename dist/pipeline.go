@@ -50,6 +50,11 @@ type Prefetch struct {
 // peers then time out). An error breaks the pipeline (every later call returns it): close the
 // group, as after any failed collective.
 //
+// Rows, optimizer states and steps are the plain loop's; a row's metadata may not be: the fetch
+// inserts and looks up the next batch's ids before the current batch's Step, so their stamps
+// (the step a row was created or last seen, which eviction by age reads) can be a step
+// earlier.
+//
 // A TrainPipeline is used by one goroutine.
 type TrainPipeline[B any] struct {
 	opt     *nn.Optimizer

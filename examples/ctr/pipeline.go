@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -48,12 +49,13 @@ func batchLoss(m *DeepFM, b *Batch, n int) *cgotorch.Tensor {
 	return cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceSum).DivScalar(float64(n))
 }
 
-// pipelinedSteps trains through a dist.TrainPipeline: each step fetches the rows of a batch
-// while it trains on the one before (-pipeline).
+// pipelinedSteps trains through a dist.TrainPipeline: each step fetches the rows of a batch,
+// on a fork of the group, while it trains on the one before (-pipeline).
 type pipelinedSteps struct {
-	p    *dist.TrainPipeline[*pipeBatch]
-	rk   ranks
-	prev int // the samples of the batch in the pipeline
+	p     *dist.TrainPipeline[*pipeBatch]
+	fetch *dist.Group // the fork the pipeline fetches on
+	rk    ranks
+	prev  int // the samples of the batch in the pipeline
 }
 
 // pipeBatch is a batch in the pipeline: this rank's slice, and the samples of the whole batch.
@@ -63,12 +65,23 @@ type pipeBatch struct {
 }
 
 func newPipelinedSteps(m *DeepFM, opt *nn.Optimizer, rk ranks) (*pipelinedSteps, error) {
-	p, err := dist.NewTrainPipeline(opt, func(b *pipeBatch) []dist.Prefetch { return m.Lookups(b.b) },
-		func(b *pipeBatch) (*cgotorch.Tensor, error) { return batchLoss(m, b.b, b.n), nil }, dist.TrainPipelineOptions{})
+	fetch, err := rk.g.Fork("pipeline")
 	if err != nil {
 		return nil, err
 	}
-	return &pipelinedSteps{p: p, rk: rk}, nil
+	p, err := dist.NewTrainPipeline(opt, func(b *pipeBatch) []dist.Prefetch { return m.Lookups(b.b) },
+		func(b *pipeBatch) (*cgotorch.Tensor, error) { return batchLoss(m, b.b, b.n), nil },
+		dist.TrainPipelineOptions{FetchGroup: fetch})
+	if err != nil {
+		return nil, errors.Join(err, fetch.Close())
+	}
+	return &pipelinedSteps{p: p, fetch: fetch, rk: rk}, nil
+}
+
+// Close closes the pipeline and its fork of the group.
+func (s *pipelinedSteps) Close() error {
+	s.p.Close()
+	return s.fetch.Close()
 }
 
 func (s *pipelinedSteps) step(samples []Sample, last bool) (lossSum float64, n int, err error) {

@@ -27,8 +27,9 @@ type Config struct {
 	// sharded across the ranks, the MLP is replicated (dist.DataParallel), and each rank trains
 	// on its slice of every batch. Every rank runs run with the same Config.
 	Group *dist.Group
-	// Pipeline trains a distributed run through a dist.TrainPipeline: the rows of the next
-	// batch come while the current one trains, and the training is the same, bit for bit.
+	// Pipeline trains a distributed run through a dist.TrainPipeline that fetches on a fork of
+	// the group: the rows of the next batch come while the current one trains and steps, and
+	// the training is the same, bit for bit.
 	Pipeline bool
 }
 
@@ -119,6 +120,9 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, o
 	steps, err := newStepper(m, opt, rk, cfg)
 	if err != nil {
 		return 0, err
+	}
+	if c, ok := steps.(io.Closer); ok {
+		defer func() { err = errors.Join(err, c.Close()) }()
 	}
 	start := time.Now()
 	samples := make([]Sample, 0, cfg.BatchSize)
