@@ -107,9 +107,10 @@
 //
 // With TrainPipelineOptions.FetchGroup, a Group.Fork (a second group of the same ranks), the
 // fetch overlaps the Step too. On one loaded machine's loopback, where the CTR benchmark's
-// dense compute takes a millisecond against an exchange of 10 to 25, only that form gains
-// (BenchmarkCTRTrainRanks: 2-pipelined-fork about 1.1x the plain loop's samples/s, 2-pipelined
-// about 0.7x, the patch's all-to-all costing more than the short compute hides).
+// dense compute takes a millisecond against an exchange of 10 to 25, only that form keeps up
+// (BenchmarkCTRTrainRanks, five runs: 2-pipelined-fork 0.92 to 1.19 times the plain loop's
+// samples/s, median 1.08; 2-pipelined 0.62 to 0.99, median 0.73: the patch's all-to-all costs
+// more than the short compute hides).
 //
 // # Checkpoints
 //
