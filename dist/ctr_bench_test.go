@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,24 +120,40 @@ func newCTRBenchBatch(step, from, to int) *ctrBenchBatchOf {
 	return b
 }
 
-// step trains on b, the loss summed over b and divided by the global batch size.
+// step trains on b.
 func (m *ctrBenchModel) step(opt *nn.Optimizer, b *ctrBenchBatchOf) error {
 	return cgotorch.TryWithScope(func() error {
 		opt.ZeroGrad()
-		embs := make([]*cgotorch.Tensor, 0, len(m.fields)+1)
-		for f, e := range m.fields {
-			embs = append(embs, e.Forward(b.ids[f]))
-		}
-		embs = append(embs, m.tags.Forward(b.tags, b.offs))
-		logits := m.mlp.Forward(cgotorch.Cat(embs, 1))
-		cgotorch.BCEWithLogitsLoss(logits, b.labels, cgotorch.ReduceSum).DivScalar(ctrBenchBatch).Backward()
+		m.loss(b).Backward()
 		return opt.Step()
 	})
 }
 
+// loss is the loss on b, summed over b and divided by the global batch size.
+func (m *ctrBenchModel) loss(b *ctrBenchBatchOf) *cgotorch.Tensor {
+	embs := make([]*cgotorch.Tensor, 0, len(m.fields)+1)
+	for f, e := range m.fields {
+		embs = append(embs, e.Forward(b.ids[f]))
+	}
+	embs = append(embs, m.tags.Forward(b.tags, b.offs))
+	logits := m.mlp.Forward(cgotorch.Cat(embs, 1))
+	return cgotorch.BCEWithLogitsLoss(logits, b.labels, cgotorch.ReduceSum).DivScalar(ctrBenchBatch)
+}
+
+// lookups are the sharded tables' lookups of b, in the order loss runs them (TrainPipeline).
+func (m *ctrBenchModel) lookups(b *ctrBenchBatchOf) []Prefetch {
+	out := make([]Prefetch, 0, len(m.tables))
+	for f := range m.fields {
+		out = append(out, Prefetch{Table: m.tables[f].(*ShardedTable), IDs: b.ids[f]})
+	}
+	return append(out, Prefetch{Table: m.tables[len(m.fields)].(*ShardedTable), IDs: b.tags})
+}
+
 // scenarioCTRBench trains the model $GOREC_DIST_BENCH_N steps after 3 of warm-up, each rank on
 // its slice of every global batch, with local tables ($GOREC_CTR_MODE=local, one rank) or
-// sharded ones; rank 0 prints the time of a step and the bytes it sent per step.
+// sharded ones (sharded; pipelined: through a TrainPipeline; pipelined-fork: fetching on a fork of
+// the group); rank 0 prints the time of a step
+// and the bytes it sent per step.
 func scenarioCTRBench(o Options) error {
 	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
 	if err != nil {
@@ -173,32 +190,65 @@ func scenarioCTRBench(o Options) error {
 		batches[k] = newCTRBenchBatch(k, r*ctrBenchBatch/w, (r+1)*ctrBenchBatch/w)
 	}
 	var start time.Time
-	var sent int64
+	var sent, fetchSent int64
+	var fetchGroup *Group // pipelined-fork: the pipeline's fetch group
+	train := func(b *ctrBenchBatchOf) error { return m.step(opt, b) }
+	flush := func() error { return nil }
+	if mode := os.Getenv("GOREC_CTR_MODE"); strings.HasPrefix(mode, "pipelined") { // Progress(batch k) trains batch k-1
+		var po TrainPipelineOptions
+		if mode == "pipelined-fork" {
+			if po.FetchGroup, err = g.Fork("pipeline"); err != nil {
+				return err
+			}
+			defer po.FetchGroup.Close()
+			fetchGroup = po.FetchGroup
+		}
+		p, err := NewTrainPipeline(opt, m.lookups, func(b *ctrBenchBatchOf) (*cgotorch.Tensor, error) { return m.loss(b), nil }, po)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		train = func(b *ctrBenchBatchOf) error { _, _, err := p.Progress(b); return err }
+		flush = func() error { _, _, err := p.Flush(); return err }
+	}
 	for k, b := range batches {
 		if k == warm {
 			start, sent = time.Now(), g.BytesSent()
+			if fetchGroup != nil {
+				fetchSent = fetchGroup.BytesSent()
+			}
 		}
-		if err := m.step(opt, b); err != nil {
+		if err := train(b); err != nil {
 			return fmt.Errorf("step %d: %w", k, err)
 		}
 	}
+	took, bytes := time.Since(start), g.BytesSent()-sent // n batches trained (pipelined: n fetched too)
+	if fetchGroup != nil {
+		bytes += fetchGroup.BytesSent() - fetchSent
+	}
+	if err := flush(); err != nil {
+		return err
+	}
 	if r == 0 {
-		fmt.Printf("bench-ns-per-op %d\nbytes-per-op %d\n", time.Since(start).Nanoseconds()/int64(n), (g.BytesSent()-sent)/int64(n))
+		fmt.Printf("bench-ns-per-op %d\nbytes-per-op %d\n", took.Nanoseconds()/int64(n), bytes/int64(n))
 	}
 	return nil
 }
 
 // BenchmarkCTRTrainRanks trains the CTR model on global batches of 1,024 samples: on one
 // process with local tables (1-local), and with sharded tables and a DataParallel MLP on 1 and
-// 2 local rank processes, each rank on its slice of every batch. It reports the samples/s of
-// the whole job, the time of a step and the bytes a rank sends per step (b/step). The ranks
-// share this machine's cores, so 2 ranks show the exchange's cost, not a speed-up.
+// 2 local rank processes (2-pipelined: through a TrainPipeline; -fork: fetching on a fork of
+// the group, concurrently with the Step), each rank on its slice of
+// every batch. It reports the samples/s of the whole job, the time of a step and the bytes a
+// rank sends per step (b/step). The ranks share this machine's cores, so 2 ranks show the
+// exchange's cost, not a speed-up.
 func BenchmarkCTRTrainRanks(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		world int
 		mode  string
-	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"}} {
+	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"},
+		{"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 20)
 			res := launch(b, "ctr-bench", c.world, store(b, "file"), time.Minute, func(int) []string {

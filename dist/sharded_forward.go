@@ -33,6 +33,15 @@ func (s *ShardedTable) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode e
 func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.ForwardOptions, look lookup) (*cgotorch.Tensor, error) {
 	v, err := s.checkForward(op, ids, o, look)
 	u := uniqueIDs(v, o.Padding, o.PaddingID)
+	if s.pipe != nil { // in a TrainPipeline's step: its rows are here already
+		if err == nil {
+			err = s.pipe.use(s, op, u, o.Train)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return look(s.cache, o)
+	}
 	rows, _, err := s.fetch(op, u, err, o.Train, false, nil)
 	if err != nil {
 		return nil, err

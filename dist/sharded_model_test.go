@@ -95,17 +95,25 @@ func backward(m *trainModel, opt *nn.Optimizer, samples []sample) error {
 // features is the model's output for samples, the bag's sum plus the single id's row
 // ([n, trainDim]), and the samples' targets ([n, 1]).
 func (m *trainModel) features(samples []sample) (x, y *cgotorch.Tensor) {
-	var ids, offs, one []int64
-	var ys []float32
+	ids, offs, one := sampleIDs(samples)
+	ys := make([]float32, 0, len(samples))
 	for _, s := range samples {
-		offs = append(offs, int64(len(ids)))
-		ids = append(ids, s.bag...)
-		one = append(one, s.one)
 		ys = append(ys, s.y)
 	}
 	x = m.bag.Forward(cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(offs)).
 		Add(m.one.Forward(cgotorch.MustFromSlice(one)))
 	return x, cgotorch.MustFromSlice(ys, int64(len(samples)), 1)
+}
+
+// sampleIDs are the ids of samples' bags, concatenated, the bags' offsets, and their single
+// ids.
+func sampleIDs(samples []sample) (ids, offs, one []int64) {
+	for _, s := range samples {
+		offs = append(offs, int64(len(ids)))
+		ids = append(ids, s.bag...)
+		one = append(one, s.one)
+	}
+	return ids, offs, one
 }
 
 // train trains a model over t for trainSteps steps, on this rank's slice of each global batch.

@@ -71,20 +71,8 @@ func positions(ids, u []int64) []int64 {
 // whether each was present (1, in the order of ids). local is this rank's verdict on its
 // input: the ranks agree on theirs as the ids go out.
 func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
-	r, _, _, err := s.route(op, ids, nil, 0, local, false, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	var rows *cgotorch.Tensor
-	var present []bool
-	if insert {
-		rows, err = s.shard.LookupIDs(r.ids)
-	} else {
-		rows, present, err = s.shard.ReadIDs(r.ids)
-	}
-	got, berr := s.back(r, rows, int64(s.cfg.Dim), pos) // (rows nil: this owner failed)
-	rows.Close()
-	if err = errors.Join(err, berr); err != nil || !found {
+	r, got, present, err := s.fetchRouted(op, ids, local, insert, pos)
+	if err != nil || !found {
 		return got, nil, err
 	}
 	flags := make([]int64, len(present))
@@ -105,6 +93,26 @@ func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found 
 	defer back.Close()
 	v, err := cgotorch.ToSlice[int64](back)
 	return got, v, err
+}
+
+// fetchRouted is fetch's exchange of the ids and rows: it also returns the ids as routed (what
+// this rank received as an owner: TrainPipeline patches those rows) and, when reading, whether
+// each id the owner received was present.
+func (s *ShardedTable) fetchRouted(op string, ids []int64, local error, insert bool, pos []int64) (*routed, *cgotorch.Tensor, []bool, error) {
+	r, _, _, err := s.route(op, ids, nil, 0, local, false, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var rows *cgotorch.Tensor
+	var present []bool
+	if insert {
+		rows, err = s.shard.LookupIDs(r.ids)
+	} else {
+		rows, present, err = s.shard.ReadIDs(r.ids)
+	}
+	got, berr := s.back(r, rows, int64(s.cfg.Dim), pos) // (rows nil: this owner failed)
+	rows.Close()
+	return r, got, present, errors.Join(err, berr)
 }
 
 // Write sets the rows of ids (int64 [N]) to values (float32 [N, Dim], finite), inserting
@@ -195,6 +203,9 @@ func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor
 			return false, err
 		}
 		defer got.Close()
+	}
+	if s.updated != nil {
+		*s.updated = append(*s.updated, recv...)
 	}
 	return true, s.settle(op, s.onShard(recv, got, s.shard.Update))
 }

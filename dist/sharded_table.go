@@ -40,8 +40,10 @@ type ShardedTable struct {
 	// cache holds the rows of this rank's training lookups since the last step (their gradients
 	// pending in it); view those of one inference lookup.
 	cache, view  *embedding.Table
-	fault        fault  // a deliberate defect, set by tests only
-	beforeCommit func() // run by Save on rank 0 before it commits (tests: a crash there)
+	pipe         *tablePipe // the rows a TrainPipeline fetched for this step's lookups, while it runs them
+	updated      *[]int64   // while a TrainPipeline steps: the ids this owner updated
+	fault        fault      // a deliberate defect, set by tests only
+	beforeCommit func()     // run by Save on rank 0 before it commits (tests: a crash there)
 }
 
 // fault is a deliberate defect of the gradient exchange, which the equivalence tests inject

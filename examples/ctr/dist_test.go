@@ -17,7 +17,8 @@ import (
 // (or, without torchrun, 2 processes given RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT), on
 // a short stream: the training loss must fall, the model must learn (AUC above 0.65), and the
 // ranks must end with the same MLP weights and held-out AUC (the program checks it and fails
-// otherwise).
+// otherwise). With -pipeline (dist.TrainPipeline) it must train exactly as without: the same
+// held-out metrics (its training loss lines cover the batches trained so far, one fewer).
 func TestDistributed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the example and runs it on 2 processes")
@@ -32,6 +33,17 @@ func TestDistributed(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	args := []string{"-dist", "-train", "40000", "-test", "8000", "-report", "10000", "-lr", "0.01", "-dense-lr", "0.001"}
+	plain := runDistributed(t, bin, filepath.Join(dir, "plain"), args)
+	piped := runDistributed(t, bin, filepath.Join(dir, "pipelined"), append(args, "-pipeline"))
+	heldOut := regexp.MustCompile(`model +AUC [0-9.]+ +log-loss [0-9.]+`) // (a training loss line's batches lag by one)
+	if a, b := heldOut.FindString(piped), heldOut.FindString(plain); a == "" || a != b {
+		t.Errorf("-pipeline trains otherwise: %q, want %q", a, b)
+	}
+}
+
+// runDistributed runs bin with args on 2 ranks (logs under dir), checks rank 0's output, and
+// returns it.
+func runDistributed(t *testing.T, bin, dir string, args []string) string {
 	port := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -68,6 +80,7 @@ func TestDistributed(t *testing.T) {
 			t.Errorf("rank 0's output lacks %q", want)
 		}
 	}
+	return out
 }
 
 // runRanks runs bin as the 2 ranks of a job through the plain environment and returns their

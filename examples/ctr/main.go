@@ -41,6 +41,7 @@ func main() {
 	flag.Float64Var(&cfg.Gen.FreshShare, "fresh-share", cfg.Gen.FreshShare, "share of impressions on fresh items")
 	device := flag.String("device", "cpu", "where the model trains: cpu, cuda or cuda:N")
 	distributed := flag.Bool("dist", false, "run as one rank of a job started by torchrun (or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set)")
+	flag.BoolVar(&cfg.Pipeline, "pipeline", false, "with -dist: fetch the next batch's rows while the current one trains (dist.TrainPipeline)")
 	flag.Parse()
 	var err error
 	if cfg.Device, err = cgotorch.ParseDevice(*device); err != nil {

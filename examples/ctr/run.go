@@ -27,6 +27,10 @@ type Config struct {
 	// sharded across the ranks, the MLP is replicated (dist.DataParallel), and each rank trains
 	// on its slice of every batch. Every rank runs run with the same Config.
 	Group *dist.Group
+	// Pipeline trains a distributed run through a dist.TrainPipeline that fetches on a fork of
+	// the group: the rows of the next batch come while the current one trains and steps, and
+	// the training is the same, bit for bit.
+	Pipeline bool
 }
 
 // DefaultConfig is the configuration of `go run ./examples/ctr`.
@@ -111,10 +115,15 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 }
 
 // train runs one pass over the first cfg.Train samples and returns the number of clicks. Each
-// rank draws every sample and trains on its slice of each batch: its loss is summed over the
-// slice and divided by the batch size, so that the ranks' gradients add up to those of the
-// batch's mean loss.
+// rank draws every sample and trains on its slice of each batch (batchLoss).
 func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, out io.Writer, res *Result) (clicks int, err error) {
+	steps, err := newStepper(m, opt, rk, cfg)
+	if err != nil {
+		return 0, err
+	}
+	if c, ok := steps.(io.Closer); ok {
+		defer func() { err = errors.Join(err, c.Close()) }()
+	}
 	start := time.Now()
 	samples := make([]Sample, 0, cfg.BatchSize)
 	var lossSum float64
@@ -129,26 +138,13 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, o
 			}
 			samples = append(samples, s)
 		}
-		var loss float64
-		err := cgotorch.TryWithScope(func() (err error) {
-			b, err := NewBatch(rk.slice(samples), cfg.Device)
-			if err != nil {
-				return err
-			}
-			opt.ZeroGrad()
-			l := cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceSum).DivScalar(float64(len(samples)))
-			l.Backward()
-			if loss, err = l.Item(); err != nil {
-				return err
-			}
-			return opt.Step()
-		})
+		sum, n, err := steps.step(samples, done+len(samples) == cfg.Train)
 		if err != nil {
 			return 0, fmt.Errorf("step at sample %d: %w", done, err)
 		}
 		done += len(samples)
-		lossSum += loss * float64(len(samples))
-		lossN += len(samples)
+		lossSum += sum
+		lossN += n
 		if done >= nextReport || done == cfg.Train {
 			nextReport += cfg.ReportEvery
 			line := fmt.Sprintf("train %d/%d samples, %.0f samples/s", done, cfg.Train, rate(done, start))
