@@ -33,20 +33,7 @@ func newBagsModel(b *testing.B, fused bool) *bagsModel {
 	m := &bagsModel{}
 	var features []nn.EmbeddingBagFeature
 	for f := 0; f < bagsFields; f++ {
-		tbl, err := embedding.New(embedding.Config{
-			Dim: bagsDim, Capacity: bagsIDs, Optimizer: embedding.SparseAdam{LR: 1e-3},
-			Initializer: embedding.Normal{Std: 0.01}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { tbl.Close() })
-		all := make([]int64, bagsIDs)
-		for i := range all {
-			all[i] = int64(i)
-		}
-		if _, err := tbl.LookupIDs(all); err != nil { // pre-size: every id has its row
-			b.Fatal(err)
-		}
+		tbl := presizedTable(b, bagsDim, bagsIDs)
 		name := fmt.Sprintf("field%d", f)
 		features = append(features, nn.EmbeddingBagFeature{Name: name, Table: tbl, Mode: embedding.Sum})
 		if !fused {

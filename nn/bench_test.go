@@ -29,23 +29,30 @@ type ctrModel struct {
 	mlp    *nn.Sequential
 }
 
+// presizedTable is a SparseAdam table of dim whose ids 0 to ids-1 all have their rows already,
+// closed when b ends.
+func presizedTable(b *testing.B, dim, ids int) *embedding.Table {
+	tbl, err := embedding.New(embedding.Config{
+		Dim: dim, Capacity: ids, Optimizer: embedding.SparseAdam{LR: 1e-3},
+		Initializer: embedding.Normal{Std: 0.01}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tbl.Close() })
+	all := make([]int64, ids)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	if _, err := tbl.LookupIDs(all); err != nil {
+		b.Fatal(err)
+	}
+	return tbl
+}
+
 func newCTRModel(b *testing.B) *ctrModel {
 	m := &ctrModel{}
 	for f := 0; f < ctrFields; f++ {
-		tbl, err := embedding.New(embedding.Config{
-			Dim: ctrDim, Capacity: ctrIDs, Optimizer: embedding.SparseAdam{LR: 1e-3},
-			Initializer: embedding.Normal{Std: 0.01}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { tbl.Close() })
-		all := make([]int64, ctrIDs)
-		for i := range all {
-			all[i] = int64(i)
-		}
-		if _, err := tbl.LookupIDs(all); err != nil { // pre-size: every id has its row
-			b.Fatal(err)
-		}
+		tbl := presizedTable(b, ctrDim, ctrIDs)
 		e := nn.NewEmbedding(tbl, nn.EmbeddingOptions{})
 		m.fields = append(m.fields, e)
 		m.Add(fmt.Sprintf("field%d", f), e)
