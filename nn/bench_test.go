@@ -29,8 +29,11 @@ type ctrModel struct {
 	mlp    *nn.Sequential
 }
 
-func newCTRModel(b *testing.B) *ctrModel {
-	m := &ctrModel{}
+func newCTRModel(b *testing.B) *ctrModel { return newCTRModelOver(newCTRTables(b)) }
+
+// newCTRTables returns the model's 8 tables, each filled with ctrIDs ids.
+func newCTRTables(b *testing.B) []*embedding.Table {
+	var tables []*embedding.Table
 	for f := 0; f < ctrFields; f++ {
 		tbl, err := embedding.New(embedding.Config{
 			Dim: ctrDim, Capacity: ctrIDs, Optimizer: embedding.SparseAdam{LR: 1e-3},
@@ -46,6 +49,15 @@ func newCTRModel(b *testing.B) *ctrModel {
 		if _, err := tbl.LookupIDs(all); err != nil { // pre-size: every id has its row
 			b.Fatal(err)
 		}
+		tables = append(tables, tbl)
+	}
+	return tables
+}
+
+// newCTRModelOver returns the model over tables (a new MLP).
+func newCTRModelOver(tables []*embedding.Table) *ctrModel {
+	m := &ctrModel{}
+	for f, tbl := range tables {
 		e := nn.NewEmbedding(tbl, nn.EmbeddingOptions{})
 		m.fields = append(m.fields, e)
 		m.Add(fmt.Sprintf("field%d", f), e)
@@ -81,6 +93,11 @@ func benchThreads(b *testing.B) {
 // cgotorch.WithScope as a training loop would run it; it reports samples/s.
 func BenchmarkCTRStep(b *testing.B) {
 	benchThreads(b)
+	benchCTRSync(b)
+}
+
+// benchCTRSync times the synchronous step at the current thread count.
+func benchCTRSync(b *testing.B) {
 	cgotorch.ManualSeed(0)
 	m := newCTRModel(b)
 	opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
@@ -88,10 +105,30 @@ func BenchmarkCTRStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	loss := nn.BCEWithLogits(nn.ReduceMean)
+	ids, labels := ctrBatches()
+	step := func(k int) {
+		cgotorch.WithScope(func(*cgotorch.Scope) {
+			opt.ZeroGrad()
+			loss(m.forwardFields(ids[k]), labels[k]).Backward()
+			if err := opt.Step(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	step(0) // allocates the optimizers' state
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		step(i % len(ids))
+	}
+	b.ReportMetric(float64(b.N)*ctrBatch/b.Elapsed().Seconds(), "samples/s")
+}
+
+// ctrBatches returns 16 batches of the CTR model: one [B] id tensor per field, and [B, 1] labels.
+func ctrBatches() (ids [][]*nn.Tensor, labels []*nn.Tensor) {
 	rng := rand.New(rand.NewSource(1))
 	const nBatches = 16
-	ids := make([][]*nn.Tensor, nBatches)
-	labels := make([]*nn.Tensor, nBatches)
+	ids = make([][]*nn.Tensor, nBatches)
+	labels = make([]*nn.Tensor, nBatches)
 	for k := range ids {
 		for f := 0; f < ctrFields; f++ {
 			v := make([]int64, ctrBatch)
@@ -106,19 +143,5 @@ func BenchmarkCTRStep(b *testing.B) {
 		}
 		labels[k] = cgotorch.MustFromSlice(l, ctrBatch, 1)
 	}
-	step := func(k int) {
-		cgotorch.WithScope(func(*cgotorch.Scope) {
-			opt.ZeroGrad()
-			loss(m.forwardFields(ids[k]), labels[k]).Backward()
-			if err := opt.Step(); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
-	step(0) // allocates the optimizers' state
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		step(i % nBatches)
-	}
-	b.ReportMetric(float64(b.N)*ctrBatch/b.Elapsed().Seconds(), "samples/s")
+	return ids, labels
 }

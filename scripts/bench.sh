@@ -32,6 +32,12 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("CTRStep samples/s" in vu) && ("torch_CTRStep samples/s" in vu)) printf "BENCH ctr_step_gorec_over_torch %.2f x\n", vu["CTRStep samples/s"] / vu["torch_CTRStep samples/s"]
        if (("ShardedTable ns/op" in vu) && ("ShardedTable raw-ns/op" in vu)) printf "BENCH sharded_table_over_raw %.2f x\n", vu["ShardedTable ns/op"] / vu["ShardedTable raw-ns/op"]
        if (("CTRTrainRanks/2 samples/s" in vu) && ("CTRTrainRanks/1-local samples/s" in vu)) printf "BENCH ctr_2_ranks_over_1_local %.2f x\n", vu["CTRTrainRanks/2 samples/s"] / vu["CTRTrainRanks/1-local samples/s"]
+       h = "CTRStepHogwild/"
+       if ((h "workers-2 samples/s" in vu) && (h "sync-threads-1 samples/s" in vu)) {
+         printf "BENCH ctr_hogwild_2_over_sync_1 %.2f x\n", vu[h "workers-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
+         printf "BENCH ctr_hogwild_1_over_sync_1 %.2f x\n", vu[h "workers-1 samples/s"] / vu[h "sync-threads-1 samples/s"]
+         printf "BENCH ctr_sync_2_over_sync_1 %.2f x\n", vu[h "sync-threads-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
+       }
        c = "TableLookupGo c-ns/batch"
        if (c in vu) {
          if ("TableLookupGo embedding-ns/batch" in vu) printf "BENCH table_lookup_go_over_c %.2f x\n", vu["TableLookupGo embedding-ns/batch"] / vu[c]
