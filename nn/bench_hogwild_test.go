@@ -65,6 +65,7 @@ func benchCTRHogwild(b *testing.B, workers int) {
 	}
 	train(workers) // allocates the optimizers' state
 	b.ResetTimer()
+	cpu := cpuTime()
 	train(b.N)
-	b.ReportMetric(float64(b.N)*ctrBatch/b.Elapsed().Seconds(), "samples/s")
+	reportCTR(b, cpu)
 }

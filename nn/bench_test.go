@@ -5,10 +5,13 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/procstat"
 	"github.com/gorec/gorec/nn"
 )
 
@@ -117,10 +120,30 @@ func benchCTRSync(b *testing.B) {
 	}
 	step(0) // allocates the optimizers' state
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		step(i % len(ids))
 	}
-	b.ReportMetric(float64(b.N)*ctrBatch/b.Elapsed().Seconds(), "samples/s")
+	reportCTR(b, cpu)
+}
+
+// reportCTR reports samples/s and the process's CPU time (user and system, every thread) per
+// sample since cpu (on a loaded machine it stays comparable where samples/s does not, and
+// concurrency that scales keeps it flat), and the resident size at the end.
+func reportCTR(b *testing.B, cpu time.Duration) {
+	samples := float64(b.N) * ctrBatch
+	b.ReportMetric(samples/b.Elapsed().Seconds(), "samples/s")
+	b.ReportMetric(float64(cpuTime()-cpu)/samples, "cpu-ns/sample")
+	b.ReportMetric(float64(procstat.ResidentKB())/1024, "rss-MiB")
+}
+
+// cpuTime is the process's CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // ctrBatches returns 16 batches of the CTR model: one [B] id tensor per field, and [B, 1] labels.
