@@ -10,18 +10,22 @@ import (
 
 // BenchmarkCTRStepHogwild times the CTR model of BenchmarkCTRStep on the cores side by side in
 // one run: the synchronous step with 1 and 2 libtorch intra-op threads, and nn.Hogwild with 1
-// and 2 workers (1 intra-op thread each) sharing the 8 tables. Each reports samples/s;
-// scripts/bench.sh prints hogwild-2 over sync-1.
+// and 2 workers (1 intra-op thread each) sharing the 8 tables, and as a control two
+// independent synchronous trainers (each its own model and tables: what sharing nothing gives
+// on this machine). Each reports samples/s, CPU ns per sample (comparable on a loaded machine,
+// where samples/s is not) and the resident size; scripts/bench.sh prints hogwild-2 over sync-1.
 func BenchmarkCTRStepHogwild(b *testing.B) {
 	for _, c := range []struct {
 		name             string
 		threads, workers int
-	}{{"sync-threads-1", 1, 0}, {"sync-threads-2", 2, 0}, {"workers-1", 1, 1}, {"workers-2", 1, 2}} {
+		independent      int // trainers of their own model and tables (synchronous)
+	}{{"sync-threads-1", 1, 0, 1}, {"sync-threads-2", 2, 0, 1}, {"workers-1", 1, 1, 0}, {"workers-2", 1, 2, 0},
+		{"independent-2", 1, 0, 2}} {
 		b.Run(c.name, func(b *testing.B) {
 			setThreads(b, c.threads)
 			defer setThreads(b, 1)
 			if c.workers == 0 {
-				benchCTRSync(b)
+				benchCTRSync(b, c.independent)
 			} else {
 				benchCTRHogwild(b, c.workers)
 			}

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -96,34 +97,46 @@ func benchThreads(b *testing.B) {
 // cgotorch.WithScope as a training loop would run it; it reports samples/s.
 func BenchmarkCTRStep(b *testing.B) {
 	benchThreads(b)
-	benchCTRSync(b)
+	benchCTRSync(b, 1)
 }
 
-// benchCTRSync times the synchronous step at the current thread count.
-func benchCTRSync(b *testing.B) {
+// benchCTRSync times the synchronous step at the current thread count, in trainers
+// independent trainers (each its own model and tables, in its own goroutine) sharing b.N steps.
+func benchCTRSync(b *testing.B, trainers int) {
 	cgotorch.ManualSeed(0)
-	m := newCTRModel(b)
-	opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	loss := nn.BCEWithLogits(nn.ReduceMean)
 	ids, labels := ctrBatches()
-	step := func(k int) {
-		cgotorch.WithScope(func(*cgotorch.Scope) {
-			opt.ZeroGrad()
-			loss(m.forwardFields(ids[k]), labels[k]).Backward()
-			if err := opt.Step(); err != nil {
-				b.Fatal(err)
-			}
-		})
+	loss := nn.BCEWithLogits(nn.ReduceMean)
+	steps := make([]func(k int), trainers)
+	for t := range steps {
+		m := newCTRModel(b)
+		opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		steps[t] = func(k int) {
+			cgotorch.WithScope(func(*cgotorch.Scope) {
+				opt.ZeroGrad()
+				loss(m.forwardFields(ids[k]), labels[k]).Backward()
+				if err := opt.Step(); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		steps[t](0) // allocates the optimizers' state
 	}
-	step(0) // allocates the optimizers' state
 	b.ResetTimer()
 	cpu := cpuTime()
-	for i := 0; i < b.N; i++ {
-		step(i % len(ids))
+	var wg sync.WaitGroup
+	for t, step := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := t; i < b.N; i += trainers {
+				step(i % len(ids))
+			}
+		}()
 	}
+	wg.Wait()
 	reportCTR(b, cpu)
 }
 
