@@ -20,11 +20,14 @@ import (
 // zeroes the replica's dense gradients, runs step (forward and loss) on a batch and backward:
 //   - the tables: every replica's Embedding and EmbeddingBag is made Fused, so each backward
 //     pass applies its own batch's table gradients (one optimizer step per table and pass) at
-//     its end, under the table's lock. Workers' table gradients never mix: a table's pending
-//     gradients are per table, so they are not used.
-//   - the dense parameters: the worker then takes the trainer's lock, steps the model's dense
-//     parameters with opt's rule and state from the replica's gradients, copies them back into
-//     its replica, and releases the lock (microseconds for an MLP).
+//     its end, under the table's lock. Workers' table gradients never mix (the pending
+//     gradients that Step applies are kept per table, not per pass: the trainer does not use
+//     them).
+//   - the dense parameters: the worker then takes the trainer's lock, copies its replica's
+//     buffers (BatchNorm1d's running statistics, which its forward pass updated) into the
+//     model, steps the model's dense parameters with opt's rule and state from the replica's
+//     gradients, copies them back into its replica, and releases the lock (microseconds for an
+//     MLP).
 //
 // Semantics. With one worker a Train call gives, bit for bit, what the synchronous loop
 // (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
@@ -33,17 +36,18 @@ import (
 // together), a dense step holds the trainer's lock. What is not deterministic is the order:
 // which worker takes which batch, the order of the table updates and of the dense steps, and
 // which versions of rows and weights a worker's forward pass read (the rows a lookup returns
-// are a consistent copy taken under the table's lock, but the weights a replica holds are the
-// model's as of that worker's previous step, up to Workers-1 steps old). Two runs with several
-// workers differ in their last bits and beyond; the synchronous loop stays the reproducible
-// mode.
+// are a consistent copy taken under the table's lock, possibly updated by other workers before
+// this worker's own update lands; the weights a replica holds are the model's as of that
+// worker's previous step, without the dense steps other workers made since), and the buffers:
+// the model takes those of the last worker to step, so running statistics updated by
+// overlapping forward passes are kept from one of them only. Two runs with several workers
+// differ in their last bits and beyond; the synchronous loop stays the reproducible mode.
 //
 // opt must be made from model (nn.NewAdam(model, ...)); its Steppers are not called (the
 // replicas' fused lookups step the tables), and its step counts count every worker's steps.
 // Change opt's rates between Train calls, not during one. The model and its replicas must not
 // be used elsewhere during Train.
 type Hogwild[M Module, B any] struct {
-	model    M
 	opt      *Optimizer
 	step     func(m M, batch B) *Tensor
 	replicas []*hogwildReplica[M]
@@ -52,19 +56,21 @@ type Hogwild[M Module, B any] struct {
 }
 
 type hogwildReplica[M Module] struct {
-	m      M
-	params []NamedParameter    // the replica's, in the model's order
-	of     map[*Tensor]*Tensor // model parameter -> the replica's
-	pairs  [][2]*Tensor        // (model, replica) parameters
+	m       M
+	params  []NamedParameter    // the replica's, in the model's order
+	of      map[*Tensor]*Tensor // model parameter -> the replica's
+	pairs   [][2]*Tensor        // (model, replica) parameters
+	buffers [][2]*Tensor        // (model, replica) buffers
 }
 
 // NewHogwild returns a trainer of model with workers goroutines (workers >= 1), calling replica
 // once per worker for its replica and step for each batch's loss (a scalar: its Backward is
-// the worker's backward pass). It copies the model's dense parameters into the replicas. It
+// the worker's backward pass). It
 // returns an error wrapping cgotorch.ErrInvalidArgument when workers < 1, when opt is not made
-// from model or synchronizes gradients (dist.DataParallel), when a replica's parameters differ
-// from the model's in names or shapes, or when a replica's tables are not the model's
-// *embedding.Table tables.
+// from model or synchronizes gradients (dist.DataParallel), when a replica's parameters or
+// buffers differ from the model's in names or shapes (or are the model's own), or when a
+// replica's tables are not the model's *embedding.Table tables, or a replica has Steppers other
+// than Embedding and EmbeddingBag.
 func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica func() (M, error), step func(m M, batch B) *Tensor) (*Hogwild[M, B], error) {
 	if workers < 1 {
 		return nil, invalid("hogwild: %d workers, want at least 1", workers)
@@ -86,7 +92,7 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 			tables[t] = true
 		}
 	}
-	h := &Hogwild[M, B]{model: model, opt: opt, step: step}
+	h := &Hogwild[M, B]{opt: opt, step: step}
 	for w := 0; w < workers; w++ {
 		m, err := replica()
 		if err != nil {
@@ -113,19 +119,16 @@ func stepperTable(s Stepper) EmbeddingTable {
 }
 
 func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*hogwildReplica[M], error) {
-	mp, rp := model.Parameters(), m.Parameters()
-	if len(mp) != len(rp) {
-		return nil, invalid("%d parameters, the model has %d", len(rp), len(mp))
+	r := &hogwildReplica[M]{m: m, params: m.Parameters(), of: map[*Tensor]*Tensor{}}
+	var err error
+	if r.pairs, err = pairUp("parameter", model.Parameters(), r.params); err != nil {
+		return nil, err
 	}
-	r := &hogwildReplica[M]{m: m, params: rp, of: map[*Tensor]*Tensor{}}
-	for i, p := range mp {
-		q := rp[i]
-		if q.Name != p.Name || !sameShape(q.Tensor.Shape(), p.Tensor.Shape()) || q.Tensor == p.Tensor {
-			return nil, invalid("parameter %d is %q %v, the model's %q %v (a replica has its own parameters)",
-				i, q.Name, q.Tensor.Shape(), p.Name, p.Tensor.Shape())
-		}
-		r.of[p.Tensor] = q.Tensor
-		r.pairs = append(r.pairs, [2]*Tensor{p.Tensor, q.Tensor})
+	if r.buffers, err = pairUp("buffer", Buffers(model), Buffers(m)); err != nil {
+		return nil, err
+	}
+	for _, pq := range r.pairs {
+		r.of[pq[0]] = pq[1]
 	}
 	for _, s := range Steppers(m) {
 		switch e := s.(type) {
@@ -144,6 +147,24 @@ func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*h
 		}
 	}
 	return r, nil
+}
+
+// pairUp pairs the model's tensors mp with a replica's rp, which must have the same names and
+// shapes, and be other tensors.
+func pairUp(what string, mp, rp []NamedParameter) ([][2]*Tensor, error) {
+	if len(mp) != len(rp) {
+		return nil, invalid("%d %ss, the model has %d", len(rp), what, len(mp))
+	}
+	pairs := make([][2]*Tensor, len(mp))
+	for i, p := range mp {
+		q := rp[i]
+		if q.Name != p.Name || !sameShape(q.Tensor.Shape(), p.Tensor.Shape()) || q.Tensor == p.Tensor {
+			return nil, invalid("%s %d is %q %v, the model's %q %v (a replica has its own)",
+				what, i, q.Name, q.Tensor.Shape(), p.Name, p.Tensor.Shape())
+		}
+		pairs[i] = [2]*Tensor{p.Tensor, q.Tensor}
+	}
+	return pairs, nil
 }
 
 func fusedTable(t EmbeddingTable, tables map[EmbeddingTable]bool) error {
@@ -171,7 +192,7 @@ func sameShape(a, b []int64) bool {
 // Workers returns the number of workers.
 func (h *Hogwild[M, B]) Workers() int { return len(h.replicas) }
 
-// Train copies the model's dense parameters into the replicas, then trains on the batches
+// Train copies the model's dense parameters and buffers into the replicas, then trains on the batches
 // received from batches, with every worker, until batches is closed (and drained), ctx is done
 // or a step fails. It returns once every worker goroutine has ended: no goroutine outlives the
 // call. Its error is the first failure (a panicking tensor operation in step or backward comes
@@ -233,31 +254,35 @@ func (h *Hogwild[M, B]) trainOne(r *hogwildReplica[M], b B) error {
 		h.step(r.m, b).Backward()
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if err := copyPairs(r.buffers, 1, 0); err != nil { // the running statistics this forward updated
+			return err
+		}
 		err := h.opt.stepDense(func(p *Tensor) *Tensor { return r.of[p].Grad() })
 		if err != nil {
 			return err
 		}
-		return h.copyInto(r)
+		return copyPairs(r.pairs, 0, 1)
 	})
 }
 
-// syncReplicas copies the model's dense parameters into every replica.
+// syncReplicas copies the model's dense parameters and buffers into every replica.
 func (h *Hogwild[M, B]) syncReplicas() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var errs []error
 	for _, r := range h.replicas {
-		errs = append(errs, h.copyInto(r))
+		errs = append(errs, copyPairs(r.pairs, 0, 1), copyPairs(r.buffers, 0, 1))
 	}
 	return errors.Join(errs...)
 }
 
-// copyInto copies the model's dense parameters into r's (under h.mu).
-func (h *Hogwild[M, B]) copyInto(r *hogwildReplica[M]) error {
+// copyPairs copies each pair's tensor from into its tensor to (0: the model's, 1: the
+// replica's), under h.mu.
+func copyPairs(pairs [][2]*Tensor, from, to int) error {
 	return cgotorch.Try(func() {
 		cgotorch.NoGrad(func() {
-			for _, pq := range r.pairs {
-				pq[1].CopyFrom(pq[0])
+			for _, pq := range pairs {
+				pq[to].CopyFrom(pq[from])
 			}
 		})
 	})

@@ -14,7 +14,8 @@ import (
 	"github.com/gorec/gorec/nn"
 )
 
-// hwModel is a two-field click model: user and item rows -> Linear(16, 8) -> ReLU -> Linear(8, 1).
+// hwModel is a two-field click model: user and item rows -> Linear(16, 8) -> BatchNorm1d (whose
+// running statistics are buffers) -> ReLU -> Linear(8, 1).
 type hwModel struct {
 	nn.Container
 	user, item *nn.Embedding
@@ -23,7 +24,7 @@ type hwModel struct {
 
 func newHWModel(user, item *embedding.Table) *hwModel {
 	m := &hwModel{user: nn.NewEmbedding(user, nn.EmbeddingOptions{}), item: nn.NewEmbedding(item, nn.EmbeddingOptions{}),
-		mlp: nn.NewSequential(nn.NewLinear(16, 8, true), &nn.ReLU{}, nn.NewLinear(8, 1, true))}
+		mlp: nn.NewSequential(nn.NewLinear(16, 8, true), nn.NewBatchNorm1d(8), &nn.ReLU{}, nn.NewLinear(8, 1, true))}
 	m.Add("user", m.user)
 	m.Add("item", m.item)
 	m.Add("mlp", m.mlp)
@@ -94,6 +95,17 @@ func newHW(t *testing.T, workers int) (*hwModel, *nn.Optimizer, *nn.Hogwild[*hwM
 }
 
 func bits(t *testing.T, x *nn.Tensor) []uint32 {
+	if x.DType() == cgotorch.Int64 { // a counter (BatchNorm1d's num_batches_tracked)
+		v, err := cgotorch.ToSlice[int64](x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint32
+		for _, n := range v {
+			out = append(out, uint32(n), uint32(n>>32))
+		}
+		return out
+	}
 	v, err := cgotorch.ToSlice[float32](x)
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +125,10 @@ func allIDs() []int64 {
 	return ids
 }
 
-// state is every dense parameter's and table row's bits.
+// state is the bits of every dense parameter, buffer and table row.
 func (m *hwModel) state(t *testing.T) [][]uint32 {
 	var out [][]uint32
-	for _, p := range m.Parameters() {
+	for _, p := range nn.StateDict(m) {
 		out = append(out, bits(t, p.Tensor))
 	}
 	for _, e := range []*nn.Embedding{m.user, m.item} {
