@@ -65,12 +65,11 @@ type hogwildReplica[M Module] struct {
 
 // NewHogwild returns a trainer of model with workers goroutines (workers >= 1), calling replica
 // once per worker for its replica and step for each batch's loss (a scalar: its Backward is
-// the worker's backward pass). It
-// returns an error wrapping cgotorch.ErrInvalidArgument when workers < 1, when opt is not made
-// from model or synchronizes gradients (dist.DataParallel), when a replica's parameters or
-// buffers differ from the model's in names or shapes (or are the model's own), or when a
-// replica's tables are not the model's *embedding.Table tables, or a replica has Steppers other
-// than Embedding and EmbeddingBag.
+// the worker's backward pass). It returns an error wrapping cgotorch.ErrInvalidArgument when
+// workers < 1, when opt is not made from model or synchronizes gradients (dist.DataParallel),
+// when a replica's parameters or buffers differ from the model's in names or shapes (or are the
+// model's own), when a replica's tables are not the model's *embedding.Table tables, or when a
+// replica has Steppers other than Embedding and EmbeddingBag.
 func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica func() (M, error), step func(m M, batch B) *Tensor) (*Hogwild[M, B], error) {
 	if workers < 1 {
 		return nil, invalid("hogwild: %d workers, want at least 1", workers)
