@@ -14,16 +14,17 @@ import (
 	"github.com/gorec/gorec/nn"
 )
 
-// hwModel is a two-field click model: user and item rows -> Linear(16, 8) -> BatchNorm1d (whose
-// running statistics are buffers) -> ReLU -> Linear(8, 1).
+// hwModel is a two-field click model: a user row and a bag of item rows (EmbeddingBag, mean)
+// -> Linear(16, 8) -> BatchNorm1d (whose running statistics are buffers) -> ReLU -> Linear(8, 1).
 type hwModel struct {
 	nn.Container
-	user, item *nn.Embedding
-	mlp        *nn.Sequential
+	user *nn.Embedding
+	item *nn.EmbeddingBag
+	mlp  *nn.Sequential
 }
 
 func newHWModel(user, item *embedding.Table) *hwModel {
-	m := &hwModel{user: nn.NewEmbedding(user, nn.EmbeddingOptions{}), item: nn.NewEmbedding(item, nn.EmbeddingOptions{}),
+	m := &hwModel{user: nn.NewEmbedding(user, nn.EmbeddingOptions{}), item: nn.NewEmbeddingBag(item, embedding.Mean, nn.EmbeddingOptions{}),
 		mlp: nn.NewSequential(nn.NewLinear(16, 8, true), nn.NewBatchNorm1d(8), &nn.ReLU{}, nn.NewLinear(8, 1, true))}
 	m.Add("user", m.user)
 	m.Add("item", m.item)
@@ -31,10 +32,10 @@ func newHWModel(user, item *embedding.Table) *hwModel {
 	return m
 }
 
-type hwBatch struct{ user, item, y *nn.Tensor }
+type hwBatch struct{ user, item, y *nn.Tensor } // item: [B, 2] bags
 
 func (m *hwModel) loss(b hwBatch) *nn.Tensor {
-	x := cgotorch.Cat([]*nn.Tensor{m.user.Forward(b.user), m.item.Forward(b.item)}, 1)
+	x := cgotorch.Cat([]*nn.Tensor{m.user.Forward(b.user), m.item.Forward(b.item, nil)}, 1)
 	return nn.BCEWithLogits(nn.ReduceMean)(m.mlp.Forward(x), b.y)
 }
 
@@ -58,12 +59,12 @@ func hwBatches(n, size int, seed int64) []hwBatch {
 	rng := rand.New(rand.NewSource(seed))
 	out := make([]hwBatch, n)
 	for k := range out {
-		u, it, y := make([]int64, size), make([]int64, size), make([]float32, size)
+		u, it, y := make([]int64, size), make([]int64, 2*size), make([]float32, size)
 		for i := range u {
-			u[i], it[i] = rng.Int63n(hwIDs), rng.Int63n(hwIDs)
+			u[i], it[2*i], it[2*i+1] = rng.Int63n(hwIDs), rng.Int63n(hwIDs), rng.Int63n(hwIDs)
 			y[i] = float32(u[i] % 2)
 		}
-		out[k] = hwBatch{cgotorch.MustFromSlice(u), cgotorch.MustFromSlice(it), cgotorch.MustFromSlice(y, int64(size), 1)}
+		out[k] = hwBatch{cgotorch.MustFromSlice(u), cgotorch.MustFromSlice(it, int64(size), 2), cgotorch.MustFromSlice(y, int64(size), 1)}
 	}
 	return out
 }
@@ -131,8 +132,8 @@ func (m *hwModel) state(t *testing.T) [][]uint32 {
 	for _, p := range nn.StateDict(m) {
 		out = append(out, bits(t, p.Tensor))
 	}
-	for _, e := range []*nn.Embedding{m.user, m.item} {
-		rows, _, err := e.Table.(*embedding.Table).ReadIDs(allIDs())
+	for _, tbl := range []nn.EmbeddingTable{m.user.Table, m.item.Table} {
+		rows, _, err := tbl.(*embedding.Table).ReadIDs(allIDs())
 		if err != nil {
 			t.Fatal(err)
 		}
