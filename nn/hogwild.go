@@ -46,7 +46,9 @@ import (
 // opt must be made from model (nn.NewAdam(model, ...)); its Steppers are not called (the
 // replicas' fused lookups step the tables), and its step counts count every worker's steps.
 // Change opt's rates between Train calls, not during one. The model and its replicas must not
-// be used elsewhere during Train.
+// be used elsewhere during Train. The library's single malloc arena (docs/design.md) makes
+// workers wait for each other's allocations: run a Hogwild program with MALLOC_ARENA_MAX set to
+// the number of workers.
 type Hogwild[M Module, B any] struct {
 	opt      *Optimizer
 	step     func(m M, batch B) *Tensor
