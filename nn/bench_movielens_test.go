@@ -3,7 +3,6 @@ package nn_test
 import (
 	"math"
 	"math/rand"
-	"syscall"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -171,13 +170,3 @@ func BenchmarkMovieLensMF(b *testing.B) { benchMovieLens(b, false) }
 
 // BenchmarkMovieLensSVDpp times one training step of SVD++ (the same, plus the implicit bag).
 func BenchmarkMovieLensSVDpp(b *testing.B) { benchMovieLens(b, true) }
-
-// cpuTime is the CPU time (user and system) the process has used, in nanoseconds: on a machine
-// shared with other work, a step's CPU time varies less than its wall time.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}

@@ -5,10 +5,14 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/procstat"
 	"github.com/gorec/gorec/nn"
 )
 
@@ -49,10 +53,21 @@ func presizedTable(b *testing.B, dim, ids int) *embedding.Table {
 	return tbl
 }
 
-func newCTRModel(b *testing.B) *ctrModel {
-	m := &ctrModel{}
+func newCTRModel(b *testing.B) *ctrModel { return newCTRModelOver(newCTRTables(b)) }
+
+// newCTRTables returns the model's 8 tables, each filled with ctrIDs ids.
+func newCTRTables(b *testing.B) []*embedding.Table {
+	var tables []*embedding.Table
 	for f := 0; f < ctrFields; f++ {
-		tbl := presizedTable(b, ctrDim, ctrIDs)
+		tables = append(tables, presizedTable(b, ctrDim, ctrIDs))
+	}
+	return tables
+}
+
+// newCTRModelOver returns the model over tables (a new MLP).
+func newCTRModelOver(tables []*embedding.Table) *ctrModel {
+	m := &ctrModel{}
+	for f, tbl := range tables {
 		e := nn.NewEmbedding(tbl, nn.EmbeddingOptions{})
 		m.fields = append(m.fields, e)
 		m.Add(fmt.Sprintf("field%d", f), e)
@@ -88,17 +103,74 @@ func benchThreads(b *testing.B) {
 // cgotorch.WithScope as a training loop would run it; it reports samples/s.
 func BenchmarkCTRStep(b *testing.B) {
 	benchThreads(b)
+	benchCTRSync(b, 1)
+}
+
+// benchCTRSync times the synchronous step at the current thread count, in trainers
+// independent trainers (each its own model and tables, in its own goroutine) sharing b.N steps.
+func benchCTRSync(b *testing.B, trainers int) {
 	cgotorch.ManualSeed(0)
-	m := newCTRModel(b)
-	opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
+	ids, labels := ctrBatches()
 	loss := nn.BCEWithLogits(nn.ReduceMean)
+	steps := make([]func(k int), trainers)
+	for t := range steps {
+		m := newCTRModel(b)
+		opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		steps[t] = func(k int) {
+			cgotorch.WithScope(func(*cgotorch.Scope) {
+				opt.ZeroGrad()
+				loss(m.forwardFields(ids[k]), labels[k]).Backward()
+				if err := opt.Step(); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		steps[t](0) // allocates the optimizers' state
+	}
+	b.ResetTimer()
+	cpu := cpuTime()
+	var wg sync.WaitGroup
+	for t, step := range steps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := t; i < b.N; i += trainers {
+				step(i % len(ids))
+			}
+		}()
+	}
+	wg.Wait()
+	reportCTR(b, cpu)
+}
+
+// reportCTR reports samples/s and the process's CPU time (user and system, every thread) per
+// sample since cpu (on a loaded machine it stays comparable where samples/s does not, and
+// concurrency that scales keeps it flat), and the resident size at the end.
+func reportCTR(b *testing.B, cpu time.Duration) {
+	samples := float64(b.N) * ctrBatch
+	b.ReportMetric(samples/b.Elapsed().Seconds(), "samples/s")
+	b.ReportMetric(float64(cpuTime()-cpu)/samples, "cpu-ns/sample")
+	b.ReportMetric(float64(procstat.ResidentKB())/1024, "rss-MiB")
+}
+
+// cpuTime is the process's CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ctrBatches returns 16 batches of the CTR model: one [B] id tensor per field, and [B, 1] labels.
+func ctrBatches() (ids [][]*nn.Tensor, labels []*nn.Tensor) {
 	rng := rand.New(rand.NewSource(1))
 	const nBatches = 16
-	ids := make([][]*nn.Tensor, nBatches)
-	labels := make([]*nn.Tensor, nBatches)
+	ids = make([][]*nn.Tensor, nBatches)
+	labels = make([]*nn.Tensor, nBatches)
 	for k := range ids {
 		for f := 0; f < ctrFields; f++ {
 			v := make([]int64, ctrBatch)
@@ -113,19 +185,5 @@ func BenchmarkCTRStep(b *testing.B) {
 		}
 		labels[k] = cgotorch.MustFromSlice(l, ctrBatch, 1)
 	}
-	step := func(k int) {
-		cgotorch.WithScope(func(*cgotorch.Scope) {
-			opt.ZeroGrad()
-			loss(m.forwardFields(ids[k]), labels[k]).Backward()
-			if err := opt.Step(); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
-	step(0) // allocates the optimizers' state
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		step(i % nBatches)
-	}
-	b.ReportMetric(float64(b.N)*ctrBatch/b.Elapsed().Seconds(), "samples/s")
+	return ids, labels
 }

@@ -49,6 +49,14 @@
 // A Scheduler sets the learning rates of an optimizer's groups and tables by a Schedule (StepLR, ExponentialLR, CosineAnnealingLR, LinearLR: torch.optim.lr_scheduler's);
 // ClipGradNorm is torch.nn.utils.clip_grad_norm_ on the dense gradients.
 //
+// # Training on several cores
+//
+// The synchronous loop (ZeroGrad, forward, Backward, Step) is the default and reproducible to
+// the bit. Hogwild trains one model with several goroutines, each on its own batches from a
+// channel, against the same tables (asynchronous updates, as DeepRec and XDL offer on CPUs):
+// with one worker it gives the synchronous loop's numbers bit for bit; with more, each batch is
+// trained once and each update is applied whole, in an order that varies (see Hogwild).
+//
 // # State files and checkpoints
 //
 // SaveState and LoadState write and read a module's parameters and buffers (StateDict) in the

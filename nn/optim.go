@@ -192,12 +192,28 @@ func (o *Optimizer) Step() error {
 		}
 		defer o.syncer.ResetGradientSync()
 	}
+	if err := o.stepDense((*Tensor).Grad); err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range o.steppers {
+		if err := s.Step(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stepDense updates the parameter groups (not the Steppers) from the gradients gradOf gives
+// for each parameter (a tensor it may close, or nil to skip the parameter): the parameters' own
+// for Step, a worker's replica's for Hogwild.
+func (o *Optimizer) stepDense(gradOf func(p *Tensor) *Tensor) error {
 	err := cgotorch.Try(func() {
 		cgotorch.NoGrad(func() {
 			for _, g := range o.groups {
 				opts := o.rule.options(g.LR, g.WeightDecay)
 				for _, p := range g.Params {
-					grad := p.Tensor.Grad()
+					grad := gradOf(p.Tensor)
 					if grad == nil {
 						continue
 					}
@@ -214,13 +230,7 @@ func (o *Optimizer) Step() error {
 	if err != nil {
 		return fmt.Errorf("nn: %s step: %w", o.name, err)
 	}
-	var errs []error
-	for _, s := range o.steppers {
-		if err := s.Step(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // ZeroGrad zeroes the gradients of every parameter (in place, as PyTorch 1.13's default

@@ -39,6 +39,13 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
        if (("CTRTrainRanks/2-pipelined samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        if (("CTRTrainRanks/2-pipelined-fork samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_fork_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined-fork samples/s"] / vu["CTRTrainRanks/2 samples/s"]
+       h = "CTRStepHogwild/"
+       if ((h "workers-2 samples/s" in vu) && (h "sync-threads-1 samples/s" in vu)) {
+         printf "BENCH ctr_hogwild_2_over_sync_1 %.2f x\n", vu[h "workers-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
+         printf "BENCH ctr_hogwild_1_over_sync_1 %.2f x\n", vu[h "workers-1 samples/s"] / vu[h "sync-threads-1 samples/s"]
+         printf "BENCH ctr_sync_2_over_sync_1 %.2f x\n", vu[h "sync-threads-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
+         printf "BENCH ctr_independent_2_over_sync_1 %.2f x\n", vu[h "independent-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
+       }
        c = "TableLookupGo c-ns/batch"
        if (c in vu) {
          if ("TableLookupGo embedding-ns/batch" in vu) printf "BENCH table_lookup_go_over_c %.2f x\n", vu["TableLookupGo embedding-ns/batch"] / vu[c]

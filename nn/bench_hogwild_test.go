@@ -1,0 +1,75 @@
+package nn_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/nn"
+)
+
+// BenchmarkCTRStepHogwild times the CTR model of BenchmarkCTRStep on the cores side by side in
+// one run: the synchronous step with 1 and 2 libtorch intra-op threads, and nn.Hogwild with 1
+// and 2 workers (1 intra-op thread each) sharing the 8 tables, and as a control two
+// independent synchronous trainers (each its own model and tables: what sharing nothing gives
+// on this machine). Each reports samples/s, CPU ns per sample (comparable on a loaded machine,
+// where samples/s is not) and the resident size; scripts/bench.sh prints hogwild-2 over sync-1.
+func BenchmarkCTRStepHogwild(b *testing.B) {
+	for _, c := range []struct {
+		name             string
+		threads, workers int
+		independent      int // trainers of their own model and tables (synchronous)
+	}{{"sync-threads-1", 1, 0, 1}, {"sync-threads-2", 2, 0, 1}, {"workers-1", 1, 1, 0}, {"workers-2", 1, 2, 0},
+		{"independent-2", 1, 0, 2}} {
+		b.Run(c.name, func(b *testing.B) {
+			setThreads(b, c.threads)
+			defer setThreads(b, 1)
+			if c.workers == 0 {
+				benchCTRSync(b, c.independent)
+			} else {
+				benchCTRHogwild(b, c.workers)
+			}
+		})
+	}
+}
+
+func setThreads(b *testing.B, n int) {
+	if err := cgotorch.SetNumThreads(n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchCTRHogwild times nn.Hogwild with workers workers; a batch is the index of one of 16.
+func benchCTRHogwild(b *testing.B, workers int) {
+	cgotorch.ManualSeed(0)
+	tables := newCTRTables(b)
+	m := newCTRModelOver(tables)
+	opt, err := nn.NewAdam(m, nn.DefaultAdamOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	loss := nn.BCEWithLogits(nn.ReduceMean)
+	ids, labels := ctrBatches()
+	h, err := nn.NewHogwild(m, opt, workers, func() (*ctrModel, error) { return newCTRModelOver(tables), nil },
+		func(r *ctrModel, k int) *nn.Tensor { return loss(r.forwardFields(ids[k]), labels[k]) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	train := func(n int) {
+		ch := make(chan int, 64)
+		go func() {
+			for i := 0; i < n; i++ {
+				ch <- i % len(ids)
+			}
+			close(ch)
+		}()
+		if err := h.Train(context.Background(), ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	train(workers) // allocates the optimizers' state
+	b.ResetTimer()
+	cpu := cpuTime()
+	train(b.N)
+	reportCTR(b, cpu)
+}

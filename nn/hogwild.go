@@ -1,0 +1,290 @@
+package nn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// Hogwild trains one model with several goroutines at once, each on its own mini-batches
+// (asynchronous data parallelism on the cores of one machine, as DeepRec and XDL offer on
+// CPUs): the Go way to use the cores, where libtorch's intra-op threads gain little on the
+// small operations of a recommendation model (docs/design.md, "Concurrent training").
+//
+// Each worker trains a replica of the model: replica builds it over the same embedding tables
+// as the model, with dense parameters of its own (the same names and shapes). A worker step
+// zeroes the replica's dense gradients, runs step (forward and loss) on a batch and backward:
+//   - the tables: every replica's Embedding and EmbeddingBag is made Fused, so each backward
+//     pass applies its own batch's table gradients (one optimizer step per table and pass) at
+//     its end, under the table's lock. Workers' table gradients never mix (the pending
+//     gradients that Step applies are kept per table, not per pass: the trainer does not use
+//     them).
+//   - the dense parameters: the worker then takes the trainer's lock, copies its replica's
+//     buffers (BatchNorm1d's running statistics, which its forward pass updated) into the
+//     model, steps the model's dense parameters with opt's rule and state from the replica's
+//     gradients, copies them back into its replica, and releases the lock (microseconds for an
+//     MLP).
+//
+// Semantics. With one worker a Train call gives, bit for bit, what the synchronous loop
+// (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
+// each batch is trained exactly once, by one worker, and every update is applied whole: a table
+// update holds the table's write lock (row values and optimizer state of all its rows change
+// together), a dense step holds the trainer's lock. What is not deterministic is the order:
+// which worker takes which batch, the order of the table updates and of the dense steps, and
+// which versions of rows and weights a worker's forward pass read (the rows a lookup returns
+// are a consistent copy taken under the table's lock, possibly updated by other workers before
+// this worker's own update lands; the weights a replica holds are the model's as of that
+// worker's previous step, without the dense steps other workers made since), and the buffers:
+// the model takes those of the last worker to step, so running statistics updated by
+// overlapping forward passes are kept from one of them only. Two runs with several workers
+// differ in their last bits and beyond; the synchronous loop stays the reproducible mode.
+//
+// opt must be made from model (nn.NewAdam(model, ...)); its Steppers are not called (the
+// replicas' fused lookups step the tables), and its step counts count every worker's steps.
+// Change opt's rates between Train calls, not during one. The model and its replicas must not
+// be used elsewhere during Train. The library's single malloc arena (docs/design.md) makes
+// workers wait for each other's allocations: run a Hogwild program with MALLOC_ARENA_MAX set to
+// the number of workers.
+type Hogwild[M Module, B any] struct {
+	opt      *Optimizer
+	step     func(m M, batch B) *Tensor
+	replicas []*hogwildReplica[M]
+	mu       sync.Mutex // the dense step
+	running  sync.Mutex // one Train at a time
+}
+
+type hogwildReplica[M Module] struct {
+	m       M
+	params  []NamedParameter    // the replica's, in the model's order
+	of      map[*Tensor]*Tensor // model parameter -> the replica's
+	pairs   [][2]*Tensor        // (model, replica) parameters
+	buffers [][2]*Tensor        // (model, replica) buffers
+}
+
+// NewHogwild returns a trainer of model with workers goroutines (workers >= 1), calling replica
+// once per worker for its replica and step for each batch's loss (a scalar: its Backward is
+// the worker's backward pass). It returns an error wrapping cgotorch.ErrInvalidArgument when
+// workers < 1, when opt is not made from model or synchronizes gradients (dist.DataParallel),
+// when a replica's parameters or buffers differ from the model's in names or shapes (or are the
+// model's own), when a replica's tables are not the model's *embedding.Table tables, or when a
+// replica has Steppers other than Embedding and EmbeddingBag.
+func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica func() (M, error), step func(m M, batch B) *Tensor) (*Hogwild[M, B], error) {
+	if workers < 1 {
+		return nil, invalid("hogwild: %d workers, want at least 1", workers)
+	}
+	if opt == nil || replica == nil || step == nil {
+		return nil, invalid("hogwild: nil optimizer, replica or step")
+	}
+	if opt.syncer != nil {
+		return nil, invalid("hogwild: the optimizer synchronizes gradients (%T): not supported", opt.syncer)
+	}
+	for _, p := range model.Parameters() {
+		if opt.state[p.Tensor] == nil {
+			return nil, invalid("hogwild: parameter %q is not in the optimizer: make it from the model", p.Name)
+		}
+	}
+	tables := map[EmbeddingTable]bool{}
+	for _, s := range opt.steppers {
+		if t := stepperTable(s); t != nil {
+			tables[t] = true
+		}
+	}
+	h := &Hogwild[M, B]{opt: opt, step: step}
+	for w := 0; w < workers; w++ {
+		m, err := replica()
+		if err != nil {
+			return nil, fmt.Errorf("nn: hogwild: replica %d: %w", w, err)
+		}
+		r, err := newHogwildReplica(model, m, tables)
+		if err != nil {
+			return nil, fmt.Errorf("nn: hogwild: replica %d: %w", w, err)
+		}
+		h.replicas = append(h.replicas, r)
+	}
+	return h, nil
+}
+
+// stepperTable is the table of an Embedding or EmbeddingBag (nil for other Steppers).
+func stepperTable(s Stepper) EmbeddingTable {
+	switch e := s.(type) {
+	case *Embedding:
+		return e.Table
+	case *EmbeddingBag:
+		return e.Table
+	}
+	return nil
+}
+
+func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*hogwildReplica[M], error) {
+	r := &hogwildReplica[M]{m: m, params: m.Parameters(), of: map[*Tensor]*Tensor{}}
+	var err error
+	if r.pairs, err = pairUp("parameter", model.Parameters(), r.params); err != nil {
+		return nil, err
+	}
+	if r.buffers, err = pairUp("buffer", Buffers(model), Buffers(m)); err != nil {
+		return nil, err
+	}
+	for _, pq := range r.pairs {
+		r.of[pq[0]] = pq[1]
+	}
+	for _, s := range Steppers(m) {
+		switch e := s.(type) {
+		case *Embedding:
+			if err := fusedTable(e.Table, tables); err != nil {
+				return nil, err
+			}
+			e.Fused = true
+		case *EmbeddingBag:
+			if err := fusedTable(e.Table, tables); err != nil {
+				return nil, err
+			}
+			e.Fused = true
+		default:
+			return nil, invalid("stepper %T is not supported (only Embedding and EmbeddingBag)", s)
+		}
+	}
+	return r, nil
+}
+
+// pairUp pairs the model's tensors mp with a replica's rp, which must have the same names and
+// shapes, and be other tensors.
+func pairUp(what string, mp, rp []NamedParameter) ([][2]*Tensor, error) {
+	if len(mp) != len(rp) {
+		return nil, invalid("%d %ss, the model has %d", len(rp), what, len(mp))
+	}
+	pairs := make([][2]*Tensor, len(mp))
+	for i, p := range mp {
+		q := rp[i]
+		if q.Name != p.Name || !sameShape(q.Tensor.Shape(), p.Tensor.Shape()) || q.Tensor == p.Tensor {
+			return nil, invalid("%s %d is %q %v, the model's %q %v (a replica has its own)",
+				what, i, q.Name, q.Tensor.Shape(), p.Name, p.Tensor.Shape())
+		}
+		pairs[i] = [2]*Tensor{p.Tensor, q.Tensor}
+	}
+	return pairs, nil
+}
+
+func fusedTable(t EmbeddingTable, tables map[EmbeddingTable]bool) error {
+	if _, ok := t.(*embedding.Table); !ok {
+		return invalid("table %q is a %T, not an *embedding.Table", t.Name(), t)
+	}
+	if !tables[t] {
+		return invalid("table %q is not one of the model's", t.Name())
+	}
+	return nil
+}
+
+func sameShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Workers returns the number of workers.
+func (h *Hogwild[M, B]) Workers() int { return len(h.replicas) }
+
+// Train copies the model's dense parameters and buffers into the replicas, then trains on the batches
+// received from batches, with every worker, until batches is closed (and drained), ctx is done
+// or a step fails. It returns once every worker goroutine has ended: no goroutine outlives the
+// call. Its error is the first failure (a panicking tensor operation in step or backward comes
+// back as an error, as cgotorch.Try gives it; a failed dense step, wrapped) or ctx's error; the
+// batches already trained stay trained, the batch that failed may have updated the tables, and
+// the batches left in the channel are not taken. Train calls run one at a time.
+func (h *Hogwild[M, B]) Train(ctx context.Context, batches <-chan B) error {
+	h.running.Lock()
+	defer h.running.Unlock()
+	if err := h.syncReplicas(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, r := range h.replicas {
+		wg.Add(1)
+		go func(r *hogwildReplica[M]) {
+			defer wg.Done()
+			if err := h.work(ctx, r, batches); err != nil {
+				once.Do(func() { first = err })
+				cancel()
+			}
+		}(r)
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return context.Cause(ctx)
+}
+
+// work trains r on batches until they end or ctx is done.
+func (h *Hogwild[M, B]) work(ctx context.Context, r *hogwildReplica[M], batches <-chan B) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case b, ok := <-batches:
+			if !ok {
+				return nil
+			}
+			if err := h.trainOne(r, b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// trainOne is one worker step: forward, backward (stepping the tables), then the dense step
+// under the lock.
+func (h *Hogwild[M, B]) trainOne(r *hogwildReplica[M], b B) error {
+	return cgotorch.TryWithScope(func() error {
+		ZeroGradParams(r.params)
+		h.step(r.m, b).Backward()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err := copyPairs(r.buffers, 1, 0); err != nil { // the running statistics this forward updated
+			return err
+		}
+		err := h.opt.stepDense(func(p *Tensor) *Tensor { return r.of[p].Grad() })
+		if err != nil {
+			return err
+		}
+		return copyPairs(r.pairs, 0, 1)
+	})
+}
+
+// syncReplicas copies the model's dense parameters and buffers into every replica.
+func (h *Hogwild[M, B]) syncReplicas() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for _, r := range h.replicas {
+		errs = append(errs, copyPairs(r.pairs, 0, 1), copyPairs(r.buffers, 0, 1))
+	}
+	return errors.Join(errs...)
+}
+
+// copyPairs copies each pair's tensor from into its tensor to (0: the model's, 1: the
+// replica's), under h.mu.
+func copyPairs(pairs [][2]*Tensor, from, to int) error {
+	return cgotorch.Try(func() {
+		cgotorch.NoGrad(func() {
+			for _, pq := range pairs {
+				pq[to].CopyFrom(pq[from])
+			}
+		})
+	})
+}
