@@ -9,6 +9,8 @@
 # torchrec asks for the CUDA package fbgemm-gpu; it is installed with --no-deps and its own
 # pure-Python requirements are named here instead, so that only fbgemm-gpu-cpu is present.
 # The torchrec 1.9.2 wheel is built for Python 3.11 (py311-none-any): TORCHREC_PYTHON must be 3.11.
+# On a loaded machine, libgomp's default spin-wait can make TorchRec's 2-thread steps collapse
+# (docs/performance.md): `make torchrec-ref OMP_WAIT_POLICY=PASSIVE` times it without the spinning.
 .PHONY: torchrec-venv torchrec-ref
 TORCHREC_PYTHON ?= python3.11
 TORCHREC_VENV := $(BUILD)/torchrec-venv
