@@ -28,4 +28,4 @@ torchrec-venv: $(TORCHREC_VENV)/.installed
 
 torchrec-ref: torchrec-venv
 	for t in $(TORCHREC_THREADS); do \
-	  OMP_NUM_THREADS=$$t $(TORCHREC_VENV)/bin/python scripts/bench_torchrec_ctr.py --threads $$t; done
+	  OMP_NUM_THREADS=$$t PYTHONDONTWRITEBYTECODE=1 $(TORCHREC_VENV)/bin/python scripts/bench_torchrec_ctr.py --threads $$t; done
