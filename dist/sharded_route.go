@@ -28,11 +28,13 @@ func (s *ShardedTable) settle(op string, local error) error {
 }
 
 // verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
-// operation of what (a table, a checkpoint): it returns local itself, or an ErrMismatch naming
+// operation of what (a table, a checkpoint), in one exchange (they ride in the ranks'
+// agreement headers, allGatherInts): it returns local itself, or an ErrMismatch naming
 // the ranks that failed, and whether any rank had the flag set.
 func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
-	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
+	all, err := g.allGatherInts([]int64{boolInt(local != nil), boolInt(has)})
 	if err != nil {
+		err = fmt.Errorf("%s: %s: %w", what, op, err)
 		return false, errors.Join(err, local)
 	}
 	if local != nil {
