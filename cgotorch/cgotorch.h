@@ -962,6 +962,12 @@ ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group 
                             const int64_t *send_splits, int32_t n);
 /* Returns when every rank has called it. */
 ct_error ct_dist_barrier(ct_dist_group g);
+/* The most integers ct_dist_all_gather_ints moves. */
+#define CT_DIST_GATHER_INTS_MAX 8
+/* Every rank's n integers v (n the same everywhere, 0 <= n <= CT_DIST_GATHER_INTS_MAX) in rank
+ * order: out holds world_size * n. They ride in the agreement header every collective exchanges,
+ * so this costs one exchange where ct_dist_all_gather costs two (the header, then the data). */
+ct_error ct_dist_all_gather_ints(int64_t *out, ct_dist_group g, const int64_t *v, int32_t n);
 
 #ifdef __cplusplus
 }

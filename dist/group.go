@@ -192,6 +192,19 @@ func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (out *cgotorch.Tensor
 	return out, recv, err
 }
 
+// allGatherInts returns every rank's v (the same length everywhere, at most
+// cdist.GatherIntsMax) in rank order, in one exchange of the ranks' agreement headers: half the
+// round trips of an AllGather, with the same agreement (a rank in another collective, or with
+// another count, gets ErrMismatch on every rank).
+func (g *Group) allGatherInts(v []int64) (out []int64, err error) {
+	g.sent.Add(int64(8 * len(v)))
+	err = g.do("all-gather of integers", func(d *cdist.Group) (err error) {
+		out, err = d.AllGatherInts(v)
+		return err
+	})
+	return out, err
+}
+
 // Barrier returns when every rank has called it.
 func (g *Group) Barrier() error {
 	return g.do("barrier", func(d *cdist.Group) error { return d.Barrier() })

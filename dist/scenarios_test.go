@@ -198,6 +198,15 @@ func scenarioCollectives(o Options) error {
 			errs = append(errs, fmt.Errorf("%s: received splits %v, want %v", c.what, recv, wantRecv))
 		}
 	}
+	// integers in the agreement headers: rank r sends [r, -r, 7]
+	ints, err := g.allGatherInts([]int64{int64(r), -int64(r), 7})
+	var wantInts []int64
+	for q := 0; q < w; q++ {
+		wantInts = append(wantInts, int64(q), -int64(q), 7)
+	}
+	if err != nil || !reflect.DeepEqual(ints, wantInts) {
+		errs = append(errs, fmt.Errorf("all-gather of integers: got %v, %v, want %v", ints, err, wantInts))
+	}
 	errs = append(errs, g.Barrier())
 	return errors.Join(errs...)
 }
@@ -407,6 +416,22 @@ func scenarioDisagree(o Options) error {
 			_, err := g.AllReduce(f4, Sum)
 			return err
 		}, ErrMismatch},
+		{"all-gather of integers, other counts", func() error {
+			_, err := g.allGatherInts(map[bool][]int64{false: {1}, true: {1, 2}}[last])
+			return err
+		}, ErrMismatch},
+		{"all-gather of integers against an all-gather", func() error {
+			if last {
+				_, err := g.allGatherInts([]int64{1, 2})
+				return err
+			}
+			_, err := g.AllGather(i4)
+			return err
+		}, ErrMismatch},
+		{"all-gather of too many integers", func() error {
+			_, err := g.allGatherInts(make([]int64, map[bool]int{false: 1, true: 9}[last]))
+			return err
+		}, ErrInvalidArgument},
 		{"a dtype Gloo lacks", func() error { _, err := g.AllReduce(pick(f4, bf), Sum); return err }, ErrInvalidArgument},
 		{"an average of integers", func() error { _, err := g.AllReduce(pick(f4, i4), Avg); return err }, ErrInvalidArgument},
 		{"a root out of range", func() error { _, err := g.Broadcast(f4, map[bool]int{false: 0, true: w}[last]); return err }, ErrInvalidArgument},

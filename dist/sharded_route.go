@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/cdist"
 )
 
 // routed is a batch of ids sent to their owners: what this rank sent, and what it received as
@@ -28,7 +29,8 @@ func (s *ShardedTable) settle(op string, local error) error {
 }
 
 // verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
-// operation of what (a table, a checkpoint): it returns local itself, or an ErrMismatch naming
+// operation of what (a table, a checkpoint), in one exchange (they ride in the ranks'
+// agreement headers: gatherInt64s): it returns local itself, or an ErrMismatch naming
 // the ranks that failed, and whether any rank had the flag set.
 func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
 	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
@@ -51,12 +53,20 @@ func verdicts(g *Group, what, op string, local error, has bool, failed string) (
 	return anyHas, nil
 }
 
-// gatherInt64s returns every rank's v (the same length on every rank), in rank order.
+// gatherInt64s returns every rank's v (the same length on every rank), in rank order: in the
+// ranks' agreement headers (allGatherInts) when v is that short, else in an AllGather.
 func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
 	return gatherInt64s(s.g, fmt.Sprintf("table %q", s.name), op, v)
 }
 
 func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
+	if len(v) <= cdist.GatherIntsMax { // in the agreement headers: one exchange, not two
+		all, err := g.allGatherInts(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", what, op, err)
+		}
+		return all, nil
+	}
 	t, err := cgotorch.FromSlice(v)
 	if err != nil {
 		return nil, err

@@ -752,6 +752,17 @@ static void test_dist_group(void) {
   CHECK(ok(ct_dist_all_to_all(&r, recv, g, x, send, 1)) && recv[0] == 2);
   ct_tensor_free(r);
   CHECK(ok(ct_dist_barrier(g)));
+  {
+    int64_t ints[2] = {7, -3}, ints_out[2] = {0, 0};
+    CHECK(ok(ct_dist_all_gather_ints(ints_out, g, ints, 2)) && ints_out[0] == 7 && ints_out[1] == -3);
+    CHECK(ok(ct_dist_all_gather_ints(ints_out, g, NULL, 0)));
+    ints_out[0] = 5;
+    CHECK(fails_with(ct_dist_all_gather_ints(ints_out, NULL, ints, 2), "closed"));
+    CHECK(fails_with(ct_dist_all_gather_ints(ints_out, g, ints, CT_DIST_GATHER_INTS_MAX + 1), "invalid argument"));
+    CHECK(fails_with(ct_dist_all_gather_ints(ints_out, g, NULL, 1), "invalid argument"));
+    CHECK(fails_with(ct_dist_all_gather_ints(NULL, g, ints, 2), "NULL"));
+    CHECK(ints_out[0] == 5);
+  }
 
   /* bad handles and arguments: errors, outputs untouched, the group still usable */
   CHECK(fails_with(ct_dist_all_reduce(&keep, NULL, x, CT_DIST_SUM), "closed"));

@@ -69,7 +69,8 @@ const (
 // goroutines at once, nor closed while in use. Close it: no cleanup frees it, since freeing
 // a group waits for Gloo's threads.
 type Group struct {
-	p C.ct_dist_group
+	p     C.ct_dist_group
+	world int
 }
 
 // New starts a process group; it blocks until every rank has arrived, at most
@@ -100,7 +101,7 @@ func New(cfg Config) (*Group, error) {
 	if err := toError("process group", C.ct_dist_group_new(&p, &c)); err != nil {
 		return nil, err
 	}
-	return &Group{p: p}, nil
+	return &Group{p: p, world: cfg.WorldSize}, nil
 }
 
 // Close releases the group (its threads, its connections, rank 0's store server); a second
@@ -192,3 +193,23 @@ func must(err error) {
 		panic(err)
 	}
 }
+
+// AllGatherInts returns every rank's v (the same length everywhere, at most GatherIntsMax) in
+// rank order. The values ride in the agreement header: one exchange, not two.
+func (g *Group) AllGatherInts(v []int64) ([]int64, error) {
+	n := len(v)
+	out := make([]int64, max(n*g.world, 1))
+	var vp *C.int64_t
+	if n > 0 {
+		vp = (*C.int64_t)(unsafe.Pointer(&v[0]))
+	}
+	e := C.ct_dist_all_gather_ints((*C.int64_t)(unsafe.Pointer(&out[0])), g.p, vp, C.int32_t(n))
+	runtime.KeepAlive(v)
+	if err := toError("all-gather of integers", e); err != nil {
+		return nil, err
+	}
+	return out[:n*g.world], nil
+}
+
+// GatherIntsMax is the most integers AllGatherInts moves.
+const GatherIntsMax = C.CT_DIST_GATHER_INTS_MAX

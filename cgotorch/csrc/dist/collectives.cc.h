@@ -21,7 +21,7 @@ struct mismatch_error : prefixed_error<CT_ERR_MISMATCH> {
   explicit mismatch_error(const std::string &m) : prefixed_error("mismatch: ", m) {}
 };
 
-enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, all_to_all, barrier };
+enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, all_to_all, barrier, gather_ints };
 
 inline const char *kind_name(int64_t k) {
   switch (static_cast<Kind>(k)) {
@@ -35,11 +35,14 @@ inline const char *kind_name(int64_t k) {
       return "all-to-all";
     case Kind::barrier:
       return "barrier";
+    case Kind::gather_ints:
+      return "all-gather of integers";
   }
   return "an unknown collective";
 }
 
-// A rank's header: the fields below, then world_size all-to-all send splits.
+// A rank's header: the fields below, then world_size all-to-all send splits. Its length is the
+// same for every collective (a rank in another collective must still send as many bytes).
 struct Header {
   enum : int { kind, valid, dtype, arg, cuda, ndim, dims, num_dims = 8,
                shape_hash = dims + num_dims, splits };
@@ -59,6 +62,9 @@ struct Header {
     v[shape_hash] = static_cast<int64_t>(h);
   }
 };
+
+static_assert(Header::num_dims == CT_DIST_GATHER_INTS_MAX,
+              "ct_dist_all_gather_ints carries its integers in the header's dims");
 
 // "float32 [4, 2]" (or "cuda float32 [4, 2]") for a rank's header.
 inline std::string tensor_desc(const int64_t *h) {
@@ -415,6 +421,35 @@ ct_error ct_dist_barrier(ct_dist_group g) {
     d::run(
         g, d::Kind::barrier, [](d::Header &) {}, [](const int64_t *, int64_t) {},
         [](ct_dist_group_s &) {});  // the header all-gather is the barrier
+  });
+}
+
+ct_error ct_dist_all_gather_ints(int64_t *out, ct_dist_group g, const int64_t *v, int32_t n) {
+  return ct::guard([&] {
+    ct::need_out(out);
+    namespace d = ct::dist;
+    std::vector<int64_t> got;
+    d::run(
+        g, d::Kind::gather_ints,
+        [&](d::Header &h) {
+          if (n < 0 || n > CT_DIST_GATHER_INTS_MAX) {
+            throw ct::arg_error("all-gather of " + std::to_string(n) + " integers (at most " +
+                                std::to_string(CT_DIST_GATHER_INTS_MAX) + ")");
+          }
+          if (n > 0 && v == nullptr) throw ct::arg_error("all-gather of integers: v is NULL");
+          h.v[d::Header::ndim] = n;  // the values ride in the header's fixed-size fields
+          std::copy(v, v + n, h.v.begin() + d::Header::dims);
+        },
+        [&](const int64_t *rows, int64_t stride) {
+          d::same_field(rows, stride, g->rank, g->size, d::Header::ndim,
+                        "all-gather of integers: the count");
+          for (int r = 0; r < g->size; r++) {
+            got.insert(got.end(), rows + r * stride + d::Header::dims,
+                       rows + r * stride + d::Header::dims + n);
+          }
+        },
+        [](ct_dist_group_s &) {});  // the header all-gather moved them
+    std::copy(got.begin(), got.end(), out);
   });
 }
 
