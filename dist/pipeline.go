@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/nn"
@@ -312,7 +313,7 @@ func (q *tablePipe) use(s *ShardedTable, op string, ids []int64, train bool) err
 		return bad("an inference lookup inside a pipelined step")
 	case len(q.queue) == 0:
 		return bad("more lookups than the pipeline's lookups listed")
-	case !equalInt64s(q.queue[0].ids, ids):
+	case !slices.Equal(q.queue[0].ids, ids):
 		return bad("the ids differ from those the pipeline's lookups listed")
 	}
 	f := q.queue[0]

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -101,7 +102,7 @@ func NewShardedTable(g *Group, name string, cfg embedding.Config) (*ShardedTable
 		theirs := all[r*n : (r+1)*n]
 		if theirs[0] != 0 {
 			failed = append(failed, r)
-		} else if !equalInt64s(theirs[1:], mine[1:]) {
+		} else if !slices.Equal(theirs[1:], mine[1:]) {
 			differ = append(differ, r)
 		}
 	}
@@ -147,18 +148,6 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-func equalInt64s(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Close frees this rank's shard and caches (not collective). Closing twice is fine.

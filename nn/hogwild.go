@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -159,7 +160,7 @@ func pairUp(what string, mp, rp []NamedParameter) ([][2]*Tensor, error) {
 	pairs := make([][2]*Tensor, len(mp))
 	for i, p := range mp {
 		q := rp[i]
-		if q.Name != p.Name || !sameShape(q.Tensor.Shape(), p.Tensor.Shape()) || q.Tensor == p.Tensor {
+		if q.Name != p.Name || !slices.Equal(q.Tensor.Shape(), p.Tensor.Shape()) || q.Tensor == p.Tensor {
 			return nil, invalid("%s %d is %q %v, the model's %q %v (a replica has its own)",
 				what, i, q.Name, q.Tensor.Shape(), p.Name, p.Tensor.Shape())
 		}
@@ -176,18 +177,6 @@ func fusedTable(t EmbeddingTable, tables map[EmbeddingTable]bool) error {
 		return invalid("table %q is not one of the model's", t.Name())
 	}
 	return nil
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Workers returns the number of workers.
