@@ -335,20 +335,10 @@ func (t *Table) Close() error {
 // inserting and initialising absent ids.
 func (t *Table) Lookup(keys *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 	const op = "table lookup"
-	k, err := tensorArg(op, "keys", keys)
-	if err != nil {
-		return nil, err
-	}
-	p, err := t.acquire(op)
-	if err != nil {
-		return nil, err
-	}
-	defer t.mu.RUnlock()
 	var out C.ct_tensor
-	err = toError(op, C.ct_table_lookup(&out, p, k))
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(t)
-	if err != nil {
+	if err := t.withKeys(op, keys, func(p C.ct_table, k C.ct_tensor) C.ct_error {
+		return C.ct_table_lookup(&out, p, k)
+	}); err != nil {
 		return nil, err
 	}
 	return newTensor(out), nil
@@ -358,24 +348,14 @@ func (t *Table) Lookup(keys *cgotorch.Tensor) (*cgotorch.Tensor, error) {
 // without, they give -1.
 func (t *Table) Indices(keys *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, error) {
 	const op = "table indices"
-	k, err := tensorArg(op, "keys", keys)
-	if err != nil {
-		return nil, err
-	}
-	p, err := t.acquire(op)
-	if err != nil {
-		return nil, err
-	}
-	defer t.mu.RUnlock()
 	ins := C.int32_t(0)
 	if insert {
 		ins = 1
 	}
 	var out C.ct_tensor
-	err = toError(op, C.ct_table_indices(&out, p, k, ins))
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(t)
-	if err != nil {
+	if err := t.withKeys(op, keys, func(p C.ct_table, k C.ct_tensor) C.ct_error {
+		return C.ct_table_indices(&out, p, k, ins)
+	}); err != nil {
 		return nil, err
 	}
 	return newTensor(out), nil
@@ -385,20 +365,10 @@ func (t *Table) Indices(keys *cgotorch.Tensor, insert bool) (*cgotorch.Tensor, e
 // (bool [N]) says which ids were present.
 func (t *Table) Read(keys *cgotorch.Tensor, def ReadDefault) (rows, found *cgotorch.Tensor, err error) {
 	const op = "table read"
-	k, err := tensorArg(op, "keys", keys)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := t.acquire(op)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer t.mu.RUnlock()
 	var r, f C.ct_tensor
-	err = toError(op, C.ct_table_read(&r, &f, p, k, C.int32_t(def)))
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(t)
-	if err != nil {
+	if err := t.withKeys(op, keys, func(p C.ct_table, k C.ct_tensor) C.ct_error {
+		return C.ct_table_read(&r, &f, p, k, C.int32_t(def))
+	}); err != nil {
 		return nil, nil, err
 	}
 	return newTensor(r), newTensor(f), nil
@@ -418,6 +388,18 @@ func (t *Table) Update(keys, grads *cgotorch.Tensor) error {
 	return t.keysRows("table update", keys, grads, "grads", func(p C.ct_table, k, g C.ct_tensor) C.ct_error {
 		return C.ct_table_update(p, k, g)
 	})
+}
+
+// withKeys runs f with the table's handle (held shared) and the handle of keys, a tensor
+// argument checked first, and converts its error.
+func (t *Table) withKeys(op string, keys *cgotorch.Tensor, f func(p C.ct_table, k C.ct_tensor) C.ct_error) error {
+	k, err := tensorArg(op, "keys", keys)
+	if err != nil {
+		return err
+	}
+	err = t.call(op, func(p C.ct_table) C.ct_error { return f(p, k) })
+	runtime.KeepAlive(keys)
+	return err
 }
 
 func (t *Table) keysRows(op string, keys, rows *cgotorch.Tensor, what string, f func(C.ct_table, C.ct_tensor, C.ct_tensor) C.ct_error) error {
@@ -444,19 +426,10 @@ func (t *Table) keysRows(op string, keys, rows *cgotorch.Tensor, what string, f 
 // Prefetch starts an asynchronous Read of keys on a worker thread and returns its id.
 func (t *Table) Prefetch(keys *cgotorch.Tensor, def ReadDefault) (int64, error) {
 	const op = "table prefetch"
-	k, err := tensorArg(op, "keys", keys)
-	if err != nil {
-		return 0, err
-	}
-	p, err := t.acquire(op)
-	if err != nil {
-		return 0, err
-	}
-	defer t.mu.RUnlock()
 	var id C.int64_t
-	err = toError(op, C.ct_table_prefetch(&id, p, k, C.int32_t(def)))
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(t)
+	err := t.withKeys(op, keys, func(p C.ct_table, k C.ct_tensor) C.ct_error {
+		return C.ct_table_prefetch(&id, p, k, C.int32_t(def))
+	})
 	return int64(id), err
 }
 
@@ -516,19 +489,10 @@ func (t *Table) PrefetchDiscard(id int64) error {
 // row indices are reused.
 func (t *Table) Delete(keys *cgotorch.Tensor) (int64, error) {
 	const op = "table delete"
-	k, err := tensorArg(op, "keys", keys)
-	if err != nil {
-		return 0, err
-	}
-	p, err := t.acquire(op)
-	if err != nil {
-		return 0, err
-	}
-	defer t.mu.RUnlock()
 	var n C.int64_t
-	err = toError(op, C.ct_table_delete(&n, p, k))
-	runtime.KeepAlive(keys)
-	runtime.KeepAlive(t)
+	err := t.withKeys(op, keys, func(p C.ct_table, k C.ct_tensor) C.ct_error {
+		return C.ct_table_delete(&n, p, k)
+	})
 	return int64(n), err
 }
 
