@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -25,6 +26,9 @@ func BenchmarkCTRStepHogwild(b *testing.B) {
 			setThreads(b, c.threads)
 			defer setThreads(b, 1)
 			if c.workers == 0 {
+				// Hogwild.Train keeps a P to spare (nn/hogwild_procs.go); so do the
+				// independent trainers.
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), c.independent+1)))
 				benchCTRSync(b, c.independent)
 			} else {
 				benchCTRHogwild(b, c.workers)
