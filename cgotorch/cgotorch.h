@@ -375,6 +375,9 @@ ct_error ct_unique(ct_tensor *values, ct_tensor *inverse, ct_tensor *counts, ct_
 ct_error ct_mm(ct_tensor *out, ct_tensor a, ct_tensor b);
 /* numpy-style matmul: vectors, matrices and broadcast batches of matrices. */
 ct_error ct_matmul(ct_tensor *out, ct_tensor a, ct_tensor b);
+/* PyTorch's nn.functional.linear: x [..., in] times weight [out, in] transposed, plus bias [out]
+ * (NULL: none); one autograd node (addmm) for a 2-D x with a bias. */
+ct_error ct_linear(ct_tensor *out, ct_tensor x, ct_tensor weight, ct_tensor bias);
 /* softmax along dim, or log-softmax when log is 1. */
 ct_error ct_softmax(ct_tensor *out, ct_tensor a, int64_t dim, int32_t log);
 /* Zeroes entries with probability p and scales the others by 1/(1-p) when train is 1; the

@@ -534,6 +534,7 @@ static void test_bad_tensor_handles(void) {
     CHECK(fails_with(ct_unique(&a, &b, &c, h, 1), "closed: "));
     CHECK(fails_with(ct_mm(&a, h, good), "closed: "));
     CHECK(fails_with(ct_matmul(&a, good, h), "closed: "));
+    CHECK(fails_with(ct_linear(&a, good, h, NULL), "closed: "));
     CHECK(fails_with(ct_softmax(&a, h, 0, 0), "closed: "));
     CHECK(fails_with(ct_dropout(&a, h, 0.5, 1), "closed: "));
     CHECK(fails_with(ct_loss(&a, CT_LOSS_MSE, h, good, 1), "closed: "));
