@@ -286,6 +286,14 @@ typedef struct {
  * be NULL. */
 ct_error ct_optim_step(ct_tensor param, ct_tensor grad, ct_tensor state0, ct_tensor state1,
                        ct_tensor state2, int64_t step, const ct_optim_options *o);
+/* ct_optim_step of n parameters in one call, each from its own gradient (its .grad): a parameter
+ * without one is skipped. states holds 3 per parameter (param i's state0 to state2 at 3i to
+ * 3i + 2, NULL where unused); steps[i] is param i's step number; stepped[i] (when stepped is not
+ * NULL) is set to 1 for a parameter updated, 0 for one skipped. Every argument is checked before
+ * anything changes: a failure changes nothing. */
+ct_error ct_optim_step_params(int32_t *stepped, int32_t n, const ct_tensor *params,
+                              const ct_tensor *states, const int64_t *steps,
+                              const ct_optim_options *o);
 /* Limits values to [min, max]; a bound is ignored when its has_ flag is 0. */
 ct_error ct_clamp(ct_tensor *out, ct_tensor a, double min, double max, int32_t has_min,
                   int32_t has_max);
