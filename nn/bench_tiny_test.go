@@ -11,9 +11,9 @@ import (
 
 // The tiny model, whose arithmetic is negligible, so that a step's time is its overhead: 2 hash
 // tables of dim 8 (SparseAdam), their rows concatenated into 16 features -> Linear(16, 1) (Adam)
-// -> BCE with logits, batch 32. scripts/bench_torch_tiny.py times the same model in PyTorch and
-// the floor (the same libtorch ops called from C++ with no Go), and scripts/bench.sh prints the
-// ratios.
+// -> BCE with logits, batch 32. scripts/bench_torch.py times the same model in PyTorch
+// (torch_TinyStep), make tiny-bench the floor (the same C ABI calls from C, no Go), and
+// scripts/bench.sh prints the ratios.
 const (
 	tinyFields = 2
 	tinyDim    = 8
