@@ -286,6 +286,14 @@ typedef struct {
  * be NULL. */
 ct_error ct_optim_step(ct_tensor param, ct_tensor grad, ct_tensor state0, ct_tensor state1,
                        ct_tensor state2, int64_t step, const ct_optim_options *o);
+/* ct_optim_step of n parameters in one call, each from its own gradient (its .grad): a parameter
+ * without one is skipped. states holds 3 per parameter (param i's state0 to state2 at 3i to
+ * 3i + 2, NULL where unused); steps[i] is param i's step number; stepped[i] (when stepped is not
+ * NULL) is set to 1 for a parameter updated, 0 for one skipped. Every argument is checked before
+ * anything changes: a failure changes nothing. */
+ct_error ct_optim_step_params(int32_t *stepped, int32_t n, const ct_tensor *params,
+                              const ct_tensor *states, const int64_t *steps,
+                              const ct_optim_options *o);
 /* Limits values to [min, max]; a bound is ignored when its has_ flag is 0. */
 ct_error ct_clamp(ct_tensor *out, ct_tensor a, double min, double max, int32_t has_min,
                   int32_t has_max);
@@ -375,6 +383,9 @@ ct_error ct_unique(ct_tensor *values, ct_tensor *inverse, ct_tensor *counts, ct_
 ct_error ct_mm(ct_tensor *out, ct_tensor a, ct_tensor b);
 /* numpy-style matmul: vectors, matrices and broadcast batches of matrices. */
 ct_error ct_matmul(ct_tensor *out, ct_tensor a, ct_tensor b);
+/* PyTorch's nn.functional.linear: x [..., in] times weight [out, in] transposed, plus bias [out]
+ * (NULL: none); one autograd node (addmm) for a 2-D x with a bias. */
+ct_error ct_linear(ct_tensor *out, ct_tensor x, ct_tensor weight, ct_tensor bias);
 /* softmax along dim, or log-softmax when log is 1. */
 ct_error ct_softmax(ct_tensor *out, ct_tensor a, int64_t dim, int32_t log);
 /* Zeroes entries with probability p and scales the others by 1/(1-p) when train is 1; the

@@ -24,6 +24,22 @@ func (t *Tensor) Matmul(o *Tensor) *Tensor {
 	return newTensor(out)
 }
 
+// Linear returns x Wᵀ + b, PyTorch's nn.functional.linear: x is [..., In], w is [Out, In], b is
+// [Out] or nil for none. For a 2-D x with a bias it is one addmm, one autograd node, where
+// Transpose, Matmul and Add make three.
+func Linear(x, w, b *Tensor) *Tensor {
+	var cb C.ct_tensor
+	if b != nil {
+		cb = b.c()
+	}
+	var out C.ct_tensor
+	must("linear", C.ct_linear(&out, x.c(), w.c(), cb))
+	runtime.KeepAlive(x)
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(b)
+	return newTensor(out)
+}
+
 func softmax(t *Tensor, dim int64, log bool, name string) *Tensor {
 	var out C.ct_tensor
 	must(name, C.ct_softmax(&out, t.c(), C.int64_t(dim), cBool(log)))

@@ -3,6 +3,7 @@ package cgotorch
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -66,6 +67,74 @@ func TestOptimizerStepAMSGradMissingStateTouchesNothing(t *testing.T) {
 		vv, _ := ToSlice[float64](v)
 		if pv[0] != 1 || pv[1] != -2 || mv[0] != 0 || mv[1] != 0 || vv[0] != 0 || vv[1] != 0 {
 			t.Errorf("%s max_exp_avg_sq: the failed step changed param %v, exp_avg %v, exp_avg_sq %v", name, pv, mv, vv)
+		}
+	}
+}
+
+// OptimizerStepParams gives, for every rule, exactly what OptimizerStep gives parameter by
+// parameter from each one's gradient, skips a parameter without a gradient, and on a bad
+// argument (the last parameter's misshapen state) panics before it changes anything.
+func TestOptimizerStepParams(t *testing.T) {
+	rules := map[string]OptimizerOptions{
+		"sgd":     {Kind: OptimSGD, LR: 0.1, WeightDecay: 0.01, Momentum: 0.9, Nesterov: true},
+		"adam":    {Kind: OptimAdam, LR: 0.1, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, AMSGrad: true},
+		"adamw":   {Kind: OptimAdamW, LR: 0.1, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8},
+		"adagrad": {Kind: OptimAdagrad, LR: 0.1, LRDecay: 0.01, Eps: 1e-10},
+	}
+	// leaf returns a parameter with a gradient (none when grad is nil) and its three states.
+	leaf := func(vals, grad []float32) (*Tensor, [3]*Tensor) {
+		p := MustFromSlice(vals).SetRequiresGrad(true)
+		if grad != nil {
+			p.Mul(MustFromSlice(grad)).Sum().Backward()
+		}
+		var s [3]*Tensor
+		for i := range s {
+			s[i] = Zeros([]int64{int64(len(vals))})
+		}
+		return p, s
+	}
+	vals := [][]float32{{1, -2, 0.5}, {0.25}, {3, 4}}
+	grads := [][]float32{{0.5, 1, -0.25}, nil, {-1, 2}}
+	for name, o := range rules {
+		var batch []OptimizerParam
+		var one [][]float32
+		for i := range vals {
+			p, s := leaf(vals[i], grads[i])
+			batch = append(batch, OptimizerParam{Param: p, States: s, Step: 1})
+			q, qs := leaf(vals[i], grads[i])
+			for step := int64(1); step <= 2 && grads[i] != nil; step++ {
+				OptimizerStep(o, step, q, q.Grad(), qs[:]...)
+			}
+			w, _ := ToSlice[float32](q)
+			one = append(one, w)
+		}
+		stepped := make([]bool, len(batch))
+		for step := int64(1); step <= 2; step++ {
+			for i := range batch {
+				batch[i].Step = step
+			}
+			OptimizerStepParams(o, batch, stepped)
+		}
+		if !slices.Equal(stepped, []bool{true, false, true}) {
+			t.Errorf("%s: stepped %v, want [true false true]", name, stepped)
+		}
+		for i, p := range batch {
+			if got, _ := ToSlice[float32](p.Param); !slices.Equal(got, one[i]) {
+				t.Errorf("%s: parameter %d = %v, OptimizerStep gives %v", name, i, got, one[i])
+			}
+		}
+		before := make([][]float32, len(batch))
+		for i, p := range batch {
+			before[i], _ = ToSlice[float32](p.Param)
+		}
+		batch[2].States = [3]*Tensor{Zeros([]int64{5}), Zeros([]int64{5}), Zeros([]int64{5})}
+		if err := Try(func() { OptimizerStepParams(o, batch, nil) }); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: misshapen state: %v, want ErrInvalidArgument", name, err)
+		}
+		for i, p := range batch {
+			if got, _ := ToSlice[float32](p.Param); !slices.Equal(got, before[i]) {
+				t.Errorf("%s: a failed step moved parameter %d: %v -> %v", name, i, before[i], got)
+			}
 		}
 	}
 }

@@ -95,15 +95,8 @@ func leafCopy(t *Tensor) *Tensor {
 	return c.Clone().SetRequiresGrad(true)
 }
 
-// Forward returns x Wᵀ + b.
-func (l *Linear) Forward(x *Tensor) *Tensor {
-	wt := l.Weight.Transpose(0, 1)
-	y := x.Matmul(wt)
-	if l.Bias != nil {
-		y = y.Add(l.Bias)
-	}
-	return y
-}
+// Forward returns x Wᵀ + b (cgotorch.Linear: torch's F.linear, one addmm for a 2-D x).
+func (l *Linear) Forward(x *Tensor) *Tensor { return cgotorch.Linear(x, l.Weight, l.Bias) }
 
 // Parameters returns "weight" and, with a bias, "bias".
 func (l *Linear) Parameters() []NamedParameter {

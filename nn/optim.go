@@ -192,7 +192,7 @@ func (o *Optimizer) Step() error {
 		}
 		defer o.syncer.ResetGradientSync()
 	}
-	if err := o.stepDense((*Tensor).Grad); err != nil {
+	if err := o.stepOwn(); err != nil {
 		return err
 	}
 	var errs []error
@@ -202,6 +202,32 @@ func (o *Optimizer) Step() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stepOwn updates the parameter groups (not the Steppers) from the parameters' own gradients,
+// as stepDense((*Tensor).Grad) would, in one call per group (cgotorch.OptimizerStepParams)
+// instead of three per parameter.
+func (o *Optimizer) stepOwn() error {
+	err := cgotorch.Try(func() {
+		for _, g := range o.groups {
+			ps := make([]cgotorch.OptimizerParam, len(g.Params))
+			for i, p := range g.Params {
+				s := o.state[p.Tensor]
+				ps[i] = cgotorch.OptimizerParam{Param: p.Tensor, States: [3]*Tensor{s.a, s.b, s.c}, Step: s.step + 1}
+			}
+			stepped := make([]bool, len(ps))
+			cgotorch.OptimizerStepParams(o.rule.options(g.LR, g.WeightDecay), ps, stepped)
+			for i, p := range g.Params {
+				if stepped[i] {
+					o.state[p.Tensor].step++
+				}
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("nn: %s step: %w", o.name, err)
+	}
+	return nil
 }
 
 // stepDense updates the parameter groups (not the Steppers) from the gradients gradOf gives

@@ -39,6 +39,10 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
        if (("CTRTrainRanks/2-pipelined samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        if (("CTRTrainRanks/2-pipelined-fork samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_fork_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined-fork samples/s"] / vu["CTRTrainRanks/2 samples/s"]
+       # The step of the tiny model (BenchmarkTinyStep; target: under 100 µs): the time of PyTorch over
+       # that of gorec, and gorec over the floor (the same C ABI calls from C, no Go: make tiny-bench).
+       if (("TinyStep µs/step" in vu) && ("torch_TinyStep µs/step" in vu)) printf "BENCH tiny_step_torch_over_gorec %.2f x\n", vu["torch_TinyStep µs/step"] / vu["TinyStep µs/step"]
+       if (("TinyStep µs/step" in vu) && ("tiny_step_c µs/step" in vu)) printf "BENCH tiny_step_gorec_over_c_floor %.2f x\n", vu["TinyStep µs/step"] / vu["tiny_step_c µs/step"]
        h = "CTRStepHogwild/"
        if ((h "workers-2 samples/s" in vu) && (h "sync-threads-1 samples/s" in vu)) {
          printf "BENCH ctr_hogwild_2_over_sync_1 %.2f x\n", vu[h "workers-2 samples/s"] / vu[h "sync-threads-1 samples/s"]

@@ -29,17 +29,15 @@ def best_ns(fn, min_time=1.0, reps=5):
     return best * 1e9
 
 
-def ctr_step_bench(min_time):
-    """nn/bench_test.go's BenchmarkCTRStep in PyTorch: 8 nn.Embedding(100000, 16, sparse=True)
-    tables (SparseAdam), concat -> Linear(128, 64) -> ReLU -> Linear(64, 1) (Adam), BCE with
-    logits, batch 1,024; returns samples/s."""
-    fields, dim, batch, n_ids = 8, 16, 1024, 100_000
+def embedding_step(fields, dim, batch, n_ids, dense):
+    """One training step over 16 fixed batches: `fields` nn.Embedding(n_ids, dim, sparse=True)
+    tables (SparseAdam), their rows concatenated into the module `dense` (Adam), BCE with
+    logits; the step of gorec's benchmarks of the same shape."""
     embs = [torch.nn.Embedding(n_ids, dim, sparse=True) for _ in range(fields)]
     for e in embs:
         torch.nn.init.normal_(e.weight, std=0.01)
-    mlp = torch.nn.Sequential(torch.nn.Linear(fields * dim, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     sparse = torch.optim.SparseAdam([e.weight for e in embs], lr=1e-3)
-    adam = torch.optim.Adam(mlp.parameters(), lr=1e-3)
+    adam = torch.optim.Adam(dense.parameters(), lr=1e-3)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     gen = torch.Generator().manual_seed(1)
     data = [([torch.randint(n_ids, (batch,), generator=gen) for _ in range(fields)],
@@ -51,12 +49,31 @@ def ctr_step_bench(min_time):
         k[0] += 1
         sparse.zero_grad()
         adam.zero_grad()
-        out = mlp(torch.cat([e(i) for e, i in zip(embs, ids)], 1))
+        out = dense(torch.cat([e(i) for e, i in zip(embs, ids)], 1))
         loss_fn(out, label).backward()
         sparse.step()
         adam.step()
 
+    return step
+
+
+def ctr_step_bench(min_time):
+    """nn/bench_test.go's BenchmarkCTRStep in PyTorch: 8 nn.Embedding(100000, 16, sparse=True)
+    tables (SparseAdam), concat -> Linear(128, 64) -> ReLU -> Linear(64, 1) (Adam), BCE with
+    logits, batch 1,024; returns samples/s."""
+    fields, dim, batch = 8, 16, 1024
+    mlp = torch.nn.Sequential(torch.nn.Linear(fields * dim, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    step = embedding_step(fields, dim, batch, 100_000, mlp)
     return batch / (best_ns(step, min_time=min_time) * 1e-9)
+
+
+def tiny_step_us(min_time):
+    """nn/bench_tiny_test.go's BenchmarkTinyStep in PyTorch: 2 nn.Embedding(1000, 8, sparse=True)
+    tables (SparseAdam), concat -> Linear(16, 1) (Adam), BCE with logits, batch 32; returns µs
+    per step."""
+    fields, dim = 2, 8
+    step = embedding_step(fields, dim, 32, 1_000, torch.nn.Linear(fields * dim, 1))
+    return best_ns(step, min_time=min_time) / 1e3
 
 
 def main():
@@ -70,6 +87,7 @@ def main():
     print(f"BENCH torch_mm512 {best_ns(lambda: a.mm(b)):.0f} ns/op")
     x = torch.ones(4)
     print(f"BENCH torch_CTRStep {ctr_step_bench(3.0):.0f} samples/s")
+    print(f"BENCH torch_TinyStep {tiny_step_us(3.0):.1f} µs/step")
     print(f"BENCH torch_numel_call {best_ns(lambda: x.numel()):.1f} ns/op")
 
 

@@ -207,6 +207,8 @@ static void test_optim_step(void) {
   CHECK(fails_with(ct_optim_step(p, bad, buf, NULL, NULL, 1, &sgd), "gradient"));
   CHECK(fails_with(ct_optim_step(p, g, buf, NULL, NULL, 0, &sgd), "step"));
   CHECK(fails_with(ct_optim_step(p, g, buf, NULL, NULL, 1, NULL), "NULL"));
+  CHECK(fails_with(ct_optim_step_params(NULL, 1, NULL, NULL, NULL, &sgd), "NULL"));
+  CHECK(ok(ct_optim_step_params(NULL, 0, NULL, NULL, NULL, &sgd)));
   sgd.kind = 99;
   CHECK(fails_with(ct_optim_step(p, g, buf, NULL, NULL, 1, &sgd), "unknown optimizer"));
   CHECK(ok(ct_tensor_copy_to(out, sizeof out, p, CT_FLOAT32)) && out[0] > 0.855f - 1e-6f && out[0] < 0.855f + 1e-6f);
@@ -534,6 +536,7 @@ static void test_bad_tensor_handles(void) {
     CHECK(fails_with(ct_unique(&a, &b, &c, h, 1), "closed: "));
     CHECK(fails_with(ct_mm(&a, h, good), "closed: "));
     CHECK(fails_with(ct_matmul(&a, good, h), "closed: "));
+    CHECK(fails_with(ct_linear(&a, good, h, NULL), "closed: "));
     CHECK(fails_with(ct_softmax(&a, h, 0, 0), "closed: "));
     CHECK(fails_with(ct_dropout(&a, h, 0.5, 1), "closed: "));
     CHECK(fails_with(ct_loss(&a, CT_LOSS_MSE, h, good, 1), "closed: "));

@@ -47,6 +47,14 @@ ct_error ct_matmul(ct_tensor *out, ct_tensor a, ct_tensor b) {
   return guard([&] { need_out(out); *out = wrap(at::matmul(get(a), get(b))); });
 }
 
+ct_error ct_linear(ct_tensor *out, ct_tensor x, ct_tensor weight, ct_tensor bias) {
+  return guard([&] {
+    need_out(out);
+    const at::Tensor *b = ct::get_optional(bias);
+    *out = wrap(at::linear(get(x), get(weight), b != nullptr ? c10::optional<at::Tensor>(*b) : c10::nullopt));
+  });
+}
+
 ct_error ct_softmax(ct_tensor *out, ct_tensor a, int64_t dim, int32_t log) {
   return guard([&] {
     need_out(out);
