@@ -35,7 +35,12 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("CTRTrainRanks/2 samples/s" in vu) && ("CTRTrainRanks/1-local samples/s" in vu)) printf "BENCH ctr_2_ranks_over_1_local %.2f x\n", vu["CTRTrainRanks/2 samples/s"] / vu["CTRTrainRanks/1-local samples/s"]
        # SVD++ (an EmbeddingBag of ~61k ids a batch) over plain MF, and one EmbeddingBag per table
        # over one EmbeddingBagCollection, per training step (targets: under 3; above 1).
+       # The same SVD++ with one bag per distinct user of the batch (the same function), and its
+       # floor: the MF step plus only the C-side work of the implicit term (distinct ids, pooling
+       # forward and backward, SparseAdam of the distinct ids), each over the MF step.
        if (("MovieLensSVDpp ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_over_mf %.2f x\n", vu["MovieLensSVDpp ns/op"] / vu["MovieLensMF ns/op"]
+       if (("MovieLensSVDppUsers ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_users_over_mf %.2f x\n", vu["MovieLensSVDppUsers ns/op"] / vu["MovieLensMF ns/op"]
+       if (("MovieLensSVDppFloor ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_floor_over_mf %.2f x\n", vu["MovieLensSVDppFloor ns/op"] / vu["MovieLensMF ns/op"]
        if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
        if (("CTRTrainRanks/2-pipelined samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        if (("CTRTrainRanks/2-pipelined-fork samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_fork_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined-fork samples/s"] / vu["CTRTrainRanks/2 samples/s"]

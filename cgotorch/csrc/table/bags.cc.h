@@ -18,6 +18,8 @@
 //   EmbeddingLookupIdx: fma per id in bag order, then output / bag_size), so its output equals
 //   torch's bit for bit; the backward's order is per id in position order (torch's dense
 //   backward adds in sorted-index order: equal up to rounding).
+//   Bags that repeat an earlier bag of their feature (same ids and weights) are pooled once
+//   (bags_repeats.cc.h).
 //   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
 //   both give the same numbers at any thread count.
 #include <torch/csrc/autograd/variable.h>
@@ -26,6 +28,8 @@
 #include <immintrin.h>
 #define CT_BAGS_AVX2 1
 #endif
+
+#include "bags_repeats.cc.h"
 
 namespace ct {
 namespace table {
@@ -124,14 +128,22 @@ SumRows sum_rows_kernel(bool fused) {
   return fused ? sum_rows_plain<true> : sum_rows_plain<false>;
 }
 
+struct BagsBatch;
+
 // One feature of a call: where its bags lie and what its backward needs.
 struct BagFeature {
   int64_t first_bag = 0;  // its bags are bounds[first_bag, first_bag + batch]
   int64_t base = 0;       // the position of its first id
   int64_t u = 0, dim = 0, col = 0;  // distinct ids, row width, first output column
   bool mean = false, padding = false;  // padding: the feature has a padding id
-  std::vector<int64_t> inverse;  // per id from base: its row among the distinct ids, -1: padding
+  std::vector<int64_t> inverse;  // per id of a first bag: its row among the distinct ids, -1: padding
   std::vector<int64_t> count;    // mean: each bag's ids other than padding
+  std::vector<int64_t> same;     // per bag: the first bag equal to it (find_repeats); empty: none repeat
+  std::vector<int64_t> pos0;     // per bag: where its ids start in inverse (a repeat's: its first's)
+
+  bool repeat(int64_t b) const { return !same.empty() && same[static_cast<size_t>(b)] != b; }
+  // The row among the distinct ids of the id at position p of bag b.
+  int64_t row(const BagsBatch &bb, int64_t b, int64_t p) const;
 };
 
 // The bags of a call: bag b holds positions [bounds[b], bounds[b + 1]) of ids and weights.
@@ -141,6 +153,10 @@ struct BagsBatch {
   const float *weights = nullptr;
   at::Tensor weights_t;  // keeps weights alive (CPU, contiguous)
 };
+
+int64_t BagFeature::row(const BagsBatch &bb, int64_t b, int64_t p) const {
+  return inverse[static_cast<size_t>(pos0[static_cast<size_t>(b)] + p - bb.bounds[static_cast<size_t>(first_bag + b)])];
+}
 
 // Pools feature f's bags from its rows [u, dim] into out's columns [col, col + dim) (ld floats a
 // row); mean divides by the bag's count (kept in f.count for the backward).
@@ -154,8 +170,8 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   std::vector<int64_t> at(static_cast<size_t>(bb.batch) + 1, 0);
   int64_t m = 0;
   for (int64_t b = 0; b < bb.batch; b++) {
-    for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1]; p++) {
-      const int64_t k = f.inverse[static_cast<size_t>(p - f.base)];
+    for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1] && !f.repeat(b); p++) {
+      const int64_t k = f.row(bb, b, p);
       if (k < 0) continue;
       src[static_cast<size_t>(m)] = rows + k * d;
       if (bb.weights != nullptr) w[static_cast<size_t>(m)] = bb.weights[p];
@@ -166,6 +182,7 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   if (f.mean) f.count.assign(static_cast<size_t>(bb.batch), 0);
   auto body = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; b++) {
+      if (f.repeat(b)) continue;
       float *o = out + b * ld + f.col;
       const int64_t i0 = at[static_cast<size_t>(b)], cnt = at[static_cast<size_t>(b) + 1] - i0;
       sum_rows(o, d, src.data() + i0, bb.weights != nullptr ? w.data() + i0 : nullptr, cnt);
@@ -182,6 +199,12 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
     body(0, bb.batch);
   } else {
     at::parallel_for(0, bb.batch, std::max<int64_t>(1, bb.batch * kBagsSerialWork / (4 * n * d)), body);
+  }
+  for (int64_t b = 0; b < bb.batch; b++) {  // repeats: their first's row
+    if (!f.repeat(b)) continue;
+    const int64_t r = f.same[static_cast<size_t>(b)];
+    std::memcpy(out + b * ld + f.col, out + r * ld + f.col, static_cast<size_t>(d) * sizeof(float));
+    if (f.mean) f.count[static_cast<size_t>(b)] = f.count[static_cast<size_t>(r)];
   }
 }
 
@@ -200,19 +223,45 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
     if (v >= 0) start[static_cast<size_t>(v) + 1]++;
   }
   for (int64_t k = 0; k < f.u; k++) start[static_cast<size_t>(k) + 1] += start[static_cast<size_t>(k)];
+  // A first bag with repeats: its gradient plus theirs, in bag order (gsum's row slot[b]).
+  std::vector<int64_t> slot;
+  std::vector<float> gsum;
+  if (!f.same.empty()) {
+    slot.assign(static_cast<size_t>(bb.batch), -1);
+    int64_t r = 0;
+    for (int64_t b = 0; b < bb.batch; b++) {
+      const int64_t c = f.same[static_cast<size_t>(b)];
+      if (c != b && slot[static_cast<size_t>(c)] < 0) slot[static_cast<size_t>(c)] = r++;
+    }
+    gsum.resize(static_cast<size_t>(r * d));
+    for (int64_t b = 0; b < bb.batch; b++) {  // (a first comes before its repeats)
+      const int64_t c = f.same[static_cast<size_t>(b)];
+      const float *gb = g + b * ld + f.col;
+      if (slot[static_cast<size_t>(c)] < 0) continue;
+      float *acc = gsum.data() + slot[static_cast<size_t>(c)] * d;
+      if (c == b) {
+        std::memcpy(acc, gb, static_cast<size_t>(d) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < d; j++) acc[j] += gb[j];
+      }
+    }
+  }
   {
     std::vector<int64_t> next(start.begin(), start.end() - 1);
     for (int64_t b = 0; b < bb.batch; b++) {
+      if (f.repeat(b)) continue;
+      const float *gb = !slot.empty() && slot[static_cast<size_t>(b)] >= 0 ? gsum.data() + slot[static_cast<size_t>(b)] * d
+                                                                             : g + b * ld + f.col;
       float s = 1.f;
       if (f.mean) {
         const int64_t c = f.count[static_cast<size_t>(b)];
         s = c == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(c));
       }
       for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1]; p++) {
-        const int64_t k = f.inverse[static_cast<size_t>(p - f.base)];
+        const int64_t k = f.row(bb, b, p);
         if (k < 0) continue;
         const int64_t q = next[static_cast<size_t>(k)]++;
-        src[static_cast<size_t>(q)] = g + b * ld + f.col;
+        src[static_cast<size_t>(q)] = gb;
         scale[static_cast<size_t>(q)] = bb.weights != nullptr ? bb.weights[p] * s : s;
       }
     }
@@ -370,10 +419,36 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     BagFeature &f = fs[i];
     const int64_t end = bb->bounds[static_cast<size_t>(f.first_bag + bb->batch)];
     const Options &o = args[i].opts;
-    Dedupe dd(flat.data_ptr<int64_t>() + f.base, end - f.base, o.has_padding ? &o.padding_id : nullptr);
+    const int64_t *all = flat.data_ptr<int64_t>();
+    f.same = find_repeats(bb->bounds, f.first_bag, bb->batch, all, bb->weights);
+    // The ids of the first bags (every bag's when none repeats), and where each bag's start.
+    std::vector<int64_t> kept;
+    f.pos0.resize(static_cast<size_t>(bb->batch));
+    for (int64_t b = 0; b < bb->batch; b++) {
+      const int64_t p0 = bb->bounds[static_cast<size_t>(f.first_bag + b)];
+      if (f.same.empty()) {
+        f.pos0[static_cast<size_t>(b)] = p0 - f.base;
+      } else if (f.repeat(b)) {
+        f.pos0[static_cast<size_t>(b)] = f.pos0[static_cast<size_t>(f.same[static_cast<size_t>(b)])];
+      } else {
+        f.pos0[static_cast<size_t>(b)] = static_cast<int64_t>(kept.size());
+        kept.insert(kept.end(), all + p0, all + bb->bounds[static_cast<size_t>(f.first_bag + b) + 1]);
+      }
+    }
+    Dedupe dd(f.same.empty() ? all + f.base : kept.data(), f.same.empty() ? end - f.base : static_cast<int64_t>(kept.size()),
+              o.has_padding ? &o.padding_id : nullptr);
     std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
     for (int64_t v : dd.inverse) {
       if (v >= 0) counts[static_cast<size_t>(v)]++;
+    }
+    for (int64_t b = 0; b < bb->batch; b++) {  // (repeats too)
+      if (!f.repeat(b)) continue;
+      const int64_t q0 = f.pos0[static_cast<size_t>(b)];
+      const int64_t len = bb->bounds[static_cast<size_t>(f.first_bag + b) + 1] - bb->bounds[static_cast<size_t>(f.first_bag + b)];
+      for (int64_t q = q0; q < q0 + len; q++) {
+        const int64_t v = dd.inverse[static_cast<size_t>(q)];
+        if (v >= 0) counts[static_cast<size_t>(v)]++;
+      }
     }
     at::Tensor rows = unique_rows(args[i].table, long_tensor(dd.uids), counts.data(), at::kCPU, o);
     f.u = dd.size();
