@@ -264,8 +264,93 @@ Gathered gather_batch(const std::shared_ptr<Table> &t, const at::Tensor &flat_id
   return g;
 }
 
+// Embedding's lookup on the host (CPU ids, CPU rows): position i of the output is row
+// inverse[i] of the distinct ids' rows (a zero row for the padding id, inverse -1), copied in a
+// raw loop; its backward (GatherBackward) sums each distinct id's gradient into [U, dim] in
+// position order, each sum starting from zero (0 + g, then + g in order), as index_select's
+// backward (index_add_ into zeros) does, so the numbers are the same bit for bit. Before: an
+// index_select forward and an index_add_ backward, which dispatched per op and per slice (4-5%
+// of BenchmarkCTRStep's CPU time), and a view.
+struct GatherBackward : torch::autograd::Node {
+  std::vector<int64_t> inverse;  // per position: its distinct id's row, -1 for padding
+  int64_t u = 0, dim = 0;
+  bool released = false;
+
+  variable_list apply(variable_list &&grads) override {
+    if (released) {
+      throw std::runtime_error("the table lookup's graph was freed by an earlier backward pass (retain_graph)");
+    }
+    if (grads.empty() || !grads[0].defined()) return {at::Tensor()};
+    c10::NoGradGuard no_grad;
+    const int64_t n = static_cast<int64_t>(inverse.size());
+    at::Tensor g = grads[0].to(at::kCPU, at::kFloat).contiguous();
+    at::Tensor sum = at::empty({u, dim}, at::kFloat);
+    const float *src = g.data_ptr<float>();
+    float *dst = sum.data_ptr<float>();
+    const int64_t d = dim;
+    int64_t next = 0;  // distinct ids come in order of first occurrence
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t j = inverse[static_cast<size_t>(i)];
+      if (j < 0) continue;
+      const float *s = src + i * d;
+      float *r = dst + j * d;
+      if (j == next) {
+        next++;
+        for_lanes(d, [&](int64_t c, auto L) { L.store(r + c, decltype(L.load(s)){} + L.load(s + c)); });
+      } else {
+        for_lanes(d, [&](int64_t c, auto L) { L.store(r + c, L.load(r + c) + L.load(s + c)); });
+      }
+    }
+    return {sum};
+  }
+  std::string name() const override { return "gorec::TableGatherBackward"; }
+  void release_variables() override {
+    released = true;
+    inverse = std::vector<int64_t>();
+  }
+};
+
+at::Tensor forward_host(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor &flat,
+                        const Options &o) {
+  const int64_t n = flat.size(0), d = t->dim();
+  Dedupe dd(flat.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
+  std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  for (int64_t v : dd.inverse) {
+    if (v >= 0) counts[static_cast<size_t>(v)]++;
+  }
+  at::Tensor rows = unique_rows(t, long_tensor(dd.uids), counts.data(), at::kCPU, o).contiguous();
+  std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
+  shape.push_back(d);
+  at::Tensor out = at::empty(shape, at::kFloat);
+  const float *src = rows.data_ptr<float>();
+  float *dst = out.data_ptr<float>();
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(d);
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t j = dd.inverse[static_cast<size_t>(i)];
+    if (j < 0) {
+      std::memset(dst + i * d, 0, row_bytes);
+    } else {
+      std::memcpy(dst + i * d, src + j * d, row_bytes);
+    }
+  }
+  if (rows.requires_grad()) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+    auto node = c10::make_intrusive<GatherBackward>();
+#else
+    std::shared_ptr<GatherBackward> node(new GatherBackward(), torch::autograd::deleteNode);
+#endif
+    node->inverse = std::move(dd.inverse);
+    node->u = dd.size();
+    node->dim = d;
+    node->set_next_edges({torch::autograd::impl::gradient_edge(rows)});
+    torch::autograd::set_history(out, node);
+  }
+  return out;
+}
+
 at::Tensor forward(const std::shared_ptr<Table> &t, const at::Tensor &ids, const Options &o) {
   at::Tensor flat = host_ids(ids);
+  if (ids.device().is_cpu() && t->device().is_cpu()) return forward_host(t, ids, flat, o);
   Gathered g = gather_batch(t, flat, ids.device(), o);
   std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
   shape.push_back(t->dim());
