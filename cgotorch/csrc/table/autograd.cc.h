@@ -142,7 +142,11 @@ class FusedSum {
       grads.swap(grads_);
     }
     if (uids.empty()) return;
-    table_->autograd_grad(at::cat(uids), at::cat(grads), /*fused=*/true);
+    if (uids.size() == 1) {  // one lookup of the table in the pass: its ids are distinct
+      table_->autograd_grad(uids[0], grads[0], /*fused=*/true, /*distinct=*/true);
+      return;
+    }
+    table_->autograd_grad(at::cat(uids), at::cat(grads), /*fused=*/true, /*distinct=*/false);
   }
 
   static std::mutex &mu() {
@@ -172,7 +176,7 @@ struct RowsBackward : torch::autograd::Node {
     if (!uids.defined()) {
       throw std::runtime_error("the table lookup's graph was freed by an earlier backward pass (retain_graph)");
     }
-    at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
+    at::Tensor g = grads.empty() ? at::Tensor() : std::move(grads[0]);  // (the only reference: see own_grads)
     c10::NoGradGuard no_grad;
     if (!g.defined()) g = at::zeros({uids.size(0), table->dim()}, at::kFloat);
     if (keep.defined()) {
@@ -187,7 +191,7 @@ struct RowsBackward : torch::autograd::Node {
     if (fused) {
       FusedSum::add(table, ids, g);
     } else {
-      table->autograd_grad(ids, g, false);
+      table->autograd_grad(ids, g, /*fused=*/false, /*distinct=*/true);
     }
     return {};  // no next edges
   }
