@@ -9,9 +9,11 @@
 //   passes or micro-batches add up; duplicates across passes are summed by the step), or applied
 //   as one optimizer step at the end of the backward pass (fused mode: see FusedSum).
 //   Both lookups are compositions on top of it, so libtorch supplies their backward:
-//     - Embedding: rows.index_select(0, inverse), reshaped to ids.shape + [dim]. index_select's
-//       backward is a dense index_add_ into [U, dim] (never a sparse add_, which loses the
-//       single-entry gradient of a dim-1 table in this libtorch: see the regression test).
+//     - Embedding: rows[inverse[i]] at position i, shaped ids.shape + [dim]: for CPU ids a raw
+//       copy with its own backward node (GatherBackward: the bits of index_select's, a dense
+//       index_add_ into [U, dim] from zeros), for device ids rows.index_select(0, inverse)
+//       (never a sparse add_, which loses the single-entry gradient of a dim-1 table in this
+//       libtorch: see the regression test).
 //     - EmbeddingBag: sum and mean bags of CPU ids (per-sample weights without a gradient)
 //       are pooled from the [U, dim] rows in raw loops with their own backward node
 //       (bags.cc.h); the others (max, device ids, weights with a gradient) go through
