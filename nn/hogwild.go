@@ -19,9 +19,9 @@ import (
 // Each worker trains a replica of the model: replica builds it over the same embedding tables
 // as the model, with dense parameters of its own (the same names and shapes). A worker step
 // zeroes the replica's dense gradients, runs step (forward and loss) on a batch and backward:
-//   - the tables: every replica's Embedding and EmbeddingBag is made Fused, so each backward
-//     pass applies its own batch's table gradients (one optimizer step per table and pass) at
-//     its end, under the table's lock. Workers' table gradients never mix (the pending
+//   - the tables: every replica's Embedding, EmbeddingBag and EmbeddingBagCollection is made
+//     Fused, so each backward pass applies its own batch's table gradients (one optimizer step
+//     per table and pass) at its end, each table's update whole under that table's lock. Workers' table gradients never mix (the pending
 //     gradients that Step applies are kept per table, not per pass: the trainer does not use
 //     them).
 //   - the dense parameters: the worker then takes the trainer's lock, copies its replica's
@@ -71,8 +71,10 @@ type hogwildReplica[M Module] struct {
 // the worker's backward pass). It returns an error wrapping cgotorch.ErrInvalidArgument when
 // workers < 1, when opt is not made from model or synchronizes gradients (dist.DataParallel),
 // when a replica's parameters or buffers differ from the model's in names or shapes (or are the
-// model's own), when a replica's tables are not the model's *embedding.Table tables, or when a
-// replica has Steppers other than Embedding and EmbeddingBag.
+// model's own), when a replica's tables are not the model's *embedding.Table tables (every
+// table of a collection included), or when a replica has Steppers other than Embedding,
+// EmbeddingBag and EmbeddingBagCollection. Sharded tables (package dist) are refused: their
+// lookups and updates are collectives that every rank must call in the same order.
 func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica func() (M, error), step func(m M, batch B) *Tensor) (*Hogwild[M, B], error) {
 	if workers < 1 {
 		return nil, invalid("hogwild: %d workers, want at least 1", workers)
@@ -90,7 +92,7 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 	}
 	tables := map[EmbeddingTable]bool{}
 	for _, s := range opt.steppers {
-		if t := stepperTable(s); t != nil {
+		for _, t := range stepperTables(s) {
 			tables[t] = true
 		}
 	}
@@ -109,13 +111,20 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 	return h, nil
 }
 
-// stepperTable is the table of an Embedding or EmbeddingBag (nil for other Steppers).
-func stepperTable(s Stepper) EmbeddingTable {
+// stepperTables are the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection (none
+// for other Steppers).
+func stepperTables(s Stepper) []EmbeddingTable {
 	switch e := s.(type) {
 	case *Embedding:
-		return e.Table
+		return []EmbeddingTable{e.Table}
 	case *EmbeddingBag:
-		return e.Table
+		return []EmbeddingTable{e.Table}
+	case *EmbeddingBagCollection:
+		ts := make([]EmbeddingTable, len(e.tables))
+		for i, t := range e.tables {
+			ts[i] = t
+		}
+		return ts
 	}
 	return nil
 }
@@ -133,20 +142,23 @@ func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*h
 		r.of[pq[0]] = pq[1]
 	}
 	for _, s := range Steppers(m) {
+		var opts *EmbeddingOptions
 		switch e := s.(type) {
 		case *Embedding:
-			if err := fusedTable(e.Table, tables); err != nil {
-				return nil, err
-			}
-			e.Fused = true
+			opts = &e.EmbeddingOptions
 		case *EmbeddingBag:
-			if err := fusedTable(e.Table, tables); err != nil {
+			opts = &e.EmbeddingOptions
+		case *EmbeddingBagCollection:
+			opts = &e.EmbeddingOptions
+		default:
+			return nil, invalid("stepper %T is not supported (only Embedding, EmbeddingBag and EmbeddingBagCollection)", s)
+		}
+		for _, t := range stepperTables(s) {
+			if err := fusedTable(t, tables); err != nil {
 				return nil, err
 			}
-			e.Fused = true
-		default:
-			return nil, invalid("stepper %T is not supported (only Embedding and EmbeddingBag)", s)
 		}
+		opts.Fused = true
 	}
 	return r, nil
 }

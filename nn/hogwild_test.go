@@ -69,8 +69,8 @@ func hwBatches(n, size int, seed int64) []hwBatch {
 	return out
 }
 
-func feed(bs []hwBatch) <-chan hwBatch {
-	ch := make(chan hwBatch, len(bs))
+func feed[B any](bs []B) <-chan B {
+	ch := make(chan B, len(bs))
 	for _, b := range bs {
 		ch <- b
 	}
@@ -128,12 +128,17 @@ func allIDs() []int64 {
 
 // state is the bits of every dense parameter, buffer and table row.
 func (m *hwModel) state(t *testing.T) [][]uint32 {
+	return modelState(t, m, []*embedding.Table{m.user.Table.(*embedding.Table), m.item.Table.(*embedding.Table)})
+}
+
+// modelState is the bits of m's dense parameters and buffers and of the rows of tables.
+func modelState(t *testing.T, m nn.Module, tables []*embedding.Table) [][]uint32 {
 	var out [][]uint32
 	for _, p := range nn.StateDict(m) {
 		out = append(out, bits(t, p.Tensor))
 	}
-	for _, tbl := range []nn.EmbeddingTable{m.user.Table, m.item.Table} {
-		rows, _, err := tbl.(*embedding.Table).ReadIDs(allIDs())
+	for _, tbl := range tables {
+		rows, _, err := tbl.ReadIDs(allIDs())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,26 +147,22 @@ func (m *hwModel) state(t *testing.T) [][]uint32 {
 	return out
 }
 
-func TestHogwildOneWorkerEqualsSynchronous(t *testing.T) {
-	bs := hwBatches(30, 32, 1)
-	sync, opt, _ := newHW(t, 1)
+// trainSync is the synchronous loop over bs: ZeroGrad, loss, Backward, Step.
+func trainSync[B any](t *testing.T, opt *nn.Optimizer, bs []B, loss func(B) *nn.Tensor) {
 	for _, b := range bs {
 		if err := cgotorch.TryWithScope(func() error {
 			opt.ZeroGrad()
-			sync.loss(b).Backward()
+			loss(b).Backward()
 			return opt.Step()
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	hw, _, h := newHW(t, 1)
-	if err := h.Train(context.Background(), feed(bs[:10])); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Train(context.Background(), feed(bs[10:])); err != nil { // a second call resumes
-		t.Fatal(err)
-	}
-	want, got := sync.state(t), hw.state(t)
+}
+
+// sameBits fails unless got and want (modelState) are equal bit for bit.
+func sameBits(t *testing.T, got, want [][]uint32) {
+	t.Helper()
 	for i := range want {
 		for j := range want[i] {
 			if got[i][j] != want[i][j] {
@@ -170,6 +171,20 @@ func TestHogwildOneWorkerEqualsSynchronous(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestHogwildOneWorkerEqualsSynchronous(t *testing.T) {
+	bs := hwBatches(30, 32, 1)
+	sync, opt, _ := newHW(t, 1)
+	trainSync(t, opt, bs, sync.loss)
+	hw, _, h := newHW(t, 1)
+	if err := h.Train(context.Background(), feed(bs[:10])); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Train(context.Background(), feed(bs[10:])); err != nil { // a second call resumes
+		t.Fatal(err)
+	}
+	sameBits(t, hw.state(t), sync.state(t))
 	if st, _ := sync.user.Table.Stats(); st.Step != 30 {
 		t.Fatalf("synchronous user table took %d steps, want 30", st.Step)
 	}

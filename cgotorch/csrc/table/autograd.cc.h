@@ -9,9 +9,11 @@
 //   passes or micro-batches add up; duplicates across passes are summed by the step), or applied
 //   as one optimizer step at the end of the backward pass (fused mode: see FusedSum).
 //   Both lookups are compositions on top of it, so libtorch supplies their backward:
-//     - Embedding: rows.index_select(0, inverse), reshaped to ids.shape + [dim]. index_select's
-//       backward is a dense index_add_ into [U, dim] (never a sparse add_, which loses the
-//       single-entry gradient of a dim-1 table in this libtorch: see the regression test).
+//     - Embedding: rows[inverse[i]] at position i, shaped ids.shape + [dim]: for CPU ids a raw
+//       copy with its own backward node (GatherBackward: the bits of index_select's, a dense
+//       index_add_ into [U, dim] from zeros), for device ids rows.index_select(0, inverse)
+//       (never a sparse add_, which loses the single-entry gradient of a dim-1 table in this
+//       libtorch: see the regression test).
 //     - EmbeddingBag: sum and mean bags of CPU ids (per-sample weights without a gradient)
 //       are pooled from the [U, dim] rows in raw loops with their own backward node
 //       (bags.cc.h); the others (max, device ids, weights with a gradient) go through
@@ -142,7 +144,11 @@ class FusedSum {
       grads.swap(grads_);
     }
     if (uids.empty()) return;
-    table_->autograd_grad(at::cat(uids), at::cat(grads), /*fused=*/true);
+    if (uids.size() == 1) {  // one lookup of the table in the pass: its ids are distinct
+      table_->autograd_grad(uids[0], grads[0], /*fused=*/true, /*distinct=*/true);
+      return;
+    }
+    table_->autograd_grad(at::cat(uids), at::cat(grads), /*fused=*/true, /*distinct=*/false);
   }
 
   static std::mutex &mu() {
@@ -172,7 +178,7 @@ struct RowsBackward : torch::autograd::Node {
     if (!uids.defined()) {
       throw std::runtime_error("the table lookup's graph was freed by an earlier backward pass (retain_graph)");
     }
-    at::Tensor g = grads.empty() ? at::Tensor() : grads[0];
+    at::Tensor g = grads.empty() ? at::Tensor() : std::move(grads[0]);  // (the only reference: see own_grads)
     c10::NoGradGuard no_grad;
     if (!g.defined()) g = at::zeros({uids.size(0), table->dim()}, at::kFloat);
     if (keep.defined()) {
@@ -187,7 +193,7 @@ struct RowsBackward : torch::autograd::Node {
     if (fused) {
       FusedSum::add(table, ids, g);
     } else {
-      table->autograd_grad(ids, g, false);
+      table->autograd_grad(ids, g, /*fused=*/false, /*distinct=*/true);
     }
     return {};  // no next edges
   }
@@ -264,8 +270,93 @@ Gathered gather_batch(const std::shared_ptr<Table> &t, const at::Tensor &flat_id
   return g;
 }
 
+// Embedding's lookup on the host (CPU ids, CPU rows): position i of the output is row
+// inverse[i] of the distinct ids' rows (a zero row for the padding id, inverse -1), copied in a
+// raw loop; its backward (GatherBackward) sums each distinct id's gradient into [U, dim] in
+// position order, each sum starting from zero (0 + g, then + g in order), as index_select's
+// backward (index_add_ into zeros) does, so the numbers are the same bit for bit. Before: an
+// index_select forward and an index_add_ backward, which dispatched per op and per slice (4-5%
+// of BenchmarkCTRStep's CPU time), and a view.
+struct GatherBackward : torch::autograd::Node {
+  std::vector<int64_t> inverse;  // per position: its distinct id's row, -1 for padding
+  int64_t u = 0, dim = 0;
+  bool released = false;
+
+  variable_list apply(variable_list &&grads) override {
+    if (released) {
+      throw std::runtime_error("the table lookup's graph was freed by an earlier backward pass (retain_graph)");
+    }
+    if (grads.empty() || !grads[0].defined()) return {at::Tensor()};
+    c10::NoGradGuard no_grad;
+    const int64_t n = static_cast<int64_t>(inverse.size());
+    at::Tensor g = grads[0].to(at::kCPU, at::kFloat).contiguous();
+    at::Tensor sum = at::empty({u, dim}, at::kFloat);
+    const float *src = g.data_ptr<float>();
+    float *dst = sum.data_ptr<float>();
+    const int64_t d = dim;
+    int64_t next = 0;  // distinct ids come in order of first occurrence
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t j = inverse[static_cast<size_t>(i)];
+      if (j < 0) continue;
+      const float *s = src + i * d;
+      float *r = dst + j * d;
+      if (j == next) {
+        next++;
+        for_lanes(d, [&](int64_t c, auto L) { L.store(r + c, decltype(L.load(s)){} + L.load(s + c)); });
+      } else {
+        for_lanes(d, [&](int64_t c, auto L) { L.store(r + c, L.load(r + c) + L.load(s + c)); });
+      }
+    }
+    return {sum};
+  }
+  std::string name() const override { return "gorec::TableGatherBackward"; }
+  void release_variables() override {
+    released = true;
+    inverse = std::vector<int64_t>();
+  }
+};
+
+at::Tensor forward_host(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor &flat,
+                        const Options &o) {
+  const int64_t n = flat.size(0), d = t->dim();
+  Dedupe dd(flat.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
+  std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  for (int64_t v : dd.inverse) {
+    if (v >= 0) counts[static_cast<size_t>(v)]++;
+  }
+  at::Tensor rows = unique_rows(t, long_tensor(dd.uids), counts.data(), at::kCPU, o).contiguous();
+  std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
+  shape.push_back(d);
+  at::Tensor out = at::empty(shape, at::kFloat);
+  const float *src = rows.data_ptr<float>();
+  float *dst = out.data_ptr<float>();
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(d);
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t j = dd.inverse[static_cast<size_t>(i)];
+    if (j < 0) {
+      std::memset(dst + i * d, 0, row_bytes);
+    } else {
+      std::memcpy(dst + i * d, src + j * d, row_bytes);
+    }
+  }
+  if (rows.requires_grad()) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+    auto node = c10::make_intrusive<GatherBackward>();
+#else
+    std::shared_ptr<GatherBackward> node(new GatherBackward(), torch::autograd::deleteNode);
+#endif
+    node->inverse = std::move(dd.inverse);
+    node->u = dd.size();
+    node->dim = d;
+    node->set_next_edges({torch::autograd::impl::gradient_edge(rows)});
+    torch::autograd::set_history(out, node);
+  }
+  return out;
+}
+
 at::Tensor forward(const std::shared_ptr<Table> &t, const at::Tensor &ids, const Options &o) {
   at::Tensor flat = host_ids(ids);
+  if (ids.device().is_cpu() && t->device().is_cpu()) return forward_host(t, ids, flat, o);
   Gathered g = gather_batch(t, flat, ids.device(), o);
   std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
   shape.push_back(t->dim());

@@ -104,6 +104,10 @@ Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) : inverse(sta
   uids.resize(nu);
 }
 
+Dedupe::Dedupe(const int64_t *ids, int64_t n, DistinctIds) : uids(ids, ids + n), inverse(static_cast<size_t>(n)) {
+  for (int64_t i = 0; i < n; i++) inverse[static_cast<size_t>(i)] = i;
+}
+
 int32_t max_abs_bits(const float *p, int64_t n) {
   // With the sign cleared, a float's bits as an int32 order floats by magnitude, NaN and Inf
   // (exponent bits all ones) above every finite one. SSE2 has no int32 max (pmaxsd is SSE4.1):

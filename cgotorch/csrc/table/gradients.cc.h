@@ -50,11 +50,26 @@ at::Tensor Table::lookup_renorm(const Keys &k, double max_norm, std::vector<int6
   return to_caller(out, k);
 }
 
-void Table::accept_grad(const at::Tensor &uids, const at::Tensor &grads) {
-  // A copy with its own dense memory on the storage device (the incoming gradient may be a
-  // view, expanded, or on the caller's device).
-  auto g = at::empty({uids.size(0), dim_}, float_opts());
+namespace {
+// grads as dense float32 [n, dim] memory on the device of opts that nothing else refers to:
+// grads itself when it is that already (the gradient a backward node made and handed over,
+// which no one else holds: saves a copy per table and pass), else a copy (the incoming
+// gradient may be a view, expanded, of another type, on the caller's device, or shared).
+at::Tensor own_grads(const at::Tensor &grads, int64_t n, int64_t dim, const at::TensorOptions &opts) {
+  if (grads.defined() && grads.scalar_type() == at::kFloat && grads.device() == opts.device() &&
+      grads.dim() == 2 && grads.size(0) == n && grads.size(1) == dim && grads.is_contiguous() &&
+      grads.storage_offset() == 0 && !grads.is_view() && !grads.requires_grad() && grads.use_count() == 1 &&
+      grads.storage().use_count() == 1) {
+    return grads;
+  }
+  auto g = at::empty({n, dim}, opts);
   g.copy_(grads);
+  return g;
+}
+}  // namespace
+
+void Table::accept_grad(const at::Tensor &uids, const at::Tensor &grads) {
+  at::Tensor g = own_grads(grads, uids.size(0), dim_, float_opts());
   std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
   grads_.ids.push_back(uids);
@@ -76,6 +91,7 @@ bool Table::step_pending() {
   Keys k;
   k.host = cat_or(grads_.ids, at::empty({0}, at::kLong));
   k.n = k.host.size(0);
+  k.distinct = grads_.ids.size() == 1;  // each chunk's ids are distinct
   at::Tensor g = cat_or(grads_.grads, at::empty({0, dim_}, float_opts()));
   update(k, g);  // sums the duplicates across passes; throws (keeping them) on bad gradients
   grads_.ids.clear();
@@ -134,17 +150,16 @@ at::Tensor Table::autograd_rows(const at::Tensor &uids, at::Device device, bool 
   return rows;
 }
 
-void Table::autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused) {
+void Table::autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused, bool distinct) {
   if (!fused) {
-    accept_grad(uids, grads);
+    accept_grad(uids, grads);  // (pending chunks are distinct ids: the lookups')
     return;
   }
   Keys k;
   k.host = uids;
   k.n = uids.size(0);
-  auto g = at::empty({k.n, dim_}, grads.options().dtype(at::kFloat));
-  g.copy_(grads);
-  update(k, g);
+  k.distinct = distinct;
+  update(k, own_grads(grads, k.n, dim_, grads.options().dtype(at::kFloat)));
 }
 
 }  // namespace table

@@ -33,10 +33,14 @@ struct incompatible_error : prefixed_error<CT_ERR_INCOMPATIBLE> {
 // uids. An open-addressing table of at least 4 slots per id, kept per thread between
 // batches (batch.cc.h): no allocation or clearing per batch, none per id. With skip,
 // occurrences of *skip are left out of uids and get inverse -1 (a padding id).
+struct DistinctIds {};
 struct Dedupe {
   std::vector<int64_t> uids, inverse;
   int64_t skipped = 0;  // occurrences of *skip
   Dedupe(const int64_t *ids, int64_t n, const int64_t *skip = nullptr);
+  // ids known to be distinct already (a backward pass's, deduplicated at its lookup): uids is
+  // ids, inverse the identity, without the hash table.
+  Dedupe(const int64_t *ids, int64_t n, DistinctIds);
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 

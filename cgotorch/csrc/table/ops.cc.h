@@ -166,7 +166,7 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
   grads = raw_ ? grads.to(at::kCPU) : grads.to(device_);
   // Sum the gradients of repeated ids, index_add style (never a sparse add_): in batch order.
-  Dedupe dd(k.ptr(), n);
+  Dedupe dd = k.distinct ? Dedupe(k.ptr(), n, DistinctIds{}) : Dedupe(k.ptr(), n);
   int64_t u = dd.size();
   // Raw kernels: the gradient of a distinct id is read where it is (no copy of the batch): the
   // batch's own row for an id that occurs once, else a row of sums (first occurrence, plus the

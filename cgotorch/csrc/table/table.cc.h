@@ -227,6 +227,9 @@ struct Keys {
   // looks up a batch's distinct ids, and a training lookup counts each occurrence (frequency,
   // admission) as a lookup of the whole batch would.
   const int64_t *counts = nullptr;
+  // The keys are distinct (the ids of one backward pass's gradients): an update need not
+  // deduplicate them.
+  bool distinct = false;
   const int64_t *ptr() const { return host.data_ptr<int64_t>(); }
 };
 
@@ -444,7 +447,8 @@ class Table : public std::enable_shared_from_this<Table> {
   // The gradient of the rows of uids (grads [u, dim], uids distinct): kept as a pending gradient
   // until step_pending (accept_grad), or applied as one optimizer step (fused: at the end of the
   // backward pass, see FusedSum).
-  void autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused);
+  // (distinct: uids are distinct, as one lookup's are.)
+  void autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused, bool distinct);
   void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
   // One optimizer step from the pending gradients (duplicates across passes summed), which are
   // then dropped; false (and nothing done) when there are none. On failure they are kept.
