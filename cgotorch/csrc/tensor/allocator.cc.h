@@ -1,7 +1,7 @@
 // allocator.cc.h: the CPU allocator installed in front of libtorch's. It counts the bytes of live
 // tensor memory, so that the Go side can see them (the Go GC cannot), and caches freed tensor
 // buffers per thread, so that threads training side by side do not serialize on glibc's single
-// malloc arena (see "The tensor-buffer cache" below and docs/design.md, "Memory").
+// malloc arena (see "The tensor-buffer cache" below and docs/design.md, "Ownership and memory").
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
