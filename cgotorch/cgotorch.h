@@ -97,6 +97,13 @@ int64_t ct_live_bytes(void);
 /* Address of the live-bytes counter: an aligned int64 updated atomically, readable without a
  * call (the Go side polls it on every tensor creation). Valid for the life of the process. */
 const volatile int64_t *ct_live_bytes_counter(void);
+/* Bytes of freed tensor buffers the allocator keeps for reuse (its per-thread caches and central
+ * pool; not counted in ct_live_bytes). */
+int64_t ct_tensor_cache_bytes(void);
+/* Frees the central pool and the calling thread's cache now, has every other thread free its
+ * cache at its next tensor allocation or free, then returns the heap's free memory to the
+ * system (glibc: malloc_trim). */
+ct_error ct_tensor_cache_release(void);
 
 ct_error ct_set_num_threads(int32_t n);
 ct_error ct_get_num_threads(int32_t *out);

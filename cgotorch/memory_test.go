@@ -161,3 +161,31 @@ func TestCloseWhileCollecting(t *testing.T) {
 		t.Fatalf("live tensors %d after the loop, want exactly %d (a handle freed twice?)", got, handles)
 	}
 }
+
+// A freed tensor's buffer stays cached for reuse (CachedBytes, not LiveBytes), and
+// ReleaseCachedMemory frees the calling thread's cache and the central pool at once.
+func TestReleaseCachedMemory(t *testing.T) {
+	if os.Getenv("GOREC_TENSOR_CACHE") == "0" {
+		t.Skip("GOREC_TENSOR_CACHE=0: no cache")
+	}
+	runtime.GC()
+	waitForCounters(t, LiveTensors(), LiveBytes())
+	runtime.LockOSThread() // Close frees on this thread, into its cache
+	defer runtime.UnlockOSThread()
+	ReleaseCachedMemory()
+	const size = 256 << 10
+	live := LiveBytes()
+	for i := 0; i < 4; i++ {
+		Full([]int64{size / 4}, 1).Close()
+	}
+	if got := LiveBytes(); got != live {
+		t.Errorf("live bytes %d after closing, want %d", got, live)
+	}
+	cached := CachedBytes()
+	ReleaseCachedMemory()
+	after := CachedBytes()
+	t.Logf("cached bytes %d before the release, %d after", cached, after)
+	if cached-after < size {
+		t.Errorf("the release freed %d cached bytes, want at least %d", cached-after, size)
+	}
+}

@@ -47,9 +47,10 @@ import (
 // opt must be made from model (nn.NewAdam(model, ...)); its Steppers are not called (the
 // replicas' fused lookups step the tables), and its step counts count every worker's steps.
 // Change opt's rates between Train calls, not during one. The model and its replicas must not
-// be used elsewhere during Train. The library's single malloc arena (docs/design.md) makes
-// workers wait for each other's allocations: run a Hogwild program with MALLOC_ARENA_MAX set to
-// the number of workers.
+// be used elsewhere during Train. The library keeps one malloc arena, and its allocator caches
+// tensor buffers per thread so that workers do not wait on that arena's lock for them
+// (docs/design.md): MALLOC_ARENA_MAX needs no setting (8 arenas gave about the cache's CPU time
+// per sample, with more resident memory: docs/performance.md, "Tensor-buffer cache").
 type Hogwild[M Module, B any] struct {
 	opt      *Optimizer
 	step     func(m M, batch B) *Tensor

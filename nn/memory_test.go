@@ -145,8 +145,8 @@ func TestRecModelLoop100kStepsKeepsRSSFlat(t *testing.T) {
 			peakTensors = max(peakTensors, cgotorch.LiveTensors())
 		}
 	}
-	t.Logf("after warm-up / peak after: RSS %d / %d MiB, live C bytes %d / %d MiB, Go heap %d / %d MiB; peak live tensors %d",
-		base>>10, peak>>10, baseC>>20, peakC>>20, baseHeap>>20, peakHeap>>20, peakTensors)
+	t.Logf("after warm-up / peak after: RSS %d / %d MiB, live C bytes %d / %d MiB, Go heap %d / %d MiB; peak live tensors %d; cached tensor buffers at the end %d KiB",
+		base>>10, peak>>10, baseC>>20, peakC>>20, baseHeap>>20, peakHeap>>20, peakTensors, cgotorch.CachedBytes()>>10)
 	// signed: a later peak below the warm-up maximum is no growth (unsigned, it wrapped around)
 	if peakC-baseC > 16<<20 || int64(peakHeap)-int64(baseHeap) > 16<<20 {
 		t.Errorf("live C bytes grew from %d to %d MiB, Go heap from %d to %d MiB", baseC>>20, peakC>>20, baseHeap>>20, peakHeap>>20)

@@ -3,6 +3,9 @@
 // it holds far more. Compiled as part of unity_table.cc.
 
 namespace ct {
+
+void release_tensor_cache() noexcept;  // tensor/allocator.cc.h
+
 namespace table {
 
 namespace {
@@ -33,12 +36,9 @@ ct_idmap *packed_copy(const ct_idmap *map, const std::vector<int64_t> &from, con
 // blocks of small tables, the old id map, per-row metadata and stamps. glibc keeps freed
 // chunks in its free lists and arenas and returns only the top of the main heap by itself: with
 // 2M ids, 90% evicted, about 110 MB stayed resident after a Compact (see TestCompactReturnsMemory).
-// Other C libraries: nothing (their own policy applies). Takes no table lock.
-void return_free_memory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
+// Other C libraries: nothing (their own policy applies). The tensor allocator's cached buffers
+// are freed first (release_tensor_cache, which then calls malloc_trim). Takes no table lock.
+void return_free_memory() { release_tensor_cache(); }
 
 }  // namespace
 
