@@ -4,7 +4,7 @@ package cgotorch
 import "C"
 
 // The C allocator keeps freed tensor buffers of 64 B to 4 MiB for reuse, in a cache per OS
-// thread (up to 8 MiB each) and a central pool (up to 32 MiB) through which buffers freed on
+// thread (up to 8 MiB each, 64 MiB all together) and a central pool (up to 32 MiB) through which buffers freed on
 // other threads come back, so that threads training side by side do not serialize on the C
 // library's allocator lock (docs/design.md, "Ownership and memory"). GOREC_TENSOR_CACHE=0 in
 // the environment when the process starts turns the cache off.

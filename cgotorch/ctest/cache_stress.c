@@ -9,7 +9,7 @@
  * Checks besides the sanitizers' reports: every tensor holds the bytes it was made with when it
  * is freed, on whatever thread (so no block was handed out twice); the live bytes count what was
  * asked for, exactly, whatever the size class; the cached bytes stay within the bounds (8 MiB a
- * thread, 32 MiB central); an exiting thread's cache is kept (central pool) and a release (or a
+ * thread, 64 MiB all threads together, 32 MiB central); an exiting thread's cache is kept (central pool) and a release (or a
  * table's compaction) frees it; a thread frees its own cache at its first allocation after a
  * release; and at the end nothing is live or cached. */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers under -std=c11 */
@@ -24,7 +24,7 @@
 #include "check.h"
 
 enum { PRODUCERS = 3, CONSUMERS = 3, ITERS = 1500, RING = 64 };
-static const int64_t kThreadBytes = 8 << 20, kCentralBytes = 32 << 20;
+static const int64_t kThreadBytes = 8 << 20, kCentralBytes = 32 << 20, kAllThreadsBytes = 64 << 20;
 
 static atomic_long bad;
 static int cache_on;
@@ -241,6 +241,34 @@ static void bounds(void) {
   CHECK(ok(ct_tensor_cache_release()));
 }
 
+/* Many threads that each keep a cache under their own bound still keep at most the
+ * all-threads bound between them (plus the central pool's). */
+enum { KEEPERS = 16, KEPT = 7 };
+static pthread_barrier_t kept;
+static void *keep_cache(void *arg) {
+  (void)arg;
+  ct_tensor ts[KEPT];
+  for (int i = 0; i < KEPT; i++) ts[i] = make(1 << 20, (uint8_t)i);
+  for (int i = 0; i < KEPT; i++) check_free(ts[i], 1 << 20, (uint8_t)i);
+  pthread_barrier_wait(&kept); /* the caches are full */
+  pthread_barrier_wait(&kept); /* measured */
+  return NULL;
+}
+static void all_threads_bound(void) {
+  CHECK(ok(ct_tensor_cache_release()));
+  CHECK(pthread_barrier_init(&kept, NULL, KEEPERS + 1) == 0);
+  pthread_t th[KEEPERS];
+  for (int i = 0; i < KEEPERS; i++) CHECK(pthread_create(&th[i], NULL, keep_cache, NULL) == 0);
+  pthread_barrier_wait(&kept);
+  const int64_t cached = ct_tensor_cache_bytes();
+  if (cached > kAllThreadsBytes + kCentralBytes) fail("threads' caches past the all-threads bound");
+  CHECK(cache_on ? cached >= kAllThreadsBytes : cached == 0);
+  pthread_barrier_wait(&kept);
+  for (int i = 0; i < KEEPERS; i++) CHECK(pthread_join(th[i], NULL) == 0);
+  pthread_barrier_destroy(&kept);
+  CHECK(ok(ct_tensor_cache_release()));
+}
+
 /* A table's compaction frees the cache too (it hands the heap's free memory back). */
 static void compact(void) {
   CHECK(ok(ct_tensor_cache_release()));
@@ -272,6 +300,7 @@ int main(void) {
   release();
   compact();
   bounds();
+  all_threads_bound();
   pthread_t th[PRODUCERS + CONSUMERS];
   for (int i = 0; i < PRODUCERS; i++) CHECK(pthread_create(&th[i], NULL, produce, (void *)(uintptr_t)(100 + i)) == 0);
   for (int i = 0; i < CONSUMERS; i++)

@@ -46,8 +46,10 @@ static_assert(sizeof(std::atomic<int64_t>) == sizeof(int64_t), "counter must be 
 // threads that allocate: a thread whose list of a class is empty takes a batch from it (up to
 // 256 KiB, at least one block) before it mallocs. The central pool holds up to kCentralBytes;
 // what comes beyond is freed. A thread's cache goes to the central pool when the thread exits.
-// So the memory held beyond the live bytes is bounded by kCentralBytes plus kThreadBytes per
-// thread that allocates tensors, and ct_tensor_cache_release (the tables' Compact too) frees it.
+// All threads' caches together hold up to kAllThreadsBytes (a free past it goes to the central
+// pool), since a Go program runs its goroutines on many threads and each would keep its cache.
+// So the memory held beyond the live bytes is bounded by kAllThreadsBytes + kCentralBytes,
+// whatever the number of threads, and ct_tensor_cache_release (the tables' Compact too) frees it.
 //
 // GOREC_TENSOR_CACHE=0 in the environment at load turns the cache off (every block is malloc'd
 // and freed as before).
@@ -55,6 +57,7 @@ constexpr int kMinShift = 6, kMaxShift = 22;  // classes from 64 B to 4 MiB
 constexpr int kClasses = (kMaxShift - kMinShift) * 4 + 1;
 constexpr size_t kMaxCached = size_t(1) << kMaxShift;
 constexpr int64_t kThreadBytes = int64_t(8) << 20, kCentralBytes = int64_t(32) << 20;
+constexpr int64_t kAllThreadsBytes = int64_t(64) << 20;
 constexpr size_t kBatchBytes = size_t(256) << 10;
 constexpr uint32_t kBatchMax = 32;
 
@@ -121,7 +124,16 @@ void free_list(Header *h) {
   }
 }
 
+// The bytes in all threads' caches (each changes it with its own).
+alignas(64) std::atomic<int64_t> threads_bytes{0};
+
 void publish(ThreadCache &t) { t.shown.store(t.bytes, std::memory_order_relaxed); }
+
+// Changes t's figure and the all-threads total by delta bytes.
+inline void account(ThreadCache &t, int64_t delta) {
+  t.bytes += delta;
+  threads_bytes.fetch_add(delta, std::memory_order_relaxed);
+}
 
 // Gives the k blocks first..last of class c to the central pool; frees what passes its bound.
 void central_put(int c, Header *first, Header *last, uint32_t k) {
@@ -165,7 +177,7 @@ bool central_take(ThreadCache &t, int c) {
   p.count[c] -= k;
   p.bytes -= static_cast<int64_t>(size) * k;
   t.count[c] += k;
-  t.bytes += static_cast<int64_t>(size) * k;
+  account(t, static_cast<int64_t>(size) * k);
   return true;
 }
 
@@ -182,7 +194,7 @@ void give(ThreadCache &t, int c, uint32_t keep) {
   }
   *link = nullptr;
   t.count[c] -= k;
-  t.bytes -= static_cast<int64_t>(class_size(c)) * k;
+  account(t, -static_cast<int64_t>(class_size(c)) * k);
   central_put(c, first, last, k);
 }
 
@@ -192,7 +204,7 @@ void free_cache(ThreadCache &t) {
     t.head[c] = nullptr;
     t.count[c] = 0;
   }
-  t.bytes = 0;
+  account(t, -t.bytes);
   publish(t);
 }
 
@@ -248,7 +260,7 @@ Header *cache_take(int c) {
   }
   t.head[c] = h->next;
   t.count[c]--;
-  t.bytes -= static_cast<int64_t>(class_size(c));
+  account(t, -static_cast<int64_t>(class_size(c)));
   publish(t);
   return h;
 }
@@ -256,14 +268,15 @@ Header *cache_take(int c) {
 void cache_put(Header *h) {
   const int c = h->cls;
   ThreadCache &t = tcache;
-  if (!ready(t)) {
+  const int64_t size = static_cast<int64_t>(class_size(c));
+  if (!ready(t) || threads_bytes.load(std::memory_order_relaxed) + size > kAllThreadsBytes) {
     central_put(c, h, h, 1);
     return;
   }
   h->next = t.head[c];
   t.head[c] = h;
   t.count[c]++;
-  t.bytes += static_cast<int64_t>(class_size(c));
+  account(t, size);
   if (t.bytes > kThreadBytes) {
     give(t, c, t.count[c] / 2);
     for (int d = kClasses - 1; d >= 0 && t.bytes > kThreadBytes / 4 * 3; d--) give(t, d, 0);
