@@ -157,9 +157,12 @@ func reportCTR(b *testing.B, cpu time.Duration) {
 }
 
 // cpuTime is the process's CPU time so far.
-func cpuTime() time.Duration {
+func cpuTime() time.Duration { return rusageTime(syscall.RUSAGE_SELF) }
+
+// rusageTime is the user and system time getrusage reports for who (0 on error).
+func rusageTime(who int) time.Duration {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	if err := syscall.Getrusage(who, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -167,23 +170,29 @@ func cpuTime() time.Duration {
 
 // ctrBatches returns 16 batches of the CTR model: one [B] id tensor per field, and [B, 1] labels.
 func ctrBatches() (ids [][]*nn.Tensor, labels []*nn.Tensor) {
+	return clickBatches(ctrFields, ctrBatch, ctrIDs)
+}
+
+// clickBatches returns 16 batches of a click model of fields fields: one [batch] tensor of ids
+// below maxID per field, and [batch, 1] labels of 0 and 1.
+func clickBatches(fields, batch, maxID int) (ids [][]*nn.Tensor, labels []*nn.Tensor) {
 	rng := rand.New(rand.NewSource(1))
 	const nBatches = 16
 	ids = make([][]*nn.Tensor, nBatches)
 	labels = make([]*nn.Tensor, nBatches)
 	for k := range ids {
-		for f := 0; f < ctrFields; f++ {
-			v := make([]int64, ctrBatch)
+		for f := 0; f < fields; f++ {
+			v := make([]int64, batch)
 			for i := range v {
-				v[i] = rng.Int63n(ctrIDs)
+				v[i] = rng.Int63n(int64(maxID))
 			}
 			ids[k] = append(ids[k], cgotorch.MustFromSlice(v))
 		}
-		l := make([]float32, ctrBatch)
+		l := make([]float32, batch)
 		for i := range l {
 			l[i] = float32(rng.Intn(2))
 		}
-		labels[k] = cgotorch.MustFromSlice(l, ctrBatch, 1)
+		labels[k] = cgotorch.MustFromSlice(l, int64(batch), 1)
 	}
 	return ids, labels
 }

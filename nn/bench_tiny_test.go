@@ -1,9 +1,7 @@
 package nn_test
 
 import (
-	"math/rand"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,33 +93,11 @@ func BenchmarkTinyStep(b *testing.B) {
 // threadCPUTime is the calling thread's CPU time so far.
 func threadCPUTime() time.Duration {
 	const rusageThread = 1 // RUSAGE_THREAD (Linux)
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return rusageTime(rusageThread)
 }
 
 // tinyBatches returns 16 batches of the tiny model: one [B] id tensor per field, and [B, 1]
 // labels.
 func tinyBatches() (ids [][]*nn.Tensor, labels []*nn.Tensor) {
-	rng := rand.New(rand.NewSource(1))
-	const nBatches = 16
-	ids = make([][]*nn.Tensor, nBatches)
-	labels = make([]*nn.Tensor, nBatches)
-	for k := range ids {
-		for f := 0; f < tinyFields; f++ {
-			v := make([]int64, tinyBatch)
-			for i := range v {
-				v[i] = rng.Int63n(tinyIDs)
-			}
-			ids[k] = append(ids[k], cgotorch.MustFromSlice(v))
-		}
-		l := make([]float32, tinyBatch)
-		for i := range l {
-			l[i] = float32(rng.Intn(2))
-		}
-		labels[k] = cgotorch.MustFromSlice(l, tinyBatch, 1)
-	}
-	return ids, labels
+	return clickBatches(tinyFields, tinyBatch, tinyIDs)
 }
