@@ -66,13 +66,17 @@ func newCTRTables(b *testing.B) []*embedding.Table {
 
 // newCTRModelOver returns the model over tables (a new MLP).
 func newCTRModelOver(tables []*embedding.Table) *ctrModel {
-	m := &ctrModel{}
+	return newFieldsModel(tables, nn.NewSequential(nn.NewLinear(ctrFields*ctrDim, 64, true), &nn.ReLU{}, nn.NewLinear(64, 1, true)))
+}
+
+// newFieldsModel returns a model of one Embedding per table, their rows concatenated into mlp.
+func newFieldsModel(tables []*embedding.Table, mlp *nn.Sequential) *ctrModel {
+	m := &ctrModel{mlp: mlp}
 	for f, tbl := range tables {
 		e := nn.NewEmbedding(tbl, nn.EmbeddingOptions{})
 		m.fields = append(m.fields, e)
 		m.Add(fmt.Sprintf("field%d", f), e)
 	}
-	m.mlp = nn.NewSequential(nn.NewLinear(ctrFields*ctrDim, 64, true), &nn.ReLU{}, nn.NewLinear(64, 1, true))
 	m.Add("mlp", m.mlp)
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
 	"github.com/gorec/gorec/nn"
 )
 
@@ -21,32 +22,15 @@ const (
 	tinyIDs    = 1_000
 )
 
-type tinyModel struct {
-	nn.Container
-	fields []*nn.Embedding
-	linear *nn.Linear
-}
-
-func newTinyModel(b *testing.B) *tinyModel {
-	m := &tinyModel{linear: nn.NewLinear(tinyFields*tinyDim, 1, true)}
-	for f := 0; f < tinyFields; f++ {
-		e := nn.NewEmbedding(presizedTable(b, tinyDim, tinyIDs), nn.EmbeddingOptions{})
-		m.fields = append(m.fields, e)
-		m.Add(string(rune('a'+f)), e)
+// newTinyModel is the CTR model's shape (nn/bench_test.go) with 2 tables of dim 8 and
+// Linear(16, 1) as its MLP.
+func newTinyModel(b *testing.B) *ctrModel {
+	tables := make([]*embedding.Table, tinyFields)
+	for f := range tables {
+		tables[f] = presizedTable(b, tinyDim, tinyIDs)
 	}
-	m.Add("linear", m.linear)
-	return m
+	return newFieldsModel(tables, nn.NewSequential(nn.NewLinear(tinyFields*tinyDim, 1, true)))
 }
-
-func (m *tinyModel) forwardFields(ids []*nn.Tensor) *nn.Tensor {
-	rows := make([]*nn.Tensor, len(m.fields))
-	for f, e := range m.fields {
-		rows[f] = e.Forward(ids[f])
-	}
-	return m.linear.Forward(cgotorch.Cat(rows, 1))
-}
-
-func (m *tinyModel) Forward(*nn.Tensor) *nn.Tensor { panic("tinyModel takes one id tensor per field") }
 
 // BenchmarkTinyStep times one training step of the tiny model (ZeroGrad, forward, loss,
 // backward, one nn.Optimizer's Step over the tables and the Linear) in a cgotorch.WithScope, as
