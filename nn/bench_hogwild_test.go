@@ -2,7 +2,11 @@ package nn_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -15,13 +19,22 @@ import (
 // independent synchronous trainers (each its own model and tables: what sharing nothing gives
 // on this machine). Each reports samples/s, CPU ns per sample (comparable on a loaded machine,
 // where samples/s is not) and the resident size; scripts/bench.sh prints hogwild-2 over sync-1.
+// GOREC_BENCH_WORKERS (a list such as "4 8 16") adds workers-N cases for machines with more
+// cores (scripts/device_check.sh).
 func BenchmarkCTRStepHogwild(b *testing.B) {
-	for _, c := range []struct {
+	type benchCase struct {
 		name             string
 		threads, workers int
 		independent      int // trainers of their own model and tables (synchronous)
-	}{{"sync-threads-1", 1, 0, 1}, {"sync-threads-2", 2, 0, 1}, {"workers-1", 1, 1, 0}, {"workers-2", 1, 2, 0},
-		{"independent-2", 1, 0, 2}} {
+	}
+	cases := []benchCase{{"sync-threads-1", 1, 0, 1}, {"sync-threads-2", 2, 0, 1}, {"workers-1", 1, 1, 0}, {"workers-2", 1, 2, 0},
+		{"independent-2", 1, 0, 2}}
+	for _, f := range strings.Fields(os.Getenv("GOREC_BENCH_WORKERS")) {
+		if n, err := strconv.Atoi(f); err == nil && n > 2 {
+			cases = append(cases, benchCase{fmt.Sprintf("workers-%d", n), 1, n, 0})
+		}
+	}
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			setThreads(b, c.threads)
 			defer setThreads(b, 1)

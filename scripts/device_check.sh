@@ -9,6 +9,7 @@
 #      unless $PYLIB_PREBUILT names one built elsewhere against the same torch version;
 #   4. python/tests with pytest (test_cuda.py runs on the GPU);
 #   5. nn's BenchmarkCTRStep on the CPU at 1, 2, 4, 8 and 16 threads (GOMAXPROCS and torch's).
+#   6. nn's BenchmarkCTRStepHogwild: sync-1 against 4, 8 and 16 Hogwild workers.
 # Every step has a time limit, all of them together at most $DEVICE_CHECK_BUDGET seconds (default
 # 480: a step that would start later is skipped, one that would end later is cut short), and the
 # script goes on after a failure; the logs go to $OUT (or ./device-logs) and the last lines
@@ -160,6 +161,26 @@ if [ -x build/cuda/nn.test ] && grep -q BenchmarkCTRStep nn/bench_test.go 2>/dev
   done
 else
   status "bench CTR" "SKIPPED (no nn.test or BenchmarkCTRStep)"
+fi
+
+# ---- 6. nn.Hogwild over the cores (issue #34: 0.8 x N on N cores): N workers, 1 thread each ---
+if [ -x build/cuda/nn.test ] && grep -q GOREC_BENCH_WORKERS nn/bench_hogwild_test.go 2>/dev/null; then
+  for n in 4 8 16; do
+    secs=$(limit 40)
+    if [ "$secs" = 0 ]; then
+      status "bench Hogwild workers=$n" "SKIPPED (out of time)"
+      continue
+    fi
+    (cd nn && GOREC_BENCH_WORKERS=$n CUDA_VISIBLE_DEVICES= timeout -k 5 "$secs" \
+      "$ROOT/build/cuda/nn.test" -test.run '^$' -test.bench "BenchmarkCTRStepHogwild/(sync-threads-1|workers-$n)\$" \
+      -test.benchtime 2s) >>"$OUT/06-bench-hogwild.log" 2>&1
+    rc=$?
+    one=$(grep 'sync-threads-1' "$OUT/06-bench-hogwild.log" | tail -1 | grep -o '[0-9.]* samples/s')
+    fig=$(grep "workers-$n-" "$OUT/06-bench-hogwild.log" | tail -1 | grep -o '[0-9.]* samples/s')
+    status "bench Hogwild workers=$n" "$([ $rc = 0 ] && echo "ok $fig (sync-1: $one)" || echo "FAILED rc=$rc")"
+  done
+else
+  status "bench Hogwild" "SKIPPED (no nn.test or GOREC_BENCH_WORKERS)"
 fi
 
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/00-summary.txt"
