@@ -72,9 +72,6 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <sys/mman.h>
-#if defined(__GLIBC__)
-#include <malloc.h>  // malloc_trim (compact.cc.h)
-#endif
 #include <unistd.h>
 
 #include <algorithm>
