@@ -24,7 +24,7 @@ func BenchmarkTableLookupGo(b *testing.B) {
 	if err := cgotorch.SetNumThreads(1); err != nil {
 		b.Fatal(err)
 	}
-	tbl, err := embedding.New(embedding.Config{Dim: dim, Capacity: n, Seed: 1,
+	tbl, err := embedding.NewNamed(b.Name(), embedding.Config{Dim: dim, Capacity: n, Seed: 1,
 		Initializer: embedding.Uniform{Low: -0.05, High: 0.05}})
 	if err != nil {
 		b.Fatal(err)
