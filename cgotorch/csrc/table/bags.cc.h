@@ -69,7 +69,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 madd8(__m256 w,
   if constexpr (Fused) {
     return _mm256_fmadd_ps(w, _mm256_loadu_ps(x), a);
   } else {
-    return _mm256_add_ps(_mm256_mul_ps(w, _mm256_loadu_ps(x)), a);
+    // The product rounded apart: GCC contracts _mm256_mul_ps then _mm256_add_ps (vector
+    // operators in its headers) into an FMA under -ffp-contract=fast, C++'s default; the empty
+    // asm hides the product from it.
+    __m256 p = _mm256_mul_ps(w, _mm256_loadu_ps(x));
+    __asm__("" : "+x"(p));
+    return _mm256_add_ps(p, a);
   }
 }
 template <bool Fused>
