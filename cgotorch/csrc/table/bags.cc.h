@@ -29,6 +29,7 @@
 #define CT_BAGS_AVX2 1
 #endif
 
+#include "bags_dedupe.cc.h"
 #include "bags_repeats.cc.h"
 
 namespace ct {
@@ -440,8 +441,8 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
         kept.insert(kept.end(), all + p0, all + bb->bounds[static_cast<size_t>(f.first_bag + b) + 1]);
       }
     }
-    Dedupe dd(f.same.empty() ? all + f.base : kept.data(), f.same.empty() ? end - f.base : static_cast<int64_t>(kept.size()),
-              o.has_padding ? &o.padding_id : nullptr);
+    BagIds dd = bag_ids(f.same.empty() ? all + f.base : kept.data(),
+                        f.same.empty() ? end - f.base : static_cast<int64_t>(kept.size()), o.has_padding ? &o.padding_id : nullptr);
     std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
     for (int64_t v : dd.inverse) {
       if (v >= 0) counts[static_cast<size_t>(v)]++;
