@@ -12,8 +12,46 @@ namespace ct {
 namespace table {
 namespace {
 
+// An int64 array in a tensor's buffer: from the tensor-buffer cache (allocator.cc.h), where a
+// std::vector of that size would be malloc'd, and, past glibc's mmap threshold, mapped and
+// faulted in afresh at every call.
+struct LongArray {
+  at::Tensor t;
+  int64_t *p = nullptr;
+  int64_t n = 0;
+  LongArray() = default;
+  explicit LongArray(int64_t len) : t(at::empty({len}, at::kLong)), p(t.data_ptr<int64_t>()), n(len) {}
+  int64_t size() const { return n; }
+  int64_t &operator[](size_t i) { return p[i]; }
+  int64_t operator[](size_t i) const { return p[i]; }
+  const int64_t *begin() const { return p; }
+  const int64_t *end() const { return p + n; }
+};
+
+// Per-thread buffers of the bags' calls, reused from call to call (the same reason: no malloc,
+// mapping and page faults of megabytes a call); each is used within one step of a call
+// (deduplication, pooling forward, pooling backward), never across them.
+struct BagScratch {
+  std::vector<int64_t> kept, uids;
+  std::vector<const float *> src;
+  std::vector<float> w;
+};
+thread_local BagScratch bag_scratch;
+// A scratch buffer of at least n elements.
+template <class T>
+T *scratch(std::vector<T> &v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+// Frees a scratch buffer past 32 MiB (an unusually large call's) rather than keep it.
+template <class T>
+void trim_scratch(std::vector<T> &v) {
+  if (v.capacity() * sizeof(T) > (size_t{32} << 20)) std::vector<T>().swap(v);
+}
+
 struct BagIds {
-  std::vector<int64_t> uids, inverse;
+  std::vector<int64_t> uids;
+  LongArray inverse;
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 
@@ -62,13 +100,12 @@ inline size_t bag_id_home(int64_t id, size_t mask) {
 BagIds bag_ids(const int64_t *ids, int64_t n, const int64_t *skip) {
   if (static_cast<uint64_t>(n) > kBagPlaceMask) throw arg_error("a batch of " + std::to_string(n) + " ids is too large");
   BagIds r;
-  r.inverse.resize(static_cast<size_t>(n));
-  r.uids.resize(static_cast<size_t>(n));
+  r.inverse = LongArray(n);
   BagIdTable &tb = bag_id_table;
   size_t cap = kBagFirstSlots;
   uint64_t stamp = tb.begin(cap);
   size_t mask = cap - 1;
-  int64_t *inv = r.inverse.data(), *up = r.uids.data();
+  int64_t *inv = r.inverse.p, *up = scratch(bag_scratch.uids, n);
   uint64_t nu = 0;
   // Places id (the nu-th distinct one) in a free slot from its home on.
   auto put = [&](int64_t id, uint64_t place) {
@@ -107,7 +144,8 @@ BagIds bag_ids(const int64_t *ids, int64_t n, const int64_t *skip) {
     }
   }
   tb.shrink();
-  r.uids.resize(nu);
+  r.uids.assign(up, up + nu);
+  trim_scratch(bag_scratch.uids);
   return r;
 }
 
