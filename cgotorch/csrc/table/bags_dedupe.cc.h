@@ -5,8 +5,9 @@
 // Why: a call's bags hold many occurrences of few ids (SVD++'s per-user bags: about 51k ids of
 // 7.5k distinct a batch). Dedupe sizes its table for every id distinct (4 slots per id: 4 MiB
 // for 51k ids, allocated, zeroed and faulted in per call, and larger than the L2 cache); this
-// one starts small, doubles (re-inserting the distinct ids found so far) whenever the distinct
-// ids pass a quarter of it, and is kept per thread, stamped, between calls.
+// one starts at the size the thread's last call ended with (4,096 slots at first), doubles
+// (re-inserting the distinct ids found so far) whenever the distinct ids pass a quarter of it,
+// and is kept per thread, stamped, between calls.
 
 namespace ct {
 namespace table {
@@ -63,7 +64,7 @@ struct BagIdSlot {
 constexpr int kBagPlaceBits = 40;
 constexpr uint64_t kBagPlaceMask = (uint64_t{1} << kBagPlaceBits) - 1;
 constexpr uint64_t kBagMaxStamp = (uint64_t{1} << (64 - kBagPlaceBits)) - 1;
-// The table of a call starts with this many slots (and never has fewer than 4 per distinct id).
+// The table of a call has at least this many slots, and at least 4 per distinct id.
 constexpr size_t kBagFirstSlots = size_t{1} << 12;
 // A thread keeps its table up to this many slots (4 MiB); a larger one is freed after the call.
 constexpr size_t kBagKeptSlots = size_t{1} << 18;
@@ -71,6 +72,7 @@ constexpr size_t kBagKeptSlots = size_t{1} << 18;
 struct BagIdTable {
   std::vector<BagIdSlot> slots;
   uint64_t stamp = 0;
+  size_t last_cap = 0;  // the slots the last call used
   // Every slot of [0, cap) free under the returned stamp.
   uint64_t begin(size_t cap) {
     if (slots.size() < cap) {
@@ -87,6 +89,7 @@ struct BagIdTable {
     if (slots.size() > kBagKeptSlots) {
       std::vector<BagIdSlot>().swap(slots);
       stamp = 0;
+      last_cap = kBagKeptSlots;
     }
   }
 };
@@ -102,7 +105,11 @@ BagIds bag_ids(const int64_t *ids, int64_t n, const int64_t *skip) {
   BagIds r;
   r.inverse = LongArray(n);
   BagIdTable &tb = bag_id_table;
-  size_t cap = kBagFirstSlots;
+  // From the size the thread's last call ended with (a model's batches are alike: no doubling),
+  // at most the 4 slots per id that every id distinct would need.
+  size_t most = kBagFirstSlots;
+  while (most < 4 * static_cast<size_t>(n)) most *= 2;
+  size_t cap = std::min(std::max(tb.last_cap, kBagFirstSlots), most);
   uint64_t stamp = tb.begin(cap);
   size_t mask = cap - 1;
   int64_t *inv = r.inverse.p, *up = scratch(bag_scratch.uids, n);
@@ -143,6 +150,7 @@ BagIds bag_ids(const int64_t *ids, int64_t n, const int64_t *skip) {
       for (uint64_t q = 0; q < nu; q++) put(up[q], q);
     }
   }
+  tb.last_cap = cap;
   tb.shrink();
   r.uids.assign(up, up + nu);
   trim_scratch(bag_scratch.uids);
