@@ -63,7 +63,13 @@ struct BagIdSlot {
 };
 constexpr int kBagPlaceBits = 40;
 constexpr uint64_t kBagPlaceMask = (uint64_t{1} << kBagPlaceBits) - 1;
+// Stamps wrap after this many tables (all slots zeroed then); the sanitizer build sets a small
+// value (as for Dedupe) so that its tests wrap it often.
+#ifdef CT_DEDUPE_MAX_STAMP
+constexpr uint64_t kBagMaxStamp = CT_DEDUPE_MAX_STAMP;
+#else
 constexpr uint64_t kBagMaxStamp = (uint64_t{1} << (64 - kBagPlaceBits)) - 1;
+#endif
 // The table of a call has at least this many slots, and at least 4 per distinct id.
 constexpr size_t kBagFirstSlots = size_t{1} << 12;
 // A thread keeps its table up to this many slots (4 MiB); a larger one is freed after the call.
