@@ -6,7 +6,7 @@
 // Compiled as part of unity_table.cc, after autograd.cc.h (unique_rows, check_options).
 //
 // Design
-//   Per feature: the distinct ids of its bags (Dedupe, padding left out), their rows [U, dim]
+//   Per feature: the distinct ids of its bags (bag_ids, padding left out), their rows [U, dim]
 //   through unique_rows (whose node hands the rows' gradient to the table, as for every lookup),
 //   then raw loops: forward, each bag's row is the fused multiply-add of its ids' rows (times
 //   their per-sample weights) in bag order, then for mean divided by the bag's count of
@@ -22,6 +22,10 @@
 //   (bags_repeats.cc.h).
 //   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
 //   both give the same numbers at any thread count.
+//   Memory: the per-call scratch (first bags' ids, row pointers and weights) is per thread and
+//   reused (bags_scratch.cc.h), the inverse a tensor buffer: vectors of megabytes a
+//   call were otherwise mapped and page-faulted afresh whenever glibc's mmap threshold stood
+//   below them.
 #include <torch/csrc/autograd/variable.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -29,6 +33,7 @@
 #define CT_BAGS_AVX2 1
 #endif
 
+#include "bags_scratch.cc.h"
 #include "bags_dedupe.cc.h"
 #include "bags_repeats.cc.h"
 

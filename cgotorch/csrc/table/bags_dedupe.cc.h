@@ -1,6 +1,7 @@
 // bags_dedupe.cc.h: the distinct ids of a feature's bags (bags.cc.h): Dedupe's result (uids in
 // order of first occurrence, inverse, the padding id left out as -1), from a hash table sized
-// by the distinct ids rather than by the occurrences. Included by bags.cc.h.
+// by the distinct ids rather than by the occurrences. Included by bags.cc.h, after
+// bags_scratch.cc.h.
 //
 // Why: a call's bags hold many occurrences of few ids (SVD++'s per-user bags: about 51k ids of
 // 7.5k distinct a batch). Dedupe sizes its table for every id distinct (4 slots per id: 4 MiB
@@ -12,43 +13,6 @@
 namespace ct {
 namespace table {
 namespace {
-
-// An int64 array in a tensor's buffer: from the tensor-buffer cache (allocator.cc.h), where a
-// std::vector of that size would be malloc'd, and, past glibc's mmap threshold, mapped and
-// faulted in afresh at every call.
-struct LongArray {
-  at::Tensor t;
-  int64_t *p = nullptr;
-  int64_t n = 0;
-  LongArray() = default;
-  explicit LongArray(int64_t len) : t(at::empty({len}, at::kLong)), p(t.data_ptr<int64_t>()), n(len) {}
-  int64_t size() const { return n; }
-  int64_t &operator[](size_t i) { return p[i]; }
-  int64_t operator[](size_t i) const { return p[i]; }
-  const int64_t *begin() const { return p; }
-  const int64_t *end() const { return p + n; }
-};
-
-// Per-thread buffers of the bags' calls, reused from call to call (the same reason: no malloc,
-// mapping and page faults of megabytes a call); each is used within one step of a call
-// (deduplication, pooling forward, pooling backward), never across them.
-struct BagScratch {
-  std::vector<int64_t> kept, uids;
-  std::vector<const float *> src;
-  std::vector<float> w;
-};
-thread_local BagScratch bag_scratch;
-// A scratch buffer of at least n elements.
-template <class T>
-T *scratch(std::vector<T> &v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-// Frees a scratch buffer past 32 MiB (an unusually large call's) rather than keep it.
-template <class T>
-void trim_scratch(std::vector<T> &v) {
-  if (v.capacity() * sizeof(T) > (size_t{32} << 20)) std::vector<T>().swap(v);
-}
 
 struct BagIds {
   std::vector<int64_t> uids;
