@@ -799,6 +799,70 @@ static void test_prefetch(void) {
   ct_tensor_free(k);
 }
 
+/* Bags of a call with thousands of distinct ids (the bags' distinct-id table grows several
+ * times in the call, bags_dedupe.cc.h; its stamps wrap every few tables in this build): each
+ * pooled row equals the same bag pooled alone, bit for bit, and the padding id is left out. */
+static void test_large_bags(void) {
+  enum { NB = 40, LEN = 100, DISTINCT = 2500, DIM = 3 };
+  ct_table t = NULL;
+  ct_table_config cfg = config(DIM, CT_OPT_SGD);
+  cfg.opt_params[0] = 1;
+  CHECK(ok(ct_table_new(&t, "large-bags", &cfg)));
+  static int64_t pool[DISTINCT], ids[NB * LEN], offs[NB];
+  static float rows[DISTINCT * DIM], all[NB * DIM];
+  uint64_t x = 12345;
+  for (int i = 0; i < DISTINCT; i++) {
+    pool[i] = (int64_t)(i + 1) * -7919004121LL; /* large, negative, distinct */
+    for (int j = 0; j < DIM; j++) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      rows[i * DIM + j] = (float)(x >> 40) / (float)(1 << 24) - 0.5f;
+    }
+  }
+  ct_tensor k = ids_tensor(pool, DISTINCT), v = rows_tensor(rows, DISTINCT, DIM);
+  CHECK(ok(ct_table_write(t, k, v)));
+  for (int b = 0; b < NB; b++) {
+    offs[b] = b * LEN;
+    for (int p = 0; p < LEN; p++) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      ids[b * LEN + p] = p % 17 == 3 ? 5 : pool[(x >> 33) % DISTINCT]; /* 5: the padding id */
+    }
+  }
+  ct_table_forward_options o;
+  memset(&o, 0, sizeof o);
+  o.has_padding_id = 1;
+  o.padding_id = 5;
+  ct_tensor bi = ids_tensor(ids, NB * LEN), bo = ids_tensor(offs, NB), out = NULL;
+  int64_t zero = 0;
+  ct_tensor z = ids_tensor(&zero, 1);
+  CHECK(ok(ct_table_forward_bag(&out, t, bi, bo, NULL, CT_BAG_MEAN, &o)) && take_floats(out, all, NB * DIM));
+  for (int b = 0; b < NB; b++) {
+    float one[DIM];
+    ct_tensor bk = ids_tensor(ids + b * LEN, LEN);
+    CHECK(ok(ct_table_forward_bag(&out, t, bk, z, NULL, CT_BAG_MEAN, &o)) && take_floats(out, one, DIM));
+    CHECK(memcmp(one, all + b * DIM, sizeof one) == 0);
+    ct_tensor_free(bk);
+  }
+  /* bag 0 by hand: the mean of its rows other than padding (the pool's rows by search) */
+  for (int j = 0; j < DIM; j++) {
+    double sum = 0;
+    int n = 0;
+    for (int p = 0; p < LEN; p++) {
+      if (ids[p] == 5) continue;
+      n++;
+      for (int i = 0; i < DISTINCT; i++) {
+        if (pool[i] == ids[p]) sum += rows[i * DIM + j];
+      }
+    }
+    CHECK(close_to(all[j], (float)(sum / n)));
+  }
+  ct_tensor_free(k);
+  ct_tensor_free(v);
+  ct_tensor_free(bi);
+  ct_tensor_free(bo);
+  ct_tensor_free(z);
+  ct_table_free(t);
+}
+
 /* The autograd path: forward (train / eval / fused / padding / max_norm), bags, backward into
  * pending gradients, step, zero_grad, errors; raw and tensor kernels. */
 static ct_tensor sum_backward(ct_tensor out) {
@@ -1914,6 +1978,7 @@ static void test_read_state(void) {
 
 int main(void) {
   test_lifecycle();
+  test_large_bags();
   test_seed_from_name();
   test_read_state();
   test_lookup_read_write();

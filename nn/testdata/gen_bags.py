@@ -78,6 +78,8 @@ def main():
         case("sum_d5_weights", gen, 50, 5, 40, 6, "sum", weighted=True, empty_every=9),
         case("mean_d16_padding", gen, 40, 16, 20, 10, "mean", padding=3, empty_every=6),
         case("sum_d1_weights_padding", gen, 30, 1, 25, 8, "sum", weighted=True, padding=0),
+        # weights and padding, rows wide enough for the vector kernels (product rounded apart)
+        case("sum_d72_weights_padding", gen, 30, 72, 25, 12, "sum", weighted=True, padding=2),
     ]
     out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bags.json")
     with open(out, "w") as f:

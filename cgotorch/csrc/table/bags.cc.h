@@ -6,7 +6,7 @@
 // Compiled as part of unity_table.cc, after autograd.cc.h (unique_rows, check_options).
 //
 // Design
-//   Per feature: the distinct ids of its bags (Dedupe, padding left out), their rows [U, dim]
+//   Per feature: the distinct ids of its bags (bag_ids, padding left out), their rows [U, dim]
 //   through unique_rows (whose node hands the rows' gradient to the table, as for every lookup),
 //   then raw loops: forward, each bag's row is the fused multiply-add of its ids' rows (times
 //   their per-sample weights) in bag order, then for mean divided by the bag's count of
@@ -22,6 +22,10 @@
 //   (bags_repeats.cc.h).
 //   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
 //   both give the same numbers at any thread count.
+//   Memory: the per-call scratch (first bags' ids, row pointers and weights) is per thread and
+//   reused (bags_scratch.cc.h), the inverse a tensor buffer: vectors of megabytes a
+//   call were otherwise mapped and page-faulted afresh whenever glibc's mmap threshold stood
+//   below them.
 #include <torch/csrc/autograd/variable.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -29,6 +33,8 @@
 #define CT_BAGS_AVX2 1
 #endif
 
+#include "bags_scratch.cc.h"
+#include "bags_dedupe.cc.h"
 #include "bags_repeats.cc.h"
 
 namespace ct {
@@ -69,7 +75,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 madd8(__m256 w,
   if constexpr (Fused) {
     return _mm256_fmadd_ps(w, _mm256_loadu_ps(x), a);
   } else {
-    return _mm256_add_ps(_mm256_mul_ps(w, _mm256_loadu_ps(x)), a);
+    // The product rounded apart: GCC contracts _mm256_mul_ps then _mm256_add_ps (vector
+    // operators in its headers) into an FMA under -ffp-contract=fast, C++'s default; the empty
+    // asm hides the product from it.
+    __m256 p = _mm256_mul_ps(w, _mm256_loadu_ps(x));
+    __asm__("" : "+x"(p));
+    return _mm256_add_ps(p, a);
   }
 }
 template <bool Fused>
@@ -136,7 +147,7 @@ struct BagFeature {
   int64_t base = 0;       // the position of its first id
   int64_t u = 0, dim = 0, col = 0;  // distinct ids, row width, first output column
   bool mean = false, padding = false;  // padding: the feature has a padding id
-  std::vector<int64_t> inverse;  // per id of a first bag: its row among the distinct ids, -1: padding
+  LongArray inverse;  // per id of a first bag: its row among the distinct ids, -1: padding
   std::vector<int64_t> count;    // mean: each bag's ids other than padding
   std::vector<int64_t> same;     // per bag: the first bag equal to it (find_repeats); empty: none repeat
   std::vector<int64_t> pos0;     // per bag: where its ids start in inverse (a repeat's: its first's)
@@ -165,8 +176,8 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   const SumRows sum_rows = sum_rows_kernel(bb.weights == nullptr || !f.padding);
   const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
   // Each bag's rows and weights, padding left out: bag b's are [at[b], at[b + 1]).
-  std::vector<const float *> src(static_cast<size_t>(n));
-  std::vector<float> w(bb.weights != nullptr ? static_cast<size_t>(n) : 0);
+  const float **src = scratch(bag_scratch.src, n);
+  float *w = scratch(bag_scratch.w, n);
   std::vector<int64_t> at(static_cast<size_t>(bb.batch) + 1, 0);
   int64_t m = 0;
   for (int64_t b = 0; b < bb.batch; b++) {
@@ -185,7 +196,7 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
       if (f.repeat(b)) continue;
       float *o = out + b * ld + f.col;
       const int64_t i0 = at[static_cast<size_t>(b)], cnt = at[static_cast<size_t>(b) + 1] - i0;
-      sum_rows(o, d, src.data() + i0, bb.weights != nullptr ? w.data() + i0 : nullptr, cnt);
+      sum_rows(o, d, src + i0, bb.weights != nullptr ? w + i0 : nullptr, cnt);
       if (f.mean) {
         f.count[static_cast<size_t>(b)] = cnt;
         if (cnt > 0) {
@@ -200,6 +211,8 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   } else {
     at::parallel_for(0, bb.batch, std::max<int64_t>(1, bb.batch * kBagsSerialWork / (4 * n * d)), body);
   }
+  trim_scratch(bag_scratch.src);
+  trim_scratch(bag_scratch.w);
   for (int64_t b = 0; b < bb.batch; b++) {  // repeats: their first's row
     if (!f.repeat(b)) continue;
     const int64_t r = f.same[static_cast<size_t>(b)];
@@ -217,8 +230,8 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
   const SumRows sum_rows = sum_rows_kernel(true);
   const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
   std::vector<int64_t> start(static_cast<size_t>(f.u) + 1, 0);
-  std::vector<const float *> src(static_cast<size_t>(n));
-  std::vector<float> scale(static_cast<size_t>(n));
+  const float **src = scratch(bag_scratch.src, n);
+  float *scale = scratch(bag_scratch.w, n);
   for (int64_t v : f.inverse) {
     if (v >= 0) start[static_cast<size_t>(v) + 1]++;
   }
@@ -271,7 +284,7 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
   auto body = [&](int64_t u0, int64_t u1) {
     for (int64_t k = u0; k < u1; k++) {
       const int64_t q0 = start[static_cast<size_t>(k)];
-      sum_rows(gr + k * d, d, src.data() + q0, scale.data() + q0, start[static_cast<size_t>(k) + 1] - q0);
+      sum_rows(gr + k * d, d, src + q0, scale + q0, start[static_cast<size_t>(k) + 1] - q0);
     }
   };
   if (n * d < kBagsSerialWork) {
@@ -279,6 +292,8 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
   } else {
     at::parallel_for(0, f.u, std::max<int64_t>(1, f.u * kBagsSerialWork / (4 * n * d)), body);
   }
+  trim_scratch(bag_scratch.src);
+  trim_scratch(bag_scratch.w);
   return grad;
 }
 
@@ -422,7 +437,8 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     const int64_t *all = flat.data_ptr<int64_t>();
     f.same = find_repeats(bb->bounds, f.first_bag, bb->batch, all, bb->weights);
     // The ids of the first bags (every bag's when none repeats), and where each bag's start.
-    std::vector<int64_t> kept;
+    std::vector<int64_t> &kept = bag_scratch.kept;
+    kept.clear();
     f.pos0.resize(static_cast<size_t>(bb->batch));
     for (int64_t b = 0; b < bb->batch; b++) {
       const int64_t p0 = bb->bounds[static_cast<size_t>(f.first_bag + b)];
@@ -435,8 +451,8 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
         kept.insert(kept.end(), all + p0, all + bb->bounds[static_cast<size_t>(f.first_bag + b) + 1]);
       }
     }
-    Dedupe dd(f.same.empty() ? all + f.base : kept.data(), f.same.empty() ? end - f.base : static_cast<int64_t>(kept.size()),
-              o.has_padding ? &o.padding_id : nullptr);
+    BagIds dd = bag_ids(f.same.empty() ? all + f.base : kept.data(),
+                        f.same.empty() ? end - f.base : static_cast<int64_t>(kept.size()), o.has_padding ? &o.padding_id : nullptr);
     std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
     for (int64_t v : dd.inverse) {
       if (v >= 0) counts[static_cast<size_t>(v)]++;
@@ -453,6 +469,7 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     at::Tensor rows = unique_rows(args[i].table, long_tensor(dd.uids), counts.data(), at::kCPU, o);
     f.u = dd.size();
     f.inverse = std::move(dd.inverse);
+    trim_scratch(kept);
     pool_forward(f, *bb, rows.contiguous().data_ptr<float>(), out.data_ptr<float>(), cols);
     if (rows.requires_grad()) {
       edges.push_back(torch::autograd::impl::gradient_edge(rows));

@@ -38,6 +38,7 @@
 
 #include "internal.h"
 #include "lanes.h"
+#include "optim_avx512.cc.h"
 
 namespace ct {
 namespace table {
@@ -455,6 +456,9 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
     }
     case CT_OPT_ADAGRAD: {
       const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p.eps);
+#ifdef CT_TABLE_AVX512
+      if (use_avx512()) return adagrad_avx512(d, g, w, s0, nclr, eps);  // (the same numbers)
+#endif
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), s = L.load(s0 + j) + gj * gj;
         L.store(s0 + j, s);
@@ -476,6 +480,9 @@ void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, floa
     case CT_OPT_SPARSE_ADAM: {
       const float a1 = static_cast<float>(1 - p.beta1), a2 = static_cast<float>(1 - p.beta2);
       const float eps = static_cast<float>(p.eps), nss = static_cast<float>(-c.step_size);
+#ifdef CT_TABLE_AVX512
+      if (use_avx512()) return sparse_adam_avx512(d, g, w, s0, s1, a1, a2, eps, nss);  // (the same numbers)
+#endif
       for_lanes(d, [&](int64_t j, auto L) {
         const auto gj = L.load(g + j), m0 = L.load(s0 + j), v0 = L.load(s1 + j);
         const auto mu = (gj - m0) * a1;
