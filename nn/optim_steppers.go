@@ -20,6 +20,15 @@ import (
 // Steppers (a sharded table's, whose steps talk to other processes in order) step one after the
 // other on the calling goroutine, in their order.
 func (o *Optimizer) stepSteppers() error {
+	if len(o.steppers) < 2 || cgotorch.NumThreads() < 2 {
+		var errs []error
+		for _, s := range o.steppers {
+			if err := s.Step(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
 	errs := make([]error, len(o.steppers))
 	var local []int
 	for i, s := range o.steppers {
