@@ -10,7 +10,10 @@ import (
 )
 
 // SetNumThreads sets libtorch's intra-op thread count (process-wide). n must be in
-// [1, math.MaxInt32], else ErrInvalidArgument.
+// [1, math.MaxInt32], else ErrInvalidArgument. An operation whose work is below about 4M
+// elements (a quarter of a matrix product's multiply-adds), and the backward of its result, runs
+// on the calling thread whatever n is: forking the threads costs more than it saves there, and
+// such an operation gives the same bits on any count. Larger ones split as libtorch splits them.
 func SetNumThreads(n int) error {
 	if n <= 0 || n > 1<<31-1 { // libtorch's count is an int32: never truncate
 		return fmt.Errorf("%w: thread count must be in [1, 2^31-1], got %d", ErrInvalidArgument, n)

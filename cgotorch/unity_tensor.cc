@@ -18,6 +18,7 @@
 #include "csrc/tensor/ops_nn.cc.h"
 #include "csrc/tensor/ops_reduce.cc.h"
 #include "csrc/tensor/ops_shape.cc.h"
+#include "csrc/tensor/op_threads.cc.h"
 #include "csrc/tensor/optim_step.cc.h"
 #include "csrc/tensor/scope.cc.h"
 #include "csrc/tensor/state.cc.h"

@@ -830,6 +830,39 @@ static void test_error_codes(void) {
   ct_tensor_free(b);
 }
 
+/* A small op and its backward node on 2 threads give one thread's bits (the node's hooks set the
+ * thread count to 1 and back, op_threads.cc.h); then the count is 2 again. */
+static void small_ops_sum(int32_t threads, float *sum, float *grad) {
+  int64_t n[1] = {1 << 20}, one[1] = {1};
+  ct_tensor x = NULL, s = NULL, y = NULL, z = NULL, g = NULL;
+  CHECK(ok(ct_set_num_threads(threads)));
+  CHECK(ok(ct_manual_seed(3)));
+  CHECK(ok(ct_tensor_new(&x, CT_FILL_RANDN, 0, n, 1, cpu_float())));
+  CHECK(ok(ct_tensor_new(&s, CT_FILL_ONES, 0, one, 1, cpu_float())));
+  CHECK(ok(ct_tensor_set_requires_grad(s, 1)));
+  CHECK(ok(ct_binary(&y, CT_OP_MUL, x, s)));
+  CHECK(ok(ct_reduce(&z, CT_REDUCE_SUM, y, NULL, 0, 0)));
+  CHECK(ok(ct_tensor_backward(z, NULL, 0)));
+  CHECK(ok(ct_tensor_grad(&g, s)) && g != NULL);
+  CHECK(ok(ct_tensor_copy_to(sum, sizeof *sum, z, CT_FLOAT32)));
+  CHECK(ok(ct_tensor_copy_to(grad, sizeof *grad, g, CT_FLOAT32)));
+  int32_t now = 0;
+  CHECK(ok(ct_get_num_threads(&now)) && now == threads);
+  ct_tensor_free(g);
+  ct_tensor_free(z);
+  ct_tensor_free(y);
+  ct_tensor_free(s);
+  ct_tensor_free(x);
+}
+
+static void test_small_ops_on_threads(void) {
+  float sum1, grad1, sum2, grad2;
+  small_ops_sum(1, &sum1, &grad1);
+  small_ops_sum(2, &sum2, &grad2);
+  CHECK(memcmp(&sum1, &sum2, sizeof sum1) == 0 && memcmp(&grad1, &grad2, sizeof grad1) == 0);
+  CHECK(ok(ct_set_num_threads(1)));
+}
+
 int main(void) {
   CHECK(ct_torch_version() != NULL && ct_torch_version()[0] != '\0');
   test_create_and_copy();
@@ -847,6 +880,7 @@ int main(void) {
   test_empty_with_null_pointers();
   test_dist_group();
   test_error_codes();
+  test_small_ops_on_threads();
   CHECK(ct_live_handles() == 0);
   printf("abi: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

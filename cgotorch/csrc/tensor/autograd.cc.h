@@ -19,6 +19,10 @@ ct_error ct_tensor_requires_grad(int32_t *out, ct_tensor t) {
 ct_error ct_tensor_backward(ct_tensor t, ct_tensor grad, int32_t retain_graph) {
   return guard([&] {
     const at::Tensor *g = ct::get_optional(grad);
+    // A small node's hook hands its thread count back after the node; a failed node does not.
+    struct Restore {
+      ~Restore() { ct::restore_threads(); }
+    } restore;
     get(t).backward(g != nullptr ? *g : at::Tensor(), retain_graph != 0);
   });
 }

@@ -62,6 +62,27 @@ inline void sync_thread_count() {
   }
 }
 
+// Size-aware intra-op threads (op_threads.cc.h). An op whose work (elements, or a quarter of
+// the multiply-adds of a matrix product) is below kParallelWork runs on the calling thread
+// alone, and so does the backward node of its result (SerialBelow::sized).
+constexpr int64_t kParallelWork = int64_t{1} << 22;
+class SerialBelow {
+ public:
+  explicit SerialBelow(int64_t work);
+  ~SerialBelow();
+  SerialBelow(const SerialBelow &) = delete;
+  SerialBelow &operator=(const SerialBelow &) = delete;
+  // out, its grad_fn (a libtorch node) set to run on one thread too when this op does.
+  at::Tensor sized(at::Tensor out) const;
+
+ private:
+  int prev_ = 0;
+};
+// The work of matmul(a, b) in kParallelWork's units.
+int64_t matmul_work(const at::Tensor &a, const at::Tensor &b);
+// Gives the calling thread back the count a small node's hook took (after a failed backward).
+void restore_threads();
+
 // Runs f, converting anything it throws into a ct_error. Every C entry point goes through it.
 template <class F>
 ct_error guard(F &&f) noexcept {

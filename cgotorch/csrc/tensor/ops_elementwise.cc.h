@@ -83,18 +83,29 @@ void inplace(int32_t op, const at::Tensor &self, const Other &other, const at::S
 extern "C" {
 
 ct_error ct_unary(ct_tensor *out, int32_t op, ct_tensor a) {
-  return guard([&] { need_out(out); *out = wrap(unary(op, get(a))); });
+  return guard([&] {
+    need_out(out);
+    const at::Tensor &x = get(a);
+    ct::SerialBelow serial(x.numel());
+    *out = wrap(serial.sized(unary(op, x)));
+  });
 }
 
 ct_error ct_binary(ct_tensor *out, int32_t op, ct_tensor a, ct_tensor b) {
-  return guard([&] { need_out(out); *out = wrap(binary(op, get(a), get(b))); });
+  return guard([&] {
+    need_out(out);
+    const int64_t work = std::max(get(a).numel(), get(b).numel());
+    ct::SerialBelow serial(work);
+    *out = wrap(serial.sized(binary(op, get(a), get(b))));
+  });
 }
 
 ct_error ct_binary_scalar(ct_tensor *out, int32_t op, ct_tensor a, double s) {
   return guard([&] {
     need_out(out);
     const auto &x = get(a);
-    *out = wrap(binary(op, x, scalar_operand(s, x)));
+    ct::SerialBelow serial(x.numel());
+    *out = wrap(serial.sized(binary(op, x, scalar_operand(s, x))));
   });
 }
 

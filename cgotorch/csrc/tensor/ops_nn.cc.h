@@ -40,18 +40,31 @@ at::Tensor loss(int32_t op, const at::Tensor &input, const at::Tensor &target, i
 extern "C" {
 
 ct_error ct_mm(ct_tensor *out, ct_tensor a, ct_tensor b) {
-  return guard([&] { need_out(out); *out = wrap(at::mm(get(a), get(b))); });
+  return guard([&] {
+    need_out(out);
+    const int64_t work = ct::matmul_work(get(a), get(b));
+    ct::SerialBelow serial(work);
+    *out = wrap(serial.sized(at::mm(get(a), get(b))));
+  });
 }
 
 ct_error ct_matmul(ct_tensor *out, ct_tensor a, ct_tensor b) {
-  return guard([&] { need_out(out); *out = wrap(at::matmul(get(a), get(b))); });
+  return guard([&] {
+    need_out(out);
+    const int64_t work = ct::matmul_work(get(a), get(b));
+    ct::SerialBelow serial(work);
+    *out = wrap(serial.sized(at::matmul(get(a), get(b))));
+  });
 }
 
 ct_error ct_linear(ct_tensor *out, ct_tensor x, ct_tensor weight, ct_tensor bias) {
   return guard([&] {
     need_out(out);
     const at::Tensor *b = ct::get_optional(bias);
-    *out = wrap(at::linear(get(x), get(weight), b != nullptr ? c10::optional<at::Tensor>(*b) : c10::nullopt));
+    const at::Tensor &w = get(weight);
+    const int64_t work = get(x).numel() * (w.dim() == 2 ? w.size(0) : 1) / 4;  // as matmul_work
+    ct::SerialBelow serial(work);
+    *out = wrap(serial.sized(at::linear(get(x), w, b != nullptr ? c10::optional<at::Tensor>(*b) : c10::nullopt)));
   });
 }
 
@@ -74,7 +87,9 @@ ct_error ct_loss(ct_tensor *out, int32_t op, ct_tensor input, ct_tensor target,
     if (reduction < CT_REDUCTION_NONE || reduction > CT_REDUCTION_SUM) {
       throw ct::arg_error("unknown reduction " + std::to_string(reduction));
     }
-    *out = wrap(loss(op, get(input), get(target), reduction));
+    const int64_t work = get(input).numel();
+    ct::SerialBelow serial(work);
+    *out = wrap(serial.sized(loss(op, get(input), get(target), reduction)));
   });
 }
 

@@ -59,7 +59,8 @@ ct_error ct_reduce(ct_tensor *out, int32_t op, ct_tensor a, const int64_t *dims,
       std::iota(all.begin(), all.end(), 0);
       list = all;
     }
-    *out = wrap(reduce(op, x, list, keepdim != 0));
+    ct::SerialBelow serial(x.numel());
+    *out = wrap(serial.sized(reduce(op, x, list, keepdim != 0)));
   });
 }
 

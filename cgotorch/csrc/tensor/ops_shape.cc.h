@@ -58,8 +58,13 @@ ct_error ct_join(ct_tensor *out, int32_t op, const ct_tensor *ts, int32_t n, int
     if (ts == nullptr) throw ct::arg_error("tensor list is NULL");
     std::vector<at::Tensor> list;
     list.reserve(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; i++) list.push_back(get(ts[i]));
-    *out = wrap(op == CT_JOIN_CAT ? at::cat(list, dim) : at::stack(list, dim));
+    int64_t work = 0;
+    for (int32_t i = 0; i < n; i++) {
+      list.push_back(get(ts[i]));
+      work += list.back().numel();
+    }
+    ct::SerialBelow serial(work);
+    *out = wrap(serial.sized(op == CT_JOIN_CAT ? at::cat(list, dim) : at::stack(list, dim)));
   });
 }
 

@@ -93,6 +93,7 @@ void check_step(const at::Tensor &p, const at::Tensor &g, const ct_tensor s[3], 
 
 // One step of the rule, once check_step has passed.
 void apply_step(at::Tensor &p, const at::Tensor &g, const ct_tensor s[3], int64_t step, const ct_optim_options &o) {
+  ct::SerialBelow serial(p.numel());  // libtorch's sqrt and division split from 2,048 elements
   switch (o.kind) {
     case CT_OPTIM_SGD:
       sgd(p, g, s[0], step, o);
