@@ -1,0 +1,89 @@
+// scratch.h: the per-call vectors of the tables' hot paths (a batch's distinct ids and their
+// places, rows, occurrence counts, gradient pointers), reused per thread instead of allocated
+// and freed by every call.
+//
+// Why: at batch 1,024 these vectors are 8 KiB each, beyond glibc's per-thread tcache, and a CTR
+// step made about a hundred of them per worker (8 tables, a lookup and an update each), every one
+// under the one malloc arena's lock (the library keeps one arena: tensor/allocator.cc.h). With two
+// Hogwild workers those allocations were a quarter of the extra CPU time two workers spend per
+// sample, half of it in the lock's futex waits and wakes (docs/performance.md, "Two Hogwild
+// workers: the tables' scratch vectors").
+//
+// Bounds: a thread keeps, per element type, at most kScratchKept vectors of kScratchBytes
+// together; a vector given back beyond that (or a bigger one) is freed as before. So each thread
+// that runs table calls holds at most 4 x 256 KiB (the four element types below), and a batch of
+// more than 32K ids takes and frees its vectors as it did before.
+#ifndef CGOTORCH_TABLE_SCRATCH_H
+#define CGOTORCH_TABLE_SCRATCH_H
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace ct {
+namespace table {
+
+constexpr size_t kScratchBytes = size_t{256} << 10;
+constexpr size_t kScratchKept = 16;
+
+template <class T>
+class ScratchPool {
+ public:
+  // A vector of n elements whose values are unspecified (a kept vector's old ones, or zeros).
+  std::vector<T> take(size_t n) {
+    std::vector<T> v;
+    if (!kept_.empty()) {
+      v = std::move(kept_.back());
+      kept_.pop_back();
+      bytes_ -= v.capacity() * sizeof(T);
+    }
+    v.resize(n);
+    return v;
+  }
+
+  // Keeps v for a later take, within the bounds; frees it otherwise.
+  void give(std::vector<T> &&v) {
+    const size_t b = v.capacity() * sizeof(T);
+    if (b == 0 || kept_.size() >= kScratchKept || bytes_ + b > kScratchBytes) {
+      std::vector<T>().swap(v);
+      return;
+    }
+    if (kept_.capacity() == 0) kept_.reserve(kScratchKept);
+    kept_.push_back(std::move(v));
+    bytes_ += b;
+  }
+
+  // The bytes this thread keeps (tests).
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::vector<T>> kept_;
+  size_t bytes_ = 0;
+};
+
+// The calling thread's pool of vectors of T.
+template <class T>
+ScratchPool<T> &scratch_pool() {
+  thread_local ScratchPool<T> pool;
+  return pool;
+}
+
+// A vector of n elements (values unspecified: a caller that reads an element before it writes
+// it fills the vector first) from the thread's pool, given back when the
+// Scratch ends: the thread's pool of the thread that ends it, which is the one that made it
+// (a Scratch lives within one call).
+template <class T>
+struct Scratch {
+  std::vector<T> v;
+  explicit Scratch(size_t n) : v(scratch_pool<T>().take(n)) {}
+  ~Scratch() { scratch_pool<T>().give(std::move(v)); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  T *data() { return v.data(); }
+  size_t size() const { return v.size(); }
+};
+
+}  // namespace table
+}  // namespace ct
+
+#endif
