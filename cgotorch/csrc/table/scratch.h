@@ -11,12 +11,13 @@
 //
 // Bounds: a thread keeps, per element type, at most kScratchKept vectors of kScratchBytes
 // together; a vector given back beyond that (or a bigger one) is freed as before. So each thread
-// that runs table calls holds at most 4 x 256 KiB (the four element types below), and a batch of
+// that runs table calls holds at most 4 x 256 KiB (the four element types of scratch_stats), and a batch of
 // more than 32K ids takes and frees its vectors as it did before.
 #ifndef CGOTORCH_TABLE_SCRATCH_H
 #define CGOTORCH_TABLE_SCRATCH_H
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,12 @@ class ScratchPool {
       kept_.pop_back();
       bytes_ -= v.capacity() * sizeof(T);
     }
+    if (v.capacity() < n) {  // a power of two, so that the kept vectors soon fit every call
+      allocated_++;
+      size_t cap = 64;
+      while (cap < n) cap *= 2;
+      v.reserve(cap);
+    }
     v.resize(n);
     return v;
   }
@@ -53,12 +60,14 @@ class ScratchPool {
     bytes_ += b;
   }
 
-  // The bytes this thread keeps (tests).
+  // The bytes this thread keeps, and the takes that allocated (ct_table_scratch_stats).
   size_t bytes() const { return bytes_; }
+  int64_t allocated() const { return allocated_; }
 
  private:
   std::vector<std::vector<T>> kept_;
   size_t bytes_ = 0;
+  int64_t allocated_ = 0;
 };
 
 // The calling thread's pool of vectors of T.
@@ -82,6 +91,14 @@ struct Scratch {
   T *data() { return v.data(); }
   size_t size() const { return v.size(); }
 };
+
+// The calling thread's kept bytes and allocating takes, over the pools of every element type.
+inline void scratch_stats(int64_t *kept_bytes, int64_t *allocated) {
+  *kept_bytes = static_cast<int64_t>(scratch_pool<int64_t>().bytes() + scratch_pool<int32_t>().bytes() +
+                                     scratch_pool<uint8_t>().bytes() + scratch_pool<const float *>().bytes());
+  *allocated = scratch_pool<int64_t>().allocated() + scratch_pool<int32_t>().allocated() +
+               scratch_pool<uint8_t>().allocated() + scratch_pool<const float *>().allocated();
+}
 
 }  // namespace table
 }  // namespace ct
