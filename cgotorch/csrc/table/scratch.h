@@ -5,14 +5,14 @@
 // Why: at batch 1,024 these vectors are 8 KiB each, beyond glibc's per-thread tcache, and a CTR
 // step made about a hundred of them per worker (8 tables, a lookup and an update each), every one
 // under the one malloc arena's lock (the library keeps one arena: tensor/allocator.cc.h). With two
-// Hogwild workers those allocations were a quarter of the extra CPU time two workers spend per
-// sample, half of it in the lock's futex waits and wakes (docs/performance.md, "Two Hogwild
-// workers: the tables' scratch vectors").
+// Hogwild workers, glibc's malloc and that lock's futex waits and wakes were about a third of the
+// samples two workers add over one synchronous step, and these vectors half of the mallocs
+// (docs/performance.md, "Two Hogwild workers: where the extra CPU goes").
 //
 // Bounds: a thread keeps, per element type, at most kScratchKept vectors of kScratchBytes
-// together; a vector given back beyond that (or a bigger one) is freed as before. So each thread
-// that runs table calls holds at most 4 x 256 KiB (the four element types of scratch_stats), and a batch of
-// more than 32K ids takes and frees its vectors as it did before.
+// together; a vector given back beyond that (or a bigger one) is freed as before. So a thread
+// that runs table calls holds at most 4 x 256 KiB (the four element types of scratch_stats),
+// and a batch of more than 32K ids takes and frees its vectors as it did before.
 #ifndef CGOTORCH_TABLE_SCRATCH_H
 #define CGOTORCH_TABLE_SCRATCH_H
 
@@ -77,10 +77,9 @@ ScratchPool<T> &scratch_pool() {
   return pool;
 }
 
-// A vector of n elements (values unspecified: a caller that reads an element before it writes
-// it fills the vector first) from the thread's pool, given back when the
-// Scratch ends: the thread's pool of the thread that ends it, which is the one that made it
-// (a Scratch lives within one call).
+// A vector of n elements from the thread's pool, given back to it when the Scratch ends (a
+// Scratch lives within one call, on one thread). The values are unspecified: a caller that reads
+// an element before it writes it fills the vector first.
 template <class T>
 struct Scratch {
   std::vector<T> v;
