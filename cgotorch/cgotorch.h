@@ -577,6 +577,10 @@ ct_error ct_table_delete(int64_t *deleted, ct_table t, ct_tensor keys);
  * kept). */
 ct_error ct_table_clear(ct_table t);
 ct_error ct_table_stats_get(ct_table_stats *out, ct_table t);
+/* The calling thread's scratch vectors of the table calls (kept per thread between calls,
+ * bounded): the bytes it keeps, and how many vectors its calls had to allocate since it began
+ * (for tests). */
+ct_error ct_table_scratch_stats(int64_t *kept_bytes, int64_t *allocated);
 /* A consistent snapshot, ids sorted ascending: ids int64 [M], rows float32 [M, dim], and the
  * optimizer states (states[i]: [M, dim] or [M, 1]) into states[0, num_states) (cap must be at
  * least num_states; states may be NULL when it is 0); step (may be NULL) gets the step counter.

@@ -18,7 +18,8 @@ import (
 // and 2 workers (1 intra-op thread each) sharing the 8 tables, and as a control two
 // independent synchronous trainers (each its own model and tables: what sharing nothing gives
 // on this machine). Each reports samples/s, CPU ns per sample (comparable on a loaded machine,
-// where samples/s is not) and the resident size; scripts/bench.sh prints hogwild-2 over sync-1.
+// where samples/s is not) and the resident size (the workers cases also their cgo calls per
+// step); scripts/bench.sh prints hogwild-2 over sync-1.
 // GOREC_BENCH_WORKERS (a list such as "4 8 16") adds workers-N cases for machines with more
 // cores (scripts/device_check.sh).
 func BenchmarkCTRStepHogwild(b *testing.B) {
@@ -86,7 +87,8 @@ func benchCTRHogwild(b *testing.B, workers int) {
 	}
 	train(workers) // allocates the optimizers' state
 	b.ResetTimer()
-	cpu := cpuTime()
+	cpu, calls := cpuTime(), runtime.NumCgoCall()
 	train(b.N)
 	reportCTR(b, cpu)
+	b.ReportMetric(float64(runtime.NumCgoCall()-calls)/float64(b.N), "cgo-calls/step")
 }

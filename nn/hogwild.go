@@ -27,8 +27,9 @@ import (
 //   - the dense parameters: the worker then takes the trainer's lock, copies its replica's
 //     buffers (BatchNorm1d's running statistics, which its forward pass updated) into the
 //     model, steps the model's dense parameters with opt's rule and state from the replica's
-//     gradients, copies them back into its replica, and releases the lock (microseconds for an
-//     MLP).
+//     gradients (computed in the replica's tensors: the model's values are copied in, stepped,
+//     and copied back into the model, so that the replica holds them too), and releases the
+//     lock (tens of microseconds for an MLP).
 //
 // Semantics. With one worker a Train call gives, bit for bit, what the synchronous loop
 // (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
@@ -61,10 +62,12 @@ type Hogwild[M Module, B any] struct {
 
 type hogwildReplica[M Module] struct {
 	m       M
-	params  []NamedParameter    // the replica's, in the model's order
-	of      map[*Tensor]*Tensor // model parameter -> the replica's
-	pairs   [][2]*Tensor        // (model, replica) parameters
-	buffers [][2]*Tensor        // (model, replica) buffers
+	params  []NamedParameter          // the replica's, in the model's order
+	of      map[*Tensor]*Tensor       // model parameter -> the replica's
+	pairs   [][2]*Tensor              // (model, replica) parameters
+	buffers [][2]*Tensor              // (model, replica) buffers
+	ps      []cgotorch.OptimizerParam // stepDense's, reused
+	stepped []bool
 }
 
 // NewHogwild returns a trainer of model with workers goroutines (workers >= 1), calling replica
@@ -265,12 +268,51 @@ func (h *Hogwild[M, B]) trainOne(r *hogwildReplica[M], b B) error {
 		if err := copyPairs(r.buffers, 1, 0); err != nil { // the running statistics this forward updated
 			return err
 		}
-		err := h.opt.stepDense(func(p *Tensor) *Tensor { return r.of[p].Grad() })
-		if err != nil {
-			return err
-		}
-		return copyPairs(r.pairs, 0, 1)
+		return h.stepDense(r)
 	})
+}
+
+// stepDense steps the model's dense parameters from r's gradients, under h.mu: it copies them
+// into r's parameters, steps those with opt's rule and the model's optimizer state (each from
+// its own gradient, the replica's, read on the C side: one optimizer call per parameter group,
+// as Optimizer.Step makes), and copies the results back into the model. The arithmetic is
+// Step's on the same values, so one worker stays bit for bit the synchronous loop. Before: a
+// gradient handle, a step and a Close per parameter (three cgo calls each, and a cleanup
+// registered and stopped per handle: docs/performance.md, "Two Hogwild workers: where the
+// extra CPU goes").
+func (h *Hogwild[M, B]) stepDense(r *hogwildReplica[M]) error {
+	o := h.opt
+	err := cgotorch.Try(func() {
+		cgotorch.NoGrad(func() {
+			for _, pq := range r.pairs {
+				pq[1].CopyFrom(pq[0])
+			}
+			for _, g := range o.groups {
+				r.ps = r.ps[:0]
+				for _, p := range g.Params {
+					s := o.state[p.Tensor]
+					r.ps = append(r.ps, cgotorch.OptimizerParam{Param: r.of[p.Tensor], States: [3]*Tensor{s.a, s.b, s.c}, Step: s.step + 1})
+				}
+				if cap(r.stepped) < len(r.ps) {
+					r.stepped = make([]bool, len(r.ps))
+				}
+				r.stepped = r.stepped[:len(r.ps)]
+				cgotorch.OptimizerStepParams(o.rule.options(g.LR, g.WeightDecay), r.ps, r.stepped)
+				for i, p := range g.Params {
+					if r.stepped[i] {
+						o.state[p.Tensor].step++
+					}
+				}
+			}
+			for _, pq := range r.pairs {
+				pq[0].CopyFrom(pq[1])
+			}
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("nn: %s step: %w", o.name, err)
+	}
+	return nil
 }
 
 // syncReplicas copies the model's dense parameters and buffers into every replica.

@@ -201,8 +201,8 @@ func (o *Optimizer) Step() error {
 }
 
 // stepOwn updates the parameter groups (not the Steppers) from the parameters' own gradients,
-// as stepDense((*Tensor).Grad) would, in one call per group (cgotorch.OptimizerStepParams)
-// instead of three per parameter.
+// in one call per group (cgotorch.OptimizerStepParams) instead of three per parameter (a
+// gradient handle, its step, its Close).
 func (o *Optimizer) stepOwn() error {
 	err := cgotorch.Try(func() {
 		for _, g := range o.groups {
@@ -219,35 +219,6 @@ func (o *Optimizer) stepOwn() error {
 				}
 			}
 		}
-	})
-	if err != nil {
-		return fmt.Errorf("nn: %s step: %w", o.name, err)
-	}
-	return nil
-}
-
-// stepDense updates the parameter groups (not the Steppers) from the gradients gradOf gives
-// for each parameter (a tensor it may close, or nil to skip the parameter): the parameters' own
-// for Step, a worker's replica's for Hogwild.
-func (o *Optimizer) stepDense(gradOf func(p *Tensor) *Tensor) error {
-	err := cgotorch.Try(func() {
-		cgotorch.NoGrad(func() {
-			for _, g := range o.groups {
-				opts := o.rule.options(g.LR, g.WeightDecay)
-				for _, p := range g.Params {
-					grad := gradOf(p.Tensor)
-					if grad == nil {
-						continue
-					}
-					s := o.state[p.Tensor]
-					func() {
-						defer grad.Close()
-						cgotorch.OptimizerStep(opts, s.step+1, p.Tensor, grad, s.a, s.b, s.c)
-					}()
-					s.step++
-				}
-			}
-		})
 	})
 	if err != nil {
 		return fmt.Errorf("nn: %s step: %w", o.name, err)

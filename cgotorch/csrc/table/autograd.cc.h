@@ -222,10 +222,10 @@ void keep_admitted(const at::Tensor &rows, const at::Tensor &uids, const std::ve
 at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, const int64_t *counts,
                        at::Device device, const Options &o) {
   at::Tensor rows;
-  std::vector<int64_t> admitted;
+  Scratch<int64_t> admitted(0);
   {
     c10::NoGradGuard no_grad;
-    rows = t->autograd_rows(uids, device, o.train, o.default_mode, o.max_norm, counts, &admitted);
+    rows = t->autograd_rows(uids, device, o.train, o.default_mode, o.max_norm, counts, &admitted.v);
   }
   if (o.train && c10::GradMode::is_enabled()) {
     // libtorch 2.13 made autograd nodes intrusive_ptr-counted (and dropped deleteNode).
@@ -236,7 +236,7 @@ at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, 
 #endif
     torch::autograd::set_history(rows, node);
   }
-  keep_admitted(rows, uids, admitted);
+  keep_admitted(rows, uids, admitted.v);
   return rows;
 }
 
@@ -252,9 +252,10 @@ Gathered gather_batch(const std::shared_ptr<Table> &t, const at::Tensor &flat_id
                       const Options &o) {
   const int64_t n = flat_ids.size(0);
   Dedupe dd(flat_ids.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
-  std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  Scratch<int64_t> counts(dd.uids.size());  // a training lookup counts every occurrence
+  std::fill(counts.v.begin(), counts.v.end(), 0);
   for (int64_t v : dd.inverse) {
-    if (v >= 0) counts[static_cast<size_t>(v)]++;
+    if (v >= 0) counts.v[static_cast<size_t>(v)]++;
   }
   Gathered g;
   g.weight = unique_rows(t, long_tensor(dd.uids), counts.data(), device, o);
@@ -312,17 +313,20 @@ struct GatherBackward : torch::autograd::Node {
   std::string name() const override { return "gorec::TableGatherBackward"; }
   void release_variables() override {
     released = true;
+    scratch_pool<int64_t>().give(std::move(inverse));  // (Dedupe's: see forward_host)
     inverse = std::vector<int64_t>();
   }
+  ~GatherBackward() override { scratch_pool<int64_t>().give(std::move(inverse)); }
 };
 
 at::Tensor forward_host(const std::shared_ptr<Table> &t, const at::Tensor &ids, const at::Tensor &flat,
                         const Options &o) {
   const int64_t n = flat.size(0), d = t->dim();
   Dedupe dd(flat.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
-  std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  Scratch<int64_t> counts(dd.uids.size());  // a training lookup counts every occurrence
+  std::fill(counts.v.begin(), counts.v.end(), 0);
   for (int64_t v : dd.inverse) {
-    if (v >= 0) counts[static_cast<size_t>(v)]++;
+    if (v >= 0) counts.v[static_cast<size_t>(v)]++;
   }
   at::Tensor rows = unique_rows(t, long_tensor(dd.uids), counts.data(), at::kCPU, o).contiguous();
   std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());

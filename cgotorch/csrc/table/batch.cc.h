@@ -63,8 +63,9 @@ thread_local DedupeScratch kept_scratch;
 
 }  // namespace
 
-Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) : inverse(static_cast<size_t>(n)) {
+Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) {
   if (static_cast<uint64_t>(n) > kPlaceMask) throw arg_error("a batch of " + std::to_string(n) + " ids is too large");
+  inverse = scratch_pool<int64_t>().take(static_cast<size_t>(n));
   size_t cap = 16;
   while (cap < kSlotsPerId * static_cast<size_t>(n)) cap *= 2;
   DedupeScratch own;
@@ -73,7 +74,7 @@ Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) : inverse(sta
   DedupeSlot *t = scratch.slots.data();
   const size_t mask = cap - 1;
   auto home = [mask](int64_t id) { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> 17) & mask; };
-  uids.resize(static_cast<size_t>(n));
+  uids = scratch_pool<int64_t>().take(static_cast<size_t>(n));
   int64_t *inv = inverse.data(), *up = uids.data();
   uint64_t nu = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -104,7 +105,10 @@ Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) : inverse(sta
   uids.resize(nu);
 }
 
-Dedupe::Dedupe(const int64_t *ids, int64_t n, DistinctIds) : uids(ids, ids + n), inverse(static_cast<size_t>(n)) {
+Dedupe::Dedupe(const int64_t *ids, int64_t n, DistinctIds)
+    : uids(scratch_pool<int64_t>().take(static_cast<size_t>(n))),
+      inverse(scratch_pool<int64_t>().take(static_cast<size_t>(n))) {
+  if (n > 0) std::memcpy(uids.data(), ids, sizeof(int64_t) * static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i++) inverse[static_cast<size_t>(i)] = i;
 }
 

@@ -315,6 +315,14 @@ ct_error ct_table_clear(ct_table h) {
   return guard([&] { tbl(h).clear(); });
 }
 
+ct_error ct_table_scratch_stats(int64_t *kept_bytes, int64_t *allocated) {
+  return guard([&] {
+    need_out(kept_bytes);
+    need_out(allocated);
+    ct::table::scratch_stats(kept_bytes, allocated);
+  });
+}
+
 ct_error ct_table_stats_get(ct_table_stats *out, ct_table h) {
   return guard([&] {
     need_out(out);

@@ -135,12 +135,13 @@ at::Tensor Table::autograd_rows(const at::Tensor &uids, at::Device device, bool 
   k.device = device;
   k.counts = counts;
   if (train) {
-    std::vector<int64_t> rows;
-    at::Tensor out = max_norm > 0 ? lookup_renorm(k, max_norm, &rows) : lookup(k, &rows);
+    Scratch<int64_t> rows(0);
+    at::Tensor out = max_norm > 0 ? lookup_renorm(k, max_norm, &rows.v) : lookup(k, &rows.v);
     if (admitted != nullptr) {
       admitted->clear();
+      admitted->reserve(rows.size());
       for (size_t j = 0; j < rows.size(); j++) {
-        if (rows[j] >= 0) admitted->push_back(static_cast<int64_t>(j));
+        if (rows.v[j] >= 0) admitted->push_back(static_cast<int64_t>(j));
       }
     }
     return out;

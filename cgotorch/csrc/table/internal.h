@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../tensor/internal.h"
+#include "scratch.h"
 
 namespace ct {
 namespace table {
@@ -34,6 +35,8 @@ struct incompatible_error : prefixed_error<CT_ERR_INCOMPATIBLE> {
 // batches (batch.cc.h): no allocation or clearing per batch, none per id. With skip,
 // occurrences of *skip are left out of uids and get inverse -1 (a padding id).
 struct DistinctIds {};
+// uids and inverse come from the thread's scratch pool (scratch.h) and go back to it when the
+// Dedupe ends; a vector moved out of it is the taker's (freed or given back by it).
 struct Dedupe {
   std::vector<int64_t> uids, inverse;
   int64_t skipped = 0;  // occurrences of *skip
@@ -41,6 +44,12 @@ struct Dedupe {
   // ids known to be distinct already (a backward pass's, deduplicated at its lookup): uids is
   // ids, inverse the identity, without the hash table.
   Dedupe(const int64_t *ids, int64_t n, DistinctIds);
+  Dedupe(Dedupe &&) = default;
+  Dedupe &operator=(Dedupe &&) = delete;
+  ~Dedupe() {
+    scratch_pool<int64_t>().give(std::move(uids));
+    scratch_pool<int64_t>().give(std::move(inverse));
+  }
   int64_t size() const { return static_cast<int64_t>(uids.size()); }
 };
 

@@ -1,0 +1,108 @@
+package ctable_test
+
+import (
+	"math/rand"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/ctable"
+)
+
+// A thread's table calls reuse their per-call vectors (the distinct ids, rows, counts and
+// gradient pointers of a lookup and an update): once a few training steps have run, further
+// steps of the same batch size allocate none, and what the thread keeps stays within the pool's
+// bound. Before, every call allocated them (each through glibc's one arena, see scratch.h).
+func TestTableCallsReuseScratch(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tbl, err := ctable.New("ctable-scratch", ctable.Config{Dim: 16, Init: ctable.InitNormal,
+		InitParams: [4]float64{0, 0.01}, Optimizer: ctable.OptSparseAdam, OptParams: [8]float64{0.01, 0.9, 0.999, 1e-8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Close()
+	rng := rand.New(rand.NewSource(1))
+	const batch, ids = 1024, 5000
+	step := func() {
+		cgotorch.WithScope(func(*cgotorch.Scope) {
+			v := make([]int64, batch)
+			for i := range v {
+				v[i] = rng.Int63n(ids)
+			}
+			keys := cgotorch.MustFromSlice(v)
+			// A fused training lookup and its backward pass (the table's update), then an
+			// update through Update (its ids repeat: the sums path).
+			out, err := tbl.Forward(keys, ctable.ForwardOptions{Train: true, Fused: true}, ctable.ReadZeros)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Square().Sum().Backward()
+			if err := tbl.Update(keys, cgotorch.Ones([]int64{batch, 16})); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for i := 0; i < 5; i++ {
+		step()
+	}
+	_, before, err := ctable.ScratchStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 20
+	for i := 0; i < steps; i++ {
+		step()
+	}
+	kept, after, err := ctable.ScratchStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("%d scratch vectors allocated in %d warm steps, want 0", after-before, steps)
+	}
+	if kept <= 0 || kept > 4*256<<10 {
+		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 1 MiB", kept)
+	}
+}
+
+// A reused vector holds what its last call left in it: an update of a table with admission on
+// (which sets no new-row flags: its ids have rows) must not take another call's flags for its
+// own. Here table a's update inserts its ids (flags 1) just before b's update on the same
+// thread; b's rows must be stepped from their values, not re-initialised first.
+func TestAdmittingUpdateAfterAnInsertingOne(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cfg := ctable.Config{Dim: 2, Init: ctable.InitZeros, Optimizer: ctable.OptSGD, OptParams: [8]float64{1}}
+	a, err := ctable.New("ctable-scratch-a", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := ctable.New("ctable-scratch-b", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.SetAdmission(2); err != nil {
+		t.Fatal(err)
+	}
+	keys := cgotorch.MustFromSlice([]int64{1, 2})
+	if err := b.Write(keys, cgotorch.MustFromSlice([]float32{5, 5, 5, 5}, 2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(cgotorch.MustFromSlice([]int64{10, 11, 12, 13}), cgotorch.Ones([]int64{4, 2})); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(keys, cgotorch.Ones([]int64{2, 2})); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := b.Read(keys, ctable.ReadZeros)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := cgotorch.ToSlice[float32](rows); !slices.Equal(v, []float32{4, 4, 4, 4}) {
+		t.Errorf("b's rows after a step of lr 1 and gradient 1 from 5: %v, want 4s", v)
+	}
+}
