@@ -181,10 +181,8 @@ func (o *Optimizer) LR() float64 {
 }
 
 // Step updates every parameter that has a gradient (parameters without one are skipped, as in
-// PyTorch), with gradient recording off, then calls Step of each Stepper (those of local tables
-// side by side on up to cgotorch.NumThreads() goroutines: the result does not depend on the
-// thread count). A failing tensor operation (a closed parameter, say) is returned as an error,
-// as are the Steppers' errors.
+// PyTorch), with gradient recording off, then calls Step of each Stepper. A failing tensor
+// operation (a closed parameter, say) is returned as an error, as are the Steppers' errors.
 // When the model is a GradientSyncer, its gradients are synchronized first; if that fails,
 // Step returns the error and updates nothing.
 func (o *Optimizer) Step() error {
@@ -197,7 +195,13 @@ func (o *Optimizer) Step() error {
 	if err := o.stepOwn(); err != nil {
 		return err
 	}
-	return o.stepSteppers()
+	var errs []error
+	for _, s := range o.steppers {
+		if err := s.Step(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stepOwn updates the parameter groups (not the Steppers) from the parameters' own gradients,
