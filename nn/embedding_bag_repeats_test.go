@@ -159,18 +159,22 @@ func TestEmbeddingBagRepeatedBags(t *testing.T) {
 				// Occurrences counted: as a plain Embedding lookup of the same ids counts them.
 				plain := newTable("plain")
 				nn.NewEmbedding(plain, opts).Forward(cgotorch.MustFromSlice(ids))
-				_, _, freq, err := tbl.Metadata()
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _, wantFreq, err := plain.Metadata()
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, freq := idsAndFrequencies(t, tbl)
+				_, wantFreq := idsAndFrequencies(t, plain)
 				if !slices.Equal(freq, wantFreq) {
 					t.Fatalf("frequencies %v, want %v", freq, wantFreq)
 				}
 			})
 		})
 	}
+}
+
+// idsAndFrequencies returns the ids of tbl's rows and their lookup counts (Metadata's).
+func idsAndFrequencies(t *testing.T, tbl *embedding.Table) (ids, frequency []int64) {
+	t.Helper()
+	ids, _, frequency, err := tbl.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, frequency
 }
