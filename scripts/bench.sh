@@ -42,6 +42,10 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("MovieLensSVDppUsers ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_users_over_mf %.2f x\n", vu["MovieLensSVDppUsers ns/op"] / vu["MovieLensMF ns/op"]
        if (("MovieLensSVDppFloor ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_floor_over_mf %.2f x\n", vu["MovieLensSVDppFloor ns/op"] / vu["MovieLensMF ns/op"]
        if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
+       # Lookups of ids that differ only in their high bits over ids that differ in their low ones
+       # (BenchmarkIDBits; about 1 when the hash of the deduplication spreads both).
+       if (("IDBits/lookup-high ns/op" in vu) && ("IDBits/lookup-low ns/op" in vu)) printf "BENCH lookup_high_bit_ids_over_low %.2f x\n", vu["IDBits/lookup-high ns/op"] / vu["IDBits/lookup-low ns/op"]
+       if (("IDBits/bag-high ns/op" in vu) && ("IDBits/bag-low ns/op" in vu)) printf "BENCH bag_high_bit_ids_over_low %.2f x\n", vu["IDBits/bag-high ns/op"] / vu["IDBits/bag-low ns/op"]
        if (("CTRTrainRanks/2-pipelined samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        if (("CTRTrainRanks/2-pipelined-fork samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_fork_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined-fork samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        # The step of the tiny model (BenchmarkTinyStep; target: under 100 µs): the time of PyTorch over

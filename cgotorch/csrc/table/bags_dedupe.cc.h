@@ -65,10 +65,6 @@ struct BagIdTable {
 };
 thread_local BagIdTable bag_id_table;
 
-inline size_t bag_id_home(int64_t id, size_t mask) {
-  return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> 17) & mask;
-}
-
 // The distinct ids of ids[0, n) (skip, if not nullptr: the padding id, left out as -1).
 BagIds bag_ids(const int64_t *ids, int64_t n, const int64_t *skip) {
   if (static_cast<uint64_t>(n) > kBagPlaceMask) throw arg_error("a batch of " + std::to_string(n) + " ids is too large");
@@ -86,19 +82,19 @@ BagIds bag_ids(const int64_t *ids, int64_t n, const int64_t *skip) {
   uint64_t nu = 0;
   // Places id (the nu-th distinct one) in a free slot from its home on.
   auto put = [&](int64_t id, uint64_t place) {
-    size_t j = bag_id_home(id, mask);
+    size_t j = id_home(id, mask);
     while ((tb.slots[j].word >> kBagPlaceBits) == stamp) j = (j + 1) & mask;
     tb.slots[j] = BagIdSlot{id, stamp << kBagPlaceBits | place};
   };
   constexpr int64_t ahead = 16;
   for (int64_t i = 0; i < n; i++) {
     const int64_t id = ids[i];
-    if (i + ahead < n) __builtin_prefetch(&tb.slots[bag_id_home(ids[i + ahead], mask)], 1);
+    if (i + ahead < n) __builtin_prefetch(&tb.slots[id_home(ids[i + ahead], mask)], 1);
     if (skip != nullptr && id == *skip) {
       inv[i] = -1;
       continue;
     }
-    size_t j = bag_id_home(id, mask);
+    size_t j = id_home(id, mask);
     for (;;) {
       BagIdSlot &s = tb.slots[j];
       if ((s.word >> kBagPlaceBits) != stamp) {  // free: the id's first occurrence

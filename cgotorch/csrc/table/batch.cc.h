@@ -73,7 +73,7 @@ Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) {
   const uint64_t stamp = scratch.begin(cap);
   DedupeSlot *t = scratch.slots.data();
   const size_t mask = cap - 1;
-  auto home = [mask](int64_t id) { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> 17) & mask; };
+  auto home = [mask](int64_t id) { return id_home(id, mask); };
   uids = scratch_pool<int64_t>().take(static_cast<size_t>(n));
   int64_t *inv = inverse.data(), *up = uids.data();
   uint64_t nu = 0;
