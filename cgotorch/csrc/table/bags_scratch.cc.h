@@ -39,10 +39,11 @@ T *scratch(std::vector<T> &v, int64_t n) {
   if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
   return v.data();
 }
-// Frees a scratch buffer past 32 MiB (an unusually large call's) rather than keep it.
+// Frees a scratch buffer past 4 MiB (a call of more than half a million ids) rather than keep
+// it: every OS thread that runs bag calls keeps its own buffers, and Go may run many.
 template <class T>
 void trim_scratch(std::vector<T> &v) {
-  if (v.capacity() * sizeof(T) > (size_t{32} << 20)) std::vector<T>().swap(v);
+  if (v.capacity() * sizeof(T) > (size_t{4} << 20)) std::vector<T>().swap(v);
 }
 
 }  // namespace
