@@ -33,7 +33,7 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("CTRStep samples/s" in vu) && ("torch_CTRStep samples/s" in vu)) printf "BENCH ctr_step_gorec_over_torch %.2f x\n", vu["CTRStep samples/s"] / vu["torch_CTRStep samples/s"]
        if (("ShardedTable ns/op" in vu) && ("ShardedTable raw-ns/op" in vu)) printf "BENCH sharded_table_over_raw %.2f x\n", vu["ShardedTable ns/op"] / vu["ShardedTable raw-ns/op"]
        if (("CTRTrainRanks/2 samples/s" in vu) && ("CTRTrainRanks/1-local samples/s" in vu)) printf "BENCH ctr_2_ranks_over_1_local %.2f x\n", vu["CTRTrainRanks/2 samples/s"] / vu["CTRTrainRanks/1-local samples/s"]
-       # SVD++ (an EmbeddingBag of ~61k ids a batch) over plain MF, and one EmbeddingBag per table
+       # SVD++ (an EmbeddingBag of about 106k ids a batch, one bag per rating) over plain MF, and one EmbeddingBag per table
        # over one EmbeddingBagCollection, per training step (targets: under 3; above 1).
        # The same SVD++ with one bag per distinct user of the batch (the same function), and its
        # floor: the MF step plus only the C-side work of the implicit term (distinct ids, pooling
