@@ -32,12 +32,16 @@ import (
 //     and copied back into the model, so that the replica holds them too), and releases the
 //     lock (tens of microseconds for an MLP).
 //
-// Semantics. With one worker a Train call gives, bit for bit, what the synchronous loop
-// (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
+// Where the batches come from: TrainEach has each worker draw its own from its own sequence, in
+// its own goroutine (the fast form: no batch passes between goroutines); Train hands the
+// batches of one channel to whichever worker is free.
+//
+// Semantics. With one worker a Train or TrainEach call gives, bit for bit, what the synchronous
+// loop (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
 // each batch is trained exactly once, by one worker, and every update is applied whole: a table
 // update holds the table's write lock (row values and optimizer state of all its rows change
 // together), a dense step holds the trainer's lock. What is not deterministic is the order:
-// which worker takes which batch, the order of the table updates and of the dense steps, and
+// which worker takes which batch (with Train; TrainEach fixes it), the order of the table updates and of the dense steps, and
 // which versions of rows and weights a worker's forward pass read (the rows a lookup returns
 // are a consistent copy taken under the table's lock, possibly updated by other workers before
 // this worker's own update lands; the weights a replica holds are the model's as of that
@@ -48,8 +52,8 @@ import (
 //
 // opt must be made from model (nn.NewAdam(model, ...)); its Steppers are not called (the
 // replicas' fused lookups step the tables), and its step counts count every worker's steps.
-// Change opt's rates between Train calls, not during one. The model and its replicas must not
-// be used elsewhere during Train. The library keeps one malloc arena, and its allocator caches
+// Change opt's rates between calls, not during one. The model and its replicas must not
+// be used elsewhere during a call. The library keeps one malloc arena, and its allocator caches
 // tensor buffers per thread so that workers do not wait on that arena's lock for them
 // (docs/design.md): MALLOC_ARENA_MAX needs no setting (8 arenas gave about the cache's CPU time
 // per sample, with more resident memory: docs/performance.md, "Tensor-buffer cache").

@@ -15,15 +15,15 @@ import (
 
 func TestHogwildTrainEachOneWorkerEqualsSynchronous(t *testing.T) {
 	bs := hwBatches(30, 32, 6)
-	sync, opt, _ := newHW(t, 1)
-	trainSync(t, opt, bs, sync.loss)
+	ref, opt, _ := newHW(t, 1)
+	trainSync(t, opt, bs, ref.loss)
 	hw, _, h := newHW(t, 1)
 	for _, part := range [][]hwBatch{bs[:10], bs[10:]} { // a second call resumes
 		if err := h.TrainEach(context.Background(), func(int) iter.Seq[hwBatch] { return slices.Values(part) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sameBits(t, hw.state(t), sync.state(t))
+	sameBits(t, hw.state(t), ref.state(t))
 }
 
 // tagged is a batch that names its worker and its place in that worker's sequence.
@@ -68,7 +68,7 @@ func newHWEach(t *testing.T, workers int) *hwEach {
 	return e
 }
 
-// seq yields worker w's batches bs, tagged (w, 0), (w, 1), ...; before batch k it calls
+// taggedSeq yields worker w's batches bs, tagged (w, 0), (w, 1), ...; before batch k it calls
 // before(k) if before is not nil.
 func taggedSeq(w int, bs []hwBatch, before func(k int)) iter.Seq[tagged] {
 	return func(yield func(tagged) bool) {
