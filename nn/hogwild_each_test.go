@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/nn"
@@ -194,5 +195,39 @@ func TestHogwildTrainEachFailure(t *testing.T) {
 	e := newHWEach(t, 1)
 	if err := e.h.TrainEach(context.Background(), nil); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 		t.Fatalf("TrainEach(nil): %v, want ErrInvalidArgument", err)
+	}
+}
+
+// Train and TrainEach run one at a time: a Train call waits while a TrainEach call runs.
+func TestHogwildTrainEachOneCallAtATime(t *testing.T) {
+	e := newHWEach(t, 2)
+	bs := hwBatches(1, 8, 10)
+	started, release := make(chan struct{}), make(chan struct{})
+	each := make(chan error)
+	go func() {
+		each <- e.h.TrainEach(context.Background(), func(w int) iter.Seq[tagged] {
+			if w == 1 {
+				return nil
+			}
+			return taggedSeq(0, bs, func(int) {
+				close(started)
+				<-release
+			})
+		})
+	}()
+	<-started
+	train := make(chan error)
+	go func() { train <- e.h.Train(context.Background(), feed([]tagged{})) }()
+	select {
+	case err := <-train:
+		t.Fatalf("Train returned (%v) while TrainEach ran", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-each; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-train; err != nil {
+		t.Fatal(err)
 	}
 }
