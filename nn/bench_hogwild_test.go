@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gorec/gorec/cgotorch"
@@ -62,8 +63,8 @@ func setThreads(b *testing.B, n int) {
 }
 
 // benchCTRHogwild times nn.Hogwild with workers workers; a batch is the index of one of 16.
-// They receive the batches from a channel that a goroutine fills (Train), or with own, worker w
-// draws batches w, w+workers, ... itself (TrainEach).
+// They receive the batches from a channel that a goroutine fills (Train), or with own, each
+// draws its own (TrainEach).
 func benchCTRHogwild(b *testing.B, workers int, own bool) {
 	cgotorch.ManualSeed(0)
 	tables := newCTRTables(b)
@@ -81,9 +82,13 @@ func benchCTRHogwild(b *testing.B, workers int, own bool) {
 	}
 	train := func(n int) {
 		if own {
-			if err := h.TrainEach(context.Background(), func(w int) iter.Seq[int] {
+			// Each worker takes the next index from a counter: no batch is handed over, and
+			// no worker ends while the other has a share left (a fixed split of b.N leaves
+			// one core idle for the slower worker's rest).
+			var next atomic.Int64
+			if err := h.TrainEach(context.Background(), func(int) iter.Seq[int] {
 				return func(yield func(int) bool) {
-					for i := w; i < n && yield(i%len(ids)); i += workers {
+					for i := next.Add(1) - 1; i < int64(n) && yield(int(i)%len(ids)); i = next.Add(1) - 1 {
 					}
 				}
 			}); err != nil {
