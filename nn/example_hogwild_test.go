@@ -3,6 +3,7 @@ package nn_test
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -52,6 +53,43 @@ func ExampleHogwild() {
 		}
 	}()
 	if err := h.Train(context.Background(), batches); err != nil {
+		panic(err)
+	}
+	st, _ := users.Stats()
+	fmt.Printf("%d workers, %d ids, %d table steps\n", h.Workers(), st.Len, st.Step)
+	// Output:
+	// 2 workers, 20 ids, 100 table steps
+}
+
+// Each worker reads its own part of the data (Hogwild's classic form): worker w trains on
+// batches w, w+2, w+4, ..., drawn in its own goroutine, with no channel between them.
+func ExampleHogwild_TrainEach() {
+	users, _ := embedding.New(embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.01}})
+	defer users.Close()
+	model := newClickModel(users)
+	opt, err := nn.NewAdam(model, nn.AdamOptions{LR: 0.01})
+	if err != nil {
+		panic(err)
+	}
+	loss := nn.BCEWithLogits(nn.ReduceMean)
+	h, err := nn.NewHogwild(model, opt, 2,
+		func() (*clickModel, error) { return newClickModel(users), nil },
+		func(m *clickModel, b clicks) *nn.Tensor {
+			return loss(m.head.Forward(m.users.Forward(b.users)), b.labels)
+		})
+	if err != nil {
+		panic(err)
+	}
+	part := func(worker int) iter.Seq[clicks] {
+		return func(yield func(clicks) bool) {
+			for i := int64(worker); i < 100; i += int64(h.Workers()) {
+				if !yield(clicks{cgotorch.MustFromSlice([]int64{i % 10, i%10 + 10}), cgotorch.MustFromSlice([]float32{1, 0}, 2, 1)}) {
+					return // TrainEach stopped early (an error, or ctx done)
+				}
+			}
+		}
+	}
+	if err := h.TrainEach(context.Background(), part); err != nil {
 		panic(err)
 	}
 	st, _ := users.Stats()

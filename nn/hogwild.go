@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 
@@ -31,12 +32,16 @@ import (
 //     and copied back into the model, so that the replica holds them too), and releases the
 //     lock (tens of microseconds for an MLP).
 //
-// Semantics. With one worker a Train call gives, bit for bit, what the synchronous loop
-// (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
+// Where the batches come from: TrainEach has each worker draw its own from its own sequence, in
+// its own goroutine (the fast form: no batch passes between goroutines); Train hands the
+// batches of one channel to whichever worker is free.
+//
+// Semantics. With one worker a Train or TrainEach call gives, bit for bit, what the synchronous
+// loop (opt.ZeroGrad, step, Backward, opt.Step on model, in batch order) gives. With several workers,
 // each batch is trained exactly once, by one worker, and every update is applied whole: a table
 // update holds the table's write lock (row values and optimizer state of all its rows change
 // together), a dense step holds the trainer's lock. What is not deterministic is the order:
-// which worker takes which batch, the order of the table updates and of the dense steps, and
+// which worker takes which batch (with Train; TrainEach fixes it), the order of the table updates and of the dense steps, and
 // which versions of rows and weights a worker's forward pass read (the rows a lookup returns
 // are a consistent copy taken under the table's lock, possibly updated by other workers before
 // this worker's own update lands; the weights a replica holds are the model's as of that
@@ -47,8 +52,8 @@ import (
 //
 // opt must be made from model (nn.NewAdam(model, ...)); its Steppers are not called (the
 // replicas' fused lookups step the tables), and its step counts count every worker's steps.
-// Change opt's rates between Train calls, not during one. The model and its replicas must not
-// be used elsewhere during Train. The library keeps one malloc arena, and its allocator caches
+// Change opt's rates between calls, not during one. The model and its replicas must not
+// be used elsewhere during a call. The library keeps one malloc arena, and its allocator caches
 // tensor buffers per thread so that workers do not wait on that arena's lock for them
 // (docs/design.md): MALLOC_ARENA_MAX needs no setting (8 arenas gave about the cache's CPU time
 // per sample, with more resident memory: docs/performance.md, "Tensor-buffer cache").
@@ -204,12 +209,51 @@ func (h *Hogwild[M, B]) Workers() int { return len(h.replicas) }
 // call. Its error is the first failure (a panicking tensor operation in step or backward comes
 // back as an error, as cgotorch.Try gives it; a failed dense step, wrapped) or ctx's error; the
 // batches already trained stay trained, the batch that failed may have updated the tables, and
-// the batches left in the channel are not taken. Train calls run one at a time.
+// the batches left in the channel are not taken. Train and TrainEach calls run one at a time.
+// Whichever worker is free takes the next batch; TrainEach, where each worker reads its own
+// batches, saves the handoff (on 2 cores, the channel's receives wake an idle thread for the
+// sender about once a batch: docs/performance.md, "Workers that read their own batches").
 //
 // While it runs, Train raises GOMAXPROCS to Workers()+1 if it is lower, and restores it when
 // the last running Train returns: with no P to spare, Go's scheduler takes a worker's P away
 // during each long cgo call, which cost 20-30% of the CPU time per sample on 2 cores.
 func (h *Hogwild[M, B]) Train(ctx context.Context, batches <-chan B) error {
+	return h.run(ctx, func(ctx context.Context, _ int) iter.Seq[B] { return receive(ctx, batches) })
+}
+
+// TrainEach trains as Train does, but each worker draws its batches from its own sequence,
+// inside its own goroutine: worker w (which trains the w-th replica that NewHogwild made) calls
+// source(w) once, then trains on the batches the sequence yields, in order, until it ends
+// (a nil sequence yields none); TrainEach returns when every worker's sequence has ended, ctx is
+// done or a step fails. This is Hogwild's classic form (each thread reads its own partition of
+// the data): no batch passes between goroutines, so no thread is woken to hand one over.
+//
+// Everything else is Train's: one Train or TrainEach call at a time, GOMAXPROCS raised to
+// Workers()+1 while it runs, the replicas synchronized with the model first, no goroutine
+// outliving the call, and the first error returned (a tensor operation panicking in step,
+// backward or the sequence itself comes back as an error) or ctx's. A worker checks ctx
+// before training each batch it draws and stops its sequence (yield returns false) when ctx is
+// done or another worker failed; a sequence that may block a long time (reading a file or a
+// socket) should watch ctx itself, since TrainEach returns only once every sequence has
+// stopped.
+//
+// Semantics. With one worker, TrainEach gives bit for bit what the synchronous loop over
+// source(0)'s batches gives. With several, which batches each worker trains, and in which
+// order, is now fixed by the caller (Train leaves it to the scheduler); what stays
+// nondeterministic is the interleaving across workers: the order of the table updates and of
+// the dense steps, the versions of rows and weights each forward pass reads, and which
+// worker's buffers the model keeps (see Hogwild). A worker whose sequence ends early leaves
+// the others training.
+func (h *Hogwild[M, B]) TrainEach(ctx context.Context, source func(worker int) iter.Seq[B]) error {
+	if source == nil {
+		return invalid("hogwild: nil source")
+	}
+	return h.run(ctx, func(_ context.Context, w int) iter.Seq[B] { return source(w) })
+}
+
+// run is Train and TrainEach: worker w trains replica w on seq(ctx, w), where ctx is cancelled
+// when any worker fails.
+func (h *Hogwild[M, B]) run(ctx context.Context, seq func(ctx context.Context, worker int) iter.Seq[B]) error {
 	h.running.Lock()
 	defer h.running.Unlock()
 	defer reserveProcs(len(h.replicas))()
@@ -223,15 +267,15 @@ func (h *Hogwild[M, B]) Train(ctx context.Context, batches <-chan B) error {
 		once  sync.Once
 		first error
 	)
-	for _, r := range h.replicas {
+	for w, r := range h.replicas {
 		wg.Add(1)
-		go func(r *hogwildReplica[M]) {
+		go func() {
 			defer wg.Done()
-			if err := h.work(ctx, r, batches); err != nil {
+			if err := h.work(ctx, r, w, seq); err != nil {
 				once.Do(func() { first = err })
 				cancel()
 			}
-		}(r)
+		}()
 	}
 	wg.Wait()
 	if first != nil {
@@ -240,21 +284,43 @@ func (h *Hogwild[M, B]) Train(ctx context.Context, batches <-chan B) error {
 	return context.Cause(ctx)
 }
 
-// work trains r on batches until they end or ctx is done.
-func (h *Hogwild[M, B]) work(ctx context.Context, r *hogwildReplica[M], batches <-chan B) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case b, ok := <-batches:
-			if !ok {
-				return nil
-			}
-			if err := h.trainOne(r, b); err != nil {
-				return err
+// receive yields the batches received from batches until it is closed or ctx is done.
+func receive[B any](ctx context.Context, batches <-chan B) iter.Seq[B] {
+	return func(yield func(B) bool) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case b, ok := <-batches:
+				if !ok || !yield(b) {
+					return
+				}
 			}
 		}
 	}
+}
+
+// work trains r on the batches of open's sequence, opened and drawn in the worker's goroutine,
+// until it ends, ctx is done or a step fails.
+func (h *Hogwild[M, B]) work(ctx context.Context, r *hogwildReplica[M], w int, open func(context.Context, int) iter.Seq[B]) (err error) {
+	perr := cgotorch.Try(func() { // a tensor operation panicking in the sequence or in open
+		seq := open(ctx, w)
+		if seq == nil {
+			return
+		}
+		for b := range seq {
+			if ctx.Err() != nil {
+				return
+			}
+			if err = h.trainOne(r, b); err != nil {
+				return
+			}
+		}
+	})
+	if err == nil {
+		err = perr
+	}
+	return err
 }
 
 // trainOne is one worker step: forward, backward (stepping the tables), then the dense step

@@ -11,13 +11,13 @@ import (
 // park its thread until one frees: with GOMAXPROCS equal to the number of workers, two workers
 // on 2 cores used 20-30% more CPU per sample than one and gained 1.35x where two processes
 // gain 1.85x (docs/performance.md, "CTR step on 2 cores"). One P beyond the workers is never
-// retaken this way (sysmon leaves a P in a call alone while another is idle). So Train raises
-// GOMAXPROCS to workers+1 while it runs, if it is lower, and puts the old value back when the
-// last running Train returns. The extra P runs Go code only when there is some (the feeder of
-// the batches' channel, the collector); the OS then shares the cores among the threads.
+// retaken this way (sysmon leaves a P in a call alone while another is idle). So Train and
+// TrainEach raise GOMAXPROCS to workers+1 while they run, if it is lower, and put the old value
+// back when the last running call returns. The extra P runs Go code only when there is some (the
+// feeder of Train's channel, the collector); the OS then shares the cores among the threads.
 var hogwildProcs struct {
 	sync.Mutex
-	running int // Train calls running
+	running int // Train and TrainEach calls running
 	prev    int // GOMAXPROCS before the first of them raised it; 0 when none did
 }
 

@@ -55,6 +55,7 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        h = "CTRStepHogwild/"
        if ((h "workers-2 samples/s" in vu) && (h "sync-threads-1 samples/s" in vu)) {
          printf "BENCH ctr_hogwild_2_over_sync_1 %.2f x\n", vu[h "workers-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
+         if (h "workers-2-own samples/s" in vu) printf "BENCH ctr_hogwild_2_own_over_sync_1 %.2f x\n", vu[h "workers-2-own samples/s"] / vu[h "sync-threads-1 samples/s"]
          printf "BENCH ctr_hogwild_1_over_sync_1 %.2f x\n", vu[h "workers-1 samples/s"] / vu[h "sync-threads-1 samples/s"]
          printf "BENCH ctr_sync_2_over_sync_1 %.2f x\n", vu[h "sync-threads-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
          printf "BENCH ctr_independent_2_over_sync_1 %.2f x\n", vu[h "independent-2 samples/s"] / vu[h "sync-threads-1 samples/s"]
