@@ -166,18 +166,19 @@ fi
 # ---- 6. nn.Hogwild over the cores (issue #34: 0.8 x N on N cores): N workers, 1 thread each ---
 if [ -x build/cuda/nn.test ] && grep -q GOREC_BENCH_WORKERS nn/bench_hogwild_test.go 2>/dev/null; then
   for n in 4 8 16; do
-    secs=$(limit 40)
+    secs=$(limit 60)
     if [ "$secs" = 0 ]; then
       status "bench Hogwild workers=$n" "SKIPPED (out of time)"
       continue
     fi
     (cd nn && GOREC_BENCH_WORKERS=$n CUDA_VISIBLE_DEVICES= timeout -k 5 "$secs" \
-      "$ROOT/build/cuda/nn.test" -test.run '^$' -test.bench "BenchmarkCTRStepHogwild/(sync-threads-1|workers-$n)\$" \
+      "$ROOT/build/cuda/nn.test" -test.run '^$' -test.bench "BenchmarkCTRStepHogwild/(sync-threads-1|workers-$n|workers-$n-own)\$" \
       -test.benchtime 2s) >>"$OUT/06-bench-hogwild.log" 2>&1
     rc=$?
     one=$(grep 'sync-threads-1' "$OUT/06-bench-hogwild.log" | tail -1 | grep -o '[0-9.]* samples/s')
-    fig=$(grep "workers-$n-" "$OUT/06-bench-hogwild.log" | tail -1 | grep -o '[0-9.]* samples/s')
-    status "bench Hogwild workers=$n" "$([ $rc = 0 ] && echo "ok $fig (sync-1: $one)" || echo "FAILED rc=$rc")"
+    fig=$(grep "workers-$n-[0-9]" "$OUT/06-bench-hogwild.log" | tail -1 | grep -o '[0-9.]* samples/s')
+    own=$(grep "workers-$n-own" "$OUT/06-bench-hogwild.log" | tail -1 | grep -o '[0-9.]* samples/s')
+    status "bench Hogwild workers=$n" "$([ $rc = 0 ] && echo "ok $fig, own batches: $own (sync-1: $one)" || echo "FAILED rc=$rc")"
   done
 else
   status "bench Hogwild" "SKIPPED (no nn.test or GOREC_BENCH_WORKERS)"
