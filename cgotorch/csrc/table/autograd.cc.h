@@ -217,6 +217,14 @@ void keep_admitted(const at::Tensor &rows, const at::Tensor &uids, const std::ve
   if (node != nullptr) node->keep = long_tensor(admitted);
 }
 
+// Adds to counts[j] (zeroed, one per distinct id) the occurrences of distinct id j in the batch
+// (padding left out).
+void count_occurrences(const Dedupe &dd, int64_t *counts) {
+  for (int64_t v : dd.inverse) {
+    if (v >= 0) counts[static_cast<size_t>(v)]++;
+  }
+}
+
 // The rows of the distinct ids uids as [U, dim] on device (counts: their occurrences in the
 // batch); with a training lookup and grad mode on, their gradient goes to the table.
 at::Tensor unique_rows(const std::shared_ptr<Table> &t, const at::Tensor &uids, const int64_t *counts,
@@ -252,11 +260,8 @@ Gathered gather_batch(const std::shared_ptr<Table> &t, const at::Tensor &flat_id
                       const Options &o) {
   const int64_t n = flat_ids.size(0);
   Dedupe dd(flat_ids.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
-  Scratch<int64_t> counts(dd.uids.size());  // a training lookup counts every occurrence
-  std::fill(counts.v.begin(), counts.v.end(), 0);
-  for (int64_t v : dd.inverse) {
-    if (v >= 0) counts.v[static_cast<size_t>(v)]++;
-  }
+  Scratch<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  count_occurrences(dd, counts.data());
   Gathered g;
   g.weight = unique_rows(t, long_tensor(dd.uids), counts.data(), device, o);
   if (dd.skipped > 0) {
@@ -323,11 +328,8 @@ at::Tensor forward_host(const std::shared_ptr<Table> &t, const at::Tensor &ids, 
                         const Options &o) {
   const int64_t n = flat.size(0), d = t->dim();
   Dedupe dd(flat.data_ptr<int64_t>(), n, o.has_padding ? &o.padding_id : nullptr);
-  Scratch<int64_t> counts(dd.uids.size());  // a training lookup counts every occurrence
-  std::fill(counts.v.begin(), counts.v.end(), 0);
-  for (int64_t v : dd.inverse) {
-    if (v >= 0) counts.v[static_cast<size_t>(v)]++;
-  }
+  Scratch<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
+  count_occurrences(dd, counts.data());
   at::Tensor rows = unique_rows(t, long_tensor(dd.uids), counts.data(), at::kCPU, o).contiguous();
   std::vector<int64_t> shape(ids.sizes().begin(), ids.sizes().end());
   shape.push_back(d);

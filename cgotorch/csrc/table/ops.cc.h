@@ -14,9 +14,8 @@ at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out) {
 
 void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out) {
   const int64_t n = k.n;
-  Scratch<int64_t> scratch_rows(static_cast<size_t>(n));
+  Scratch<int64_t> scratch_rows(static_cast<size_t>(n), 0);
   std::vector<int64_t> &rows = scratch_rows.v;
-  std::fill(rows.begin(), rows.end(), 0);
   uint64_t remaps;
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -186,10 +185,8 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
     gptr.assign(static_cast<size_t>(u), nullptr);
     if (u < n) {
       // Ids occurring more than once get a row of sums.
-      Scratch<int32_t> scratch_count(static_cast<size_t>(u)), scratch_slot(static_cast<size_t>(u));
+      Scratch<int32_t> scratch_count(static_cast<size_t>(u), 0), scratch_slot(static_cast<size_t>(u), -1);
       std::vector<int32_t> &count = scratch_count.v, &slot = scratch_slot.v;
-      std::fill(count.begin(), count.end(), 0);
-      std::fill(slot.begin(), slot.end(), -1);
       for (int64_t i = 0; i < n; i++) count[static_cast<size_t>(dd.inverse[static_cast<size_t>(i)])]++;
       int32_t rep = 0;
       for (int64_t j = 0; j < u; j++) {
@@ -219,17 +216,15 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   if (step_ == std::numeric_limits<int64_t>::max()) {
     throw arg_error("the step counter is at its largest value (2^63 - 1): no step can follow");
   }
-  Scratch<int64_t> scratch_rows(static_cast<size_t>(u));
+  Scratch<int64_t> scratch_rows(static_cast<size_t>(u), 0);
   std::vector<int64_t> &rows = scratch_rows.v;
-  std::fill(rows.begin(), rows.end(), 0);
   const bool admitting = adm_.after > 1;
   if (admitting) {  // no new ids: the rows of the admitted ones
     drop_unadmitted(dd.uids, g, gptr, rows);
     u = dd.size();
   }
-  Scratch<uint8_t> scratch_is_new(static_cast<size_t>(u));
+  Scratch<uint8_t> scratch_is_new(static_cast<size_t>(u), 0);  // (the admitting path sets none)
   std::vector<uint8_t> &is_new = scratch_is_new.v;
-  std::fill(is_new.begin(), is_new.end(), uint8_t{0});  // (the admitting path sets none)
   const int64_t t = step_ + 1;
   const StepConsts c = opt_.begin(t);
   const int64_t *ids = dd.uids.data();

@@ -16,6 +16,7 @@
 #ifndef CGOTORCH_TABLE_SCRATCH_H
 #define CGOTORCH_TABLE_SCRATCH_H
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -84,6 +85,8 @@ template <class T>
 struct Scratch {
   std::vector<T> v;
   explicit Scratch(size_t n) : v(scratch_pool<T>().take(n)) {}
+  // n elements, each set to fill.
+  Scratch(size_t n, T fill) : Scratch(n) { std::fill(v.begin(), v.end(), fill); }
   ~Scratch() { scratch_pool<T>().give(std::move(v)); }
   Scratch(const Scratch &) = delete;
   Scratch &operator=(const Scratch &) = delete;
