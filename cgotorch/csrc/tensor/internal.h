@@ -78,7 +78,9 @@ class SerialBelow {
  private:
   int prev_ = 0;
 };
-// The work of matmul(a, b) in kParallelWork's units.
+// The work of a product of a (a_numel elements, last dimension n) by an [n, m] matrix, and of
+// matmul(a, b), in kParallelWork's units.
+int64_t product_work(int64_t a_numel, int64_t m);
 int64_t matmul_work(const at::Tensor &a, const at::Tensor &b);
 // Gives the calling thread back the count a small node's hook took (after a failed backward).
 void restore_threads();

@@ -76,13 +76,15 @@ at::Tensor SerialBelow::sized(at::Tensor out) const {
   return out;
 }
 
-int64_t matmul_work(const at::Tensor &a, const at::Tensor &b) {
-  if (a.dim() == 0 || b.dim() == 0) return std::max(a.numel(), b.numel());
+int64_t product_work(int64_t a_numel, int64_t m) {
   // Multiply-adds of a [.., n] x [n, m] product (broadcast batches included), a quarter each:
   // a blocked matrix kernel does about four of them in the time of one elementwise element.
-  const int64_t m = b.dim() >= 2 ? b.size(-1) : 1;
-  const int64_t macs = a.numel() * m;
-  return macs / 4;
+  return a_numel * m / 4;
+}
+
+int64_t matmul_work(const at::Tensor &a, const at::Tensor &b) {
+  if (a.dim() == 0 || b.dim() == 0) return std::max(a.numel(), b.numel());
+  return product_work(a.numel(), b.dim() >= 2 ? b.size(-1) : 1);
 }
 
 }  // namespace ct

@@ -62,7 +62,7 @@ ct_error ct_linear(ct_tensor *out, ct_tensor x, ct_tensor weight, ct_tensor bias
     need_out(out);
     const at::Tensor *b = ct::get_optional(bias);
     const at::Tensor &w = get(weight);
-    const int64_t work = get(x).numel() * (w.dim() == 2 ? w.size(0) : 1) / 4;  // as matmul_work
+    const int64_t work = ct::product_work(get(x).numel(), w.dim() == 2 ? w.size(0) : 1);  // (w is [m, n])
     ct::SerialBelow serial(work);
     *out = wrap(serial.sized(at::linear(get(x), w, b != nullptr ? c10::optional<at::Tensor>(*b) : c10::nullopt)));
   });
