@@ -62,8 +62,77 @@ func TestTableCallsReuseScratch(t *testing.T) {
 	if after != before {
 		t.Errorf("%d scratch vectors allocated in %d warm steps, want 0", after-before, steps)
 	}
-	if kept <= 0 || kept > 4*256<<10 {
-		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 1 MiB", kept)
+	if kept <= 0 || kept > scratchThreadBytes {
+		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 8 MiB", kept)
+	}
+}
+
+// scratchThreadBytes is the most a thread keeps (scratch.h, kScratchThreadBytes).
+const scratchThreadBytes = 8 << 20
+
+// bagCall runs a training call over large bags (200k ids of 7.5k distinct: 1.6 MB of row
+// pointers alone) and its backward pass, on the calling thread.
+func bagCall(tbl *ctable.Table, rng *rand.Rand) (err error) {
+	const bags, per = 1000, 200
+	ids, offsets, weights := make([]int64, 0, bags*per), make([]int64, 0, bags), make([]float32, 0, bags*per)
+	for b := 0; b < bags; b++ {
+		offsets = append(offsets, int64(len(ids)))
+		for range per {
+			ids, weights = append(ids, rng.Int63n(7500)), append(weights, 0.1)
+		}
+	}
+	cgotorch.WithScope(func(*cgotorch.Scope) {
+		var out *cgotorch.Tensor
+		out, err = ctable.ForwardBags([]ctable.BagFeature{{Table: tbl, Mode: ctable.BagSum, Opts: ctable.ForwardOptions{Train: true}}},
+			1, cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(offsets), cgotorch.MustFromSlice(weights), ctable.BagOffsets)
+		if err == nil {
+			out.Sum().Backward()
+		}
+	})
+	return err
+}
+
+func newScratchTable(t *testing.T, name string) *ctable.Table {
+	t.Helper()
+	tbl, err := ctable.New(name, ctable.Config{Dim: 16, Init: ctable.InitZeros, Optimizer: ctable.OptSGD, OptParams: [8]float64{0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tbl.Close() })
+	return tbl
+}
+
+// The bags' per-call buffers (row pointers, weights, ids) come from the thread's scratch pool:
+// a thread that ran a call over large bags keeps them there (more than the 1 MiB the pool kept
+// at most before its size-aware bound; the bags kept theirs apart), and further calls of the
+// same size allocate none.
+func TestBagCallsKeepBuffersInThePool(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tbl := newScratchTable(t, "ctable-scratch-bags")
+	rng := rand.New(rand.NewSource(2))
+	calls := func() {
+		for range 3 {
+			if err := bagCall(tbl, rng); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	calls()
+	_, before, err := ctable.ScratchStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls()
+	kept, after, err := ctable.ScratchStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("%d scratch vectors allocated in 3 warm bag calls, want 0", after-before)
+	}
+	if kept <= 1<<20 || kept > scratchThreadBytes {
+		t.Errorf("the thread keeps %d bytes of scratch after bag calls of 200k ids, want over 1 MiB and at most 8 MiB", kept)
 	}
 }
 
