@@ -136,6 +136,44 @@ func TestBagCallsKeepBuffersInThePool(t *testing.T) {
 	}
 }
 
+// Releasing the cached memory (cgotorch.ReleaseCachedMemory, and a table's Compact) frees the
+// scratch every thread keeps, not only the caller's: here a thread that ran table calls and
+// then waits, as Go's idle OS threads do. Before, neither release touched the scratch.
+func TestReleaseFreesEveryThreadsScratch(t *testing.T) {
+	tbl := newScratchTable(t, "ctable-scratch-release")
+	for _, release := range []struct {
+		name string
+		run  func() error
+	}{
+		{"ReleaseCachedMemory", func() error { cgotorch.ReleaseCachedMemory(); return nil }},
+		{"Compact", tbl.Compact},
+	} {
+		ran, released, done := make(chan int64), make(chan struct{}), make(chan int64)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := bagCall(tbl, rand.New(rand.NewSource(3))); err != nil {
+				t.Error(err)
+			}
+			kept, _, _ := ctable.ScratchStats()
+			ran <- kept
+			<-released
+			kept, _, _ = ctable.ScratchStats()
+			done <- kept
+		}()
+		if kept := <-ran; kept <= 0 {
+			t.Errorf("%s: the thread keeps %d bytes after a bag call, want some", release.name, kept)
+		}
+		if err := release.run(); err != nil { // (on this goroutine's thread, not the other's)
+			t.Fatal(err)
+		}
+		close(released)
+		if kept := <-done; kept != 0 {
+			t.Errorf("after %s, the other thread keeps %d bytes of scratch, want 0", release.name, kept)
+		}
+	}
+}
+
 // A reused vector holds what its last call left in it: an update of a table with admission on
 // (which sets no new-row flags: its ids have rows) must not take another call's flags for its
 // own. Here table a's update inserts its ids (flags 1) just before b's update on the same

@@ -18,12 +18,23 @@
 // its n elements (a batch's small vectors and a bag call's large ones share a pool without
 // trading places); a give beyond the bounds drops smaller kept vectors of its type to make room,
 // or frees the given one.
+//
+// Release: every thread's pools are listed in a registry. release_scratch_pools (called through
+// release_table_scratch by the tensor cache's release: ct_tensor_cache_release and the tables'
+// Compact) frees the kept vectors of every thread at once, under each pool's lock. A lock, not
+// an epoch each thread checks at its next take (as the tensor cache does): Go keeps OS threads
+// that may never run a table call again, and an epoch would leave their scratch with them. The
+// owner takes its lock (uncontended but for a release: an atomic exchange, then a store) once per
+// take and per give.
 #ifndef CGOTORCH_TABLE_SCRATCH_H
 #define CGOTORCH_TABLE_SCRATCH_H
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -35,7 +46,24 @@ constexpr size_t kScratchKept = 16;
 constexpr size_t kScratchThreadBytes = size_t{8} << 20;
 constexpr size_t kScratchMaxBytes = size_t{4} << 20;
 
-// One element type's kept vectors of a thread (ThreadScratch holds them).
+// A lock held for a few instructions by one thread nearly always (a pool's owner; a release
+// rarely): a spin on one flag.
+class ScratchLock {
+ public:
+  void lock() {
+    while (f_.test_and_set(std::memory_order_acquire)) {
+      for (int spins = 0; f_.test(std::memory_order_relaxed); spins++) {
+        if (spins >= 64) std::this_thread::yield();  // (the holder may be off its core)
+      }
+    }
+  }
+  void unlock() { f_.clear(std::memory_order_release); }
+
+ private:
+  std::atomic_flag f_ = ATOMIC_FLAG_INIT;
+};
+
+// One element type's kept vectors of a thread (ThreadScratch holds them; its lock guards them).
 template <class T>
 class ScratchPool {
  public:
@@ -57,7 +85,7 @@ class ScratchPool {
   }
 
   // Keeps v if the bounds allow, once smaller kept vectors are dropped for it (into dropped,
-  // freed by the caller); otherwise leaves it in v.
+  // freed by the caller outside the lock); otherwise leaves it in v.
   void keep(std::vector<T> &v, size_t &bytes, std::vector<std::vector<T>> &dropped) {
     const size_t b = v.capacity() * sizeof(T);
     if (b == 0 || b > kScratchMaxBytes) return;
@@ -87,19 +115,46 @@ class ScratchPool {
 using ScratchTypes = std::tuple<ScratchPool<int64_t>, ScratchPool<int32_t>, ScratchPool<uint8_t>,
                                 ScratchPool<const float *>, ScratchPool<float>>;
 
-// A thread's pools.
+// A thread's pools, listed in the registry from its first take to its exit.
 struct ThreadScratch {
+  ScratchLock mu;
   size_t bytes = 0;        // kept, over every type
   int64_t allocated = 0;   // takes that allocated (ct_table_scratch_stats)
   ScratchTypes pools;
+  ThreadScratch *prev = nullptr, *next = nullptr;  // the registry's list, under its mutex
+  ThreadScratch();
   ~ThreadScratch();
 };
+
+struct ScratchRegistry {
+  std::mutex mu;
+  ThreadScratch *first = nullptr;
+};
+// Never destroyed: threads may exit while the process does.
+inline ScratchRegistry &scratch_registry() {
+  static ScratchRegistry *r = new ScratchRegistry();
+  return *r;
+}
+
+inline ThreadScratch::ThreadScratch() {
+  ScratchRegistry &r = scratch_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  next = r.first;
+  if (r.first != nullptr) r.first->prev = this;
+  r.first = this;
+}
 
 // Set once the thread's ThreadScratch is destroyed (its exit): a vector given back later is
 // freed, a take allocates. Constant-initialized and trivially destructible, so readable then.
 inline thread_local bool scratch_thread_gone = false;
 
 inline ThreadScratch::~ThreadScratch() {
+  {
+    ScratchRegistry &r = scratch_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    (prev != nullptr ? prev->next : r.first) = next;
+    if (next != nullptr) next->prev = prev;
+  }
   scratch_thread_gone = true;  // (the pools' vectors are freed with the members)
 }
 
@@ -130,6 +185,7 @@ struct scratch_pool_ref {
     std::vector<T> v;
     if (!scratch_thread_gone) {
       ThreadScratch &s = thread_scratch();
+      std::lock_guard<ScratchLock> lock(s.mu);
       v = std::get<ScratchPool<T>>(s.pools).take_kept(n, s.bytes);
       if (v.capacity() != 0) return v;
       s.allocated++;
@@ -145,9 +201,10 @@ struct scratch_pool_ref {
     std::vector<std::vector<T>> dropped;
     if (!scratch_thread_gone) {
       ThreadScratch &s = thread_scratch();
+      std::lock_guard<ScratchLock> lock(s.mu);
       std::get<ScratchPool<T>>(s.pools).keep(own, s.bytes, dropped);
     }
-  }  // (own, if not kept, and dropped freed here)
+  }  // (own, if not kept, and dropped freed here, outside the lock)
 };
 template <class T>
 scratch_pool_ref<T> scratch_pool() {
@@ -176,8 +233,22 @@ inline void scratch_stats(int64_t *kept_bytes, int64_t *allocated) {
   *allocated = 0;
   if (scratch_thread_gone) return;
   ThreadScratch &s = thread_scratch();
+  std::lock_guard<ScratchLock> lock(s.mu);
   *kept_bytes = static_cast<int64_t>(s.bytes);
   *allocated = s.allocated;
+}
+
+// Frees the kept vectors of every thread's pools (vectors in use stay with their calls, and go
+// back to their pools after).
+inline void release_scratch_pools() noexcept {
+  ScratchRegistry &r = scratch_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (ThreadScratch *s = r.first; s != nullptr; s = s->next) {
+    ScratchTypes drained;  // (freed when this iteration ends, outside the thread's lock)
+    std::lock_guard<ScratchLock> tl(s->mu);
+    std::swap(drained, s->pools);
+    s->bytes = 0;
+  }
 }
 
 }  // namespace table
