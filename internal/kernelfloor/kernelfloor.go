@@ -52,13 +52,14 @@ type Batch struct {
 	occW             []float32
 }
 
-// NewBatch prepares the bags of ids (bag b: positions [offsets[b], offsets[b+1]), the last one
-// to the end) with per-id weights: the distinct ids become rows 0..Rows-1 in order of first
+// NewBatch prepares the bags of ids (bag b: positions [offsets[b], offsets[b+1]), the first at
+// 0, the last one to the end) with per-id weights: the distinct ids become rows 0..Rows-1 in order of first
 // occurrence.
 func NewBatch(ids, offsets []int64, weights []float32, dim int) (*Batch, error) {
 	n := len(ids)
-	if len(weights) != n || dim <= 0 || n > math.MaxInt32 {
-		return nil, fmt.Errorf("kernelfloor: %d ids, %d weights, dim %d", n, len(weights), dim)
+	if len(weights) != n || dim <= 0 || n > math.MaxInt32 || (n > 0 && (len(offsets) == 0 || offsets[0] != 0)) {
+		return nil, fmt.Errorf("kernelfloor: %d ids, %d weights, %d offsets (the first at 0), dim %d", n, len(weights),
+			len(offsets), dim)
 	}
 	b := &Batch{Dim: dim, Bags: len(offsets), bagStart: make([]int32, len(offsets)+1), idx: make([]int32, n),
 		w: append([]float32(nil), weights...)}

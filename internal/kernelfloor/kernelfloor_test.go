@@ -90,8 +90,10 @@ func TestNewBatchRows(t *testing.T) {
 		!slices.Equal(b.occBag, []int32{0, 2, 0, 2, 2}) || !slices.Equal(b.occW, []float32{1, 3, 2, 5, 4}) {
 		t.Fatalf("batch %+v", b)
 	}
-	if _, err := NewBatch([]int64{1, 2}, []int64{0, 3}, []float32{1, 1}, 4); err == nil {
-		t.Error("an offset past the ids: no error")
+	for _, offsets := range [][]int64{{0, 3}, {1}, {}, {0, 2, 1}} {
+		if _, err := NewBatch([]int64{1, 2}, offsets, []float32{1, 1}, 4); err == nil {
+			t.Errorf("offsets %v of 2 ids: no error", offsets)
+		}
 	}
 }
 
