@@ -13,8 +13,10 @@
 //   - the SparseAdam step of the U rows, with torch.optim.SparseAdam's operations in its order:
 //     one square root and one division per element (SparseAdam).
 //
-// Each product is rounded before it is added (no fused multiply-add), as torch computes them:
-// every form gives the same bits as the package's tests' plain Go computation. With threads > 1
-// a kernel splits its rows into that many ranges of about equal work, each run on its own
-// goroutine. Not part of gorec's API: a benchmark's yardstick.
+// Each product is rounded before it is added (no fused multiply-add), as SparseAdam computes
+// them (torch's pooling fuses them, as gorec's kernels do: one instruction fewer an element, in
+// kernels bound by loading rows, not by their arithmetic), so that every form gives the same
+// bits as the package's tests' plain Go computation. With threads > 1 a kernel splits its rows
+// into that many ranges of about equal work, each run on its own goroutine. Not part of gorec's
+// API: a benchmark's yardstick.
 package kernelfloor

@@ -1,7 +1,7 @@
 // kernels.c: the floor kernels (kernelfloor.h), each in an AVX-512, an AVX2 and a portable form,
 // chosen by the caller (kf_supported). Compiled as ISO C (-std=c11, kernelfloor.go), whose
 // default is -ffp-contract=off (cgo refuses that flag itself): a product is rounded before it is
-// added, as torch and the Go reference of the tests compute it (GNU C's default would fuse them).
+// added, as SparseAdam and the tests' Go reference compute it (GNU C's default would fuse them).
 #include "kernelfloor.h"
 
 #include <math.h>
