@@ -14,6 +14,7 @@ import "C"
 func CachedBytes() int64 { return int64(C.ct_tensor_cache_bytes()) }
 
 // ReleaseCachedMemory frees the allocator's central pool and the calling thread's cache now,
-// has every other thread free its cache at its next tensor allocation or free, and returns the
-// heap's free memory to the system. Compacting an embedding table does it too.
+// has every other thread free its cache at its next tensor allocation or free, frees the
+// scratch vectors that the embedding tables' calls keep on every thread (up to 8 MiB a thread),
+// and returns the heap's free memory to the system. Compacting an embedding table does it too.
 func ReleaseCachedMemory() { must("release cached memory", C.ct_tensor_cache_release()) }

@@ -179,13 +179,14 @@ func (t *Table) metadata(op string) (ids, lastStep, frequency []int64, err error
 }
 
 // Compact moves the live rows into the lowest row indices and frees the storage blocks above them,
-// so that Stats().Bytes falls after evictions, and returns the freed memory to the system (on
-// glibc it also trims the C heap, malloc_trim, where the per-row metadata, the id map and the
-// scratch of earlier operations were freed: without that, glibc kept about 110 MB of a 2M-id
-// table in its free lists after evicting 90% of it). Only the rows at or above the new Len move (into
-// indices freed below it), so its cost follows the deletions, not the table; the id map is rebuilt
-// smaller when it has room for over twice the ids it holds (after a quarter or more of them went; a
-// Capacity reserved in the Config goes then too). Row indices (Indices) change.
+// so that Stats().Bytes falls after evictions, and returns the freed memory to the system: the
+// cached tensor buffers and the scratch vectors every thread's table calls keep are freed (as
+// cgotorch.ReleaseCachedMemory does), and on glibc the C heap is trimmed (malloc_trim), where the
+// per-row metadata, the id map and that scratch were freed: without that, glibc kept about 110 MB
+// of a 2M-id table in its free lists after evicting 90% of it. Only the rows at or above the new
+// Len move (into indices freed below it), so its cost follows the deletions, not the table; the id
+// map is rebuilt smaller when it has room for over twice the ids it holds (after a quarter or more
+// of them went; a Capacity reserved in the Config goes then too). Row indices (Indices) change.
 func (t *Table) Compact() error {
 	if t == nil {
 		return errNilTable

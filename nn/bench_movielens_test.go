@@ -5,9 +5,11 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/internal/kernelfloor"
 	"github.com/gorec/gorec/nn"
 )
 
@@ -31,8 +33,12 @@ import (
 // BenchmarkMovieLensSVDppFloor times the MF step plus only the work the implicit term cannot do
 // without for the same batches: its bags' distinct ids, pooling forward, pooling backward (of a
 // fixed output gradient), and the SparseAdam step of the distinct ids, on per-user bags built
-// before the timer, with no model or loss around them. scripts/bench.sh prints the ratios of the
-// three to MF (target: SVD++ within 3x of MF; the floor shows how far down that can go).
+// before the timer, with no model or loss around them. BenchmarkMovieLensSVDppHardwareFloor
+// times the MF step plus the least that work can be on this machine: internal/kernelfloor's
+// pooling forward, pooling backward and SparseAdam of the distinct rows, on contiguous rows and
+// occurrence lists prepared before the timer (no table, hash, autograd or tensor). scripts/bench.sh
+// prints the ratios of the four to MF (target: SVD++ within 3x of MF; the floors show how far
+// down that can go with today's kernels and on this hardware).
 const (
 	mlUsers = 671
 	mlItems = 9066
@@ -308,4 +314,74 @@ func BenchmarkMovieLensSVDppFloor(b *testing.B) {
 		ml.bagIDs += f.n
 	})
 	b.ReportMetric(float64(ml.bagIDs)/float64(b.N), "bag-ids/op")
+}
+
+// mlHardwareBatches are every batch's per-user bags prepared for internal/kernelfloor: rows
+// remapped to 0..U-1 and each row's occurrences listed (built once per process).
+var mlHardwareBatches = sync.OnceValue(func() []*kernelfloor.Batch {
+	ratings, rated := mlData()
+	batches := make([]*kernelfloor.Batch, len(ratings)/mlBatch)
+	var bf mlBuffers
+	for k := range batches {
+		bf.input(ratings[k*mlBatch:(k+1)*mlBatch], rated, mlPerUser)
+		fb, err := kernelfloor.NewBatch(bf.ids, bf.offsets, bf.weights, mlDim)
+		if err != nil {
+			panic(err)
+		}
+		batches[k] = fb
+	}
+	return batches
+})
+
+// BenchmarkMovieLensSVDppHardwareFloor times the MF step plus the implicit term's unavoidable
+// kernels at this machine's speed (internal/kernelfloor, its widest instruction set) for the same
+// batches' per-user bags: pooling forward of the bags' rows, pooling backward of a fixed output
+// gradient into a [U, dim] gradient, and the SparseAdam step of the U rows (rows, moments and
+// gradient contiguous). GOREC_BENCH_THREADS=2 splits each kernel over two goroutines.
+func BenchmarkMovieLensSVDppHardwareFloor(b *testing.B) {
+	ml := newMLBench(b, false)
+	batches := mlHardwareBatches()
+	threads := cgotorch.NumThreads()
+	isa := kernelfloor.Best()
+	rows, bags := 0, 0
+	for _, fb := range batches {
+		rows, bags = max(rows, fb.Rows), max(bags, fb.Bags)
+	}
+	rng := rand.New(rand.NewSource(5))
+	p, m, v, g := make([]float32, rows*mlDim), make([]float32, rows*mlDim), make([]float32, rows*mlDim), make([]float32, rows*mlDim)
+	for i := range p {
+		p[i] = float32(rng.NormFloat64() * 0.01)
+	}
+	out, bagGrad := make([]float32, bags*mlDim), make([]float32, bags*mlDim)
+	for i := range bagGrad {
+		bagGrad[i] = 1e-3
+	}
+	opt := kernelfloor.AdamOptions{LR: 0.003, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	step := 0
+	var fwd, bwd, adam time.Duration // each kernel's wall time over the timed steps
+	ml.run(b, mlMF, func(k int) {
+		if step == ml.nb { // (run's warm-up is ml.nb steps)
+			fwd, bwd, adam = 0, 0, 0
+		}
+		fb := batches[k%ml.nb]
+		n := fb.Rows * mlDim
+		t0 := time.Now()
+		fb.Forward(isa, out[:fb.Bags*mlDim], p[:n], threads)
+		t1 := time.Now()
+		fb.Backward(isa, g[:n], bagGrad[:fb.Bags*mlDim], threads)
+		t2 := time.Now()
+		step++
+		kernelfloor.SparseAdam(isa, p[:n], m[:n], v[:n], g[:n], opt, step, threads)
+		t3 := time.Now()
+		fwd, bwd, adam = fwd+t1.Sub(t0), bwd+t2.Sub(t1), adam+t3.Sub(t2)
+		ml.bagIDs += int64(fb.IDs())
+	})
+	b.ReportMetric(float64(ml.bagIDs)/float64(b.N), "bag-ids/op")
+	for _, k := range []struct {
+		unit string
+		d    time.Duration
+	}{{"fwd-ns/op", fwd}, {"bwd-ns/op", bwd}, {"adam-ns/op", adam}} {
+		b.ReportMetric(float64(k.d.Nanoseconds())/float64(b.N), k.unit)
+	}
+	b.Logf("kernels: %v, %d threads", isa, threads)
 }

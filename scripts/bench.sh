@@ -37,10 +37,13 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        # over one EmbeddingBagCollection, per training step (targets: under 3; above 1).
        # The same SVD++ with one bag per distinct user of the batch (the same function), and its
        # floor: the MF step plus only the C-side work of the implicit term (distinct ids, pooling
-       # forward and backward, SparseAdam of the distinct ids), each over the MF step.
+       # forward and backward, SparseAdam of the distinct ids), each over the MF step; and the
+       # hardware floor: the MF step plus the kernels of internal/kernelfloor for that work, on
+       # contiguous rows prepared beforehand (pooling forward and backward, SparseAdam).
        if (("MovieLensSVDpp ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_over_mf %.2f x\n", vu["MovieLensSVDpp ns/op"] / vu["MovieLensMF ns/op"]
        if (("MovieLensSVDppUsers ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_users_over_mf %.2f x\n", vu["MovieLensSVDppUsers ns/op"] / vu["MovieLensMF ns/op"]
        if (("MovieLensSVDppFloor ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_floor_over_mf %.2f x\n", vu["MovieLensSVDppFloor ns/op"] / vu["MovieLensMF ns/op"]
+       if (("MovieLensSVDppHardwareFloor ns/op" in vu) && ("MovieLensMF ns/op" in vu)) printf "BENCH movielens_svdpp_hardware_floor_over_mf %.2f x\n", vu["MovieLensSVDppHardwareFloor ns/op"] / vu["MovieLensMF ns/op"]
        if (("BagsSeparate ns/op" in vu) && ("BagsCollection ns/op" in vu)) printf "BENCH bags_separate_over_collection %.2f x\n", vu["BagsSeparate ns/op"] / vu["BagsCollection ns/op"]
        # Lookups of ids that differ only in their high bits over ids that differ in their low ones
        # (BenchmarkIDBits; about 1 when the hash of the deduplication spreads both).

@@ -62,8 +62,115 @@ func TestTableCallsReuseScratch(t *testing.T) {
 	if after != before {
 		t.Errorf("%d scratch vectors allocated in %d warm steps, want 0", after-before, steps)
 	}
-	if kept <= 0 || kept > 4*256<<10 {
-		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 1 MiB", kept)
+	if kept <= 0 || kept > scratchThreadBytes {
+		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 8 MiB", kept)
+	}
+}
+
+// scratchThreadBytes is the most a thread keeps (scratch.h, kScratchThreadBytes).
+const scratchThreadBytes = 8 << 20
+
+// bagCall runs a training call over large bags (200k ids of 7.5k distinct: 1.6 MB of row
+// pointers alone) and its backward pass, on the calling thread.
+func bagCall(tbl *ctable.Table, rng *rand.Rand) (err error) {
+	const bags, per = 1000, 200
+	ids, offsets, weights := make([]int64, 0, bags*per), make([]int64, 0, bags), make([]float32, 0, bags*per)
+	for b := 0; b < bags; b++ {
+		offsets = append(offsets, int64(len(ids)))
+		for range per {
+			ids, weights = append(ids, rng.Int63n(7500)), append(weights, 0.1)
+		}
+	}
+	cgotorch.WithScope(func(*cgotorch.Scope) {
+		var out *cgotorch.Tensor
+		out, err = ctable.ForwardBags([]ctable.BagFeature{{Table: tbl, Mode: ctable.BagSum, Opts: ctable.ForwardOptions{Train: true}}},
+			1, cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(offsets), cgotorch.MustFromSlice(weights), ctable.BagOffsets)
+		if err == nil {
+			out.Sum().Backward()
+		}
+	})
+	return err
+}
+
+func newScratchTable(t *testing.T, name string) *ctable.Table {
+	t.Helper()
+	tbl, err := ctable.New(name, ctable.Config{Dim: 16, Init: ctable.InitZeros, Optimizer: ctable.OptSGD, OptParams: [8]float64{0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tbl.Close() })
+	return tbl
+}
+
+// The bags' per-call buffers (row pointers, weights, ids) come from the thread's scratch pool:
+// a thread that ran a call over large bags keeps them there (more than the 1 MiB the pool kept
+// at most before its size-aware bound; the bags kept theirs apart), and further calls of the
+// same size allocate none.
+func TestBagCallsKeepBuffersInThePool(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tbl := newScratchTable(t, "ctable-scratch-bags")
+	rng := rand.New(rand.NewSource(2))
+	calls := func() {
+		for range 3 {
+			if err := bagCall(tbl, rng); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	calls()
+	_, before, err := ctable.ScratchStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls()
+	kept, after, err := ctable.ScratchStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("%d scratch vectors allocated in 3 warm bag calls, want 0", after-before)
+	}
+	if kept <= 1<<20 || kept > scratchThreadBytes {
+		t.Errorf("the thread keeps %d bytes of scratch after bag calls of 200k ids, want over 1 MiB and at most 8 MiB", kept)
+	}
+}
+
+// Releasing the cached memory (cgotorch.ReleaseCachedMemory, and a table's Compact) frees the
+// scratch every thread keeps, not only the caller's: here a thread that ran table calls and
+// then waits, as Go's idle OS threads do. Before, neither release touched the scratch.
+func TestReleaseFreesEveryThreadsScratch(t *testing.T) {
+	tbl := newScratchTable(t, "ctable-scratch-release")
+	for _, release := range []struct {
+		name string
+		run  func() error
+	}{
+		{"ReleaseCachedMemory", func() error { cgotorch.ReleaseCachedMemory(); return nil }},
+		{"Compact", tbl.Compact},
+	} {
+		ran, released, done := make(chan int64), make(chan struct{}), make(chan int64)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := bagCall(tbl, rand.New(rand.NewSource(3))); err != nil {
+				t.Error(err)
+			}
+			kept, _, _ := ctable.ScratchStats()
+			ran <- kept
+			<-released
+			kept, _, _ = ctable.ScratchStats()
+			done <- kept
+		}()
+		if kept := <-ran; kept <= 0 {
+			t.Errorf("%s: the thread keeps %d bytes after a bag call, want some", release.name, kept)
+		}
+		if err := release.run(); err != nil { // (on this goroutine's thread, not the other's)
+			t.Fatal(err)
+		}
+		close(released)
+		if kept := <-done; kept != 0 {
+			t.Errorf("after %s, the other thread keeps %d bytes of scratch, want 0", release.name, kept)
+		}
 	}
 }
 

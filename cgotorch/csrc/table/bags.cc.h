@@ -438,7 +438,7 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     f.same = find_repeats(bb->bounds, f.first_bag, bb->batch, all, bb->weights);
     // The ids of the first bags (every bag's when none repeats), and where each bag's start.
     std::vector<int64_t> &kept = bag_scratch.kept;
-    kept.clear();
+    reserve_scratch(kept, f.same.empty() ? 0 : end - f.base);  // (from the thread's pool)
     f.pos0.resize(static_cast<size_t>(bb->batch));
     for (int64_t b = 0; b < bb->batch; b++) {
       const int64_t p0 = bb->bounds[static_cast<size_t>(f.first_bag + b)];

@@ -1,11 +1,13 @@
 // bags_scratch.cc.h: memory of the bags' calls (bags.cc.h) that must not come from malloc
-// afresh each call: per-thread scratch buffers reused from call to call, and LongArray, an int64
-// array in a tensor's buffer (the tensor-buffer cache, allocator.cc.h). Included by bags.cc.h.
+// afresh each call: per-call buffers from the thread's scratch pool (scratch.h), and LongArray,
+// an int64 array in a tensor's buffer (the tensor-buffer cache, allocator.cc.h). Included by
+// bags.cc.h.
 //
 // Why: a call over large bags (SVD++'s: 51k ids) needs megabytes of index arrays. glibc maps a
 // block past its mmap threshold, which is dynamic (it rises to the largest mapped block freed),
 // so such blocks were mapped and page-faulted in afresh whenever the threshold stood below them
-// (docs/performance.md, "Large-bag kernels": 4.7% of a step in page faults).
+// (docs/performance.md, "Large-bag kernels": 4.7% of a step in page faults). The pool keeps them
+// (up to 4 MiB a vector, 8 MiB a thread) and frees them when the cached memory is released.
 
 namespace ct {
 namespace table {
@@ -25,25 +27,39 @@ struct LongArray {
   const int64_t *end() const { return p + n; }
 };
 
-// Per-thread buffers of the bags' calls, reused from call to call; each is used within one step
-// of a call (deduplication, pooling forward, pooling backward), never across them.
+// The buffers a bag call holds between scratch (or reserve_scratch) and trim_scratch: each is
+// used within one step of a call (deduplication, pooling forward, pooling backward), never
+// across them, and is the pool's again after trim_scratch. (A call that throws in between leaves
+// its buffer here until the thread's next call of that step takes it over.)
 struct BagScratch {
   std::vector<int64_t> kept, uids;
   std::vector<const float *> src;
   std::vector<float> w;
 };
 thread_local BagScratch bag_scratch;
-// A scratch buffer of at least n elements.
+// v's data, at least n elements, from the thread's pool.
 template <class T>
 T *scratch(std::vector<T> &v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  if (v.size() < static_cast<size_t>(n)) {
+    scratch_pool<T>().give(std::move(v));
+    v = scratch_pool<T>().take(static_cast<size_t>(n));
+  }
   return v.data();
 }
-// Frees a scratch buffer past 4 MiB (a call of more than half a million ids) rather than keep
-// it: every OS thread that runs bag calls keeps its own buffers, and Go may run many.
+// v emptied, with room for n elements, from the thread's pool.
+template <class T>
+void reserve_scratch(std::vector<T> &v, int64_t n) {
+  v.clear();
+  if (v.capacity() < static_cast<size_t>(n)) {
+    scratch_pool<T>().give(std::move(v));
+    v = scratch_pool<T>().reserve(static_cast<size_t>(n));
+  }
+}
+// Gives v back to the thread's pool.
 template <class T>
 void trim_scratch(std::vector<T> &v) {
-  if (v.capacity() * sizeof(T) > (size_t{4} << 20)) std::vector<T>().swap(v);
+  scratch_pool<T>().give(std::move(v));
+  v = std::vector<T>();
 }
 
 }  // namespace

@@ -6,6 +6,9 @@ namespace ct {
 
 void release_tensor_cache() noexcept;  // tensor/allocator.cc.h
 
+// Frees every thread's kept scratch vectors (scratch.h); release_tensor_cache calls it.
+void release_table_scratch() noexcept { table::release_scratch_pools(); }
+
 namespace table {
 
 namespace {
@@ -37,7 +40,8 @@ ct_idmap *packed_copy(const ct_idmap *map, const std::vector<int64_t> &from, con
 // chunks in its free lists and arenas and returns only the top of the main heap by itself: with
 // 2M ids, 90% evicted, about 110 MB stayed resident after a Compact (see TestCompactReturnsMemory).
 // Other C libraries: nothing (their own policy applies). The tensor allocator's cached buffers
-// are freed first (release_tensor_cache, which then calls malloc_trim). Takes no table lock.
+// and every thread's table scratch are freed first (release_tensor_cache, which then calls
+// malloc_trim). Takes no table lock.
 void return_free_memory() { release_tensor_cache(); }
 
 }  // namespace

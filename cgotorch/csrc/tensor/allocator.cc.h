@@ -358,8 +358,11 @@ struct Install {
 
 namespace ct {
 
-// Frees the central pool and the calling thread's cache, and has every other thread free its
-// cache at its next allocation or free; then hands the heap's free memory back to the system.
+void release_table_scratch() noexcept;  // table/compact.cc.h
+
+// Frees the central pool and the calling thread's cache, has every other thread free its cache
+// at its next allocation or free, and frees every thread's table scratch (table/scratch.h); then
+// hands the heap's free memory back to the system.
 void release_tensor_cache() noexcept {
   release_epoch.fetch_add(1, std::memory_order_acq_rel);
   ThreadCache &t = tcache;
@@ -382,6 +385,7 @@ void release_tensor_cache() noexcept {
     p.bytes = 0;
   }
   free_list(all);
+  release_table_scratch();
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif
