@@ -3,6 +3,8 @@
 // snapshot and close.
 // Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
+#include "optim_rows.h"
+
 namespace ct {
 namespace table {
 
@@ -300,38 +302,53 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
   float *const saved = undo.data();
   int64_t *const saved_stamp = undo_stamp.data();
   std::atomic<int32_t> most[3] = {{0}, {0}, {0}};
-  auto body = [&](int64_t begin, int64_t end) {
-    int32_t m[3] = {0, 0, 0};
-    for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
-    for (int64_t i = begin; i < end; i++) {
-      if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
-      const int64_t r = rows[i];
-      float *w = slot_ptr(0, r);
-      float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
-      float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
-      if (!safe) {
-        float *keep = saved + i * rowf;
-        for (int s = 0; s < ns; s++) {
-          std::memcpy(keep, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]));
-          keep += width_[s];
-        }
-        if (momentum) saved_stamp[i] = stamp_[static_cast<size_t>(r)];
-      }
-      if (momentum) {
-        catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
-        stamp_[static_cast<size_t>(r)] = t;
-      }
-      opt_.apply(c, gp[i], w, s0, s1);
-      if (!exact) continue;
-      for (int s = 0; s < ns; s++) m[s] = std::max(m[s], max_abs_bits(slot_ptr(s, r), width_[s]));
-    }
-    for (int s = 0; s < ns && exact; s++) {
-      int32_t cur = most[s].load(std::memory_order_relaxed);
-      while (m[s] > cur && !most[s].compare_exchange_weak(cur, m[s], std::memory_order_relaxed)) {
-      }
-    }
+  // The slots' addresses and bytes, taken once (the kernel's stores and the undo copies may
+  // write any float, so the compiler would load the table's fields again for every row).
+  SlotAddr at[3] = {slot_addr(0), slot_addr(0), slot_addr(0)};
+  size_t bytes[3] = {0, 0, 0};
+  for (int s = 0; s < ns; s++) {
+    at[s] = slot_addr(s);
+    bytes[s] = sizeof(float) * static_cast<size_t>(width_[s]);
+  }
+  // Always inlined: GCC deletes calls of a function that only prefetches (see prefetch_lines).
+  auto ahead = [&](int64_t r) __attribute__((always_inline)) {
+    for (int s = 0; s < ns; s++) prefetch_lines(at[s](r), bytes[s], true);
   };
-  for_rows(u, dim_ * 8, body);
+  // The loop over the rows, compiled once per rule with its kernel inline (optim_rows.h).
+  with_row_kernel(opt_, c, [&](const auto &kernel) {
+    auto body = [&](int64_t begin, int64_t end) {
+      int32_t m[3] = {0, 0, 0};
+      for (int64_t i = begin; i < end && i < begin + kAhead; i++) ahead(rows[i]);
+      for (int64_t i = begin; i < end; i++) {
+        if (i + kAhead < end) ahead(rows[i + kAhead]);
+        const int64_t r = rows[i];
+        float *w = at[0](r);
+        float *s0 = nstates_ > 0 ? at[1](r) : nullptr;
+        float *s1 = nstates_ > 1 ? at[2](r) : nullptr;
+        if (!safe) {
+          float *keep = saved + i * rowf;
+          for (int s = 0; s < ns; s++) {
+            std::memcpy(keep, at[s](r), bytes[s]);
+            keep += width_[s];
+          }
+          if (momentum) saved_stamp[i] = stamp_[static_cast<size_t>(r)];
+        }
+        if (momentum) {
+          catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
+          stamp_[static_cast<size_t>(r)] = t;
+        }
+        kernel(gp[i], w, s0, s1);
+        if (!exact) continue;
+        for (int s = 0; s < ns; s++) m[s] = std::max(m[s], max_abs_bits(at[s](r), width_[s]));
+      }
+      for (int s = 0; s < ns && exact; s++) {
+        int32_t cur = most[s].load(std::memory_order_relaxed);
+        while (m[s] > cur && !most[s].compare_exchange_weak(cur, m[s], std::memory_order_relaxed)) {
+        }
+      }
+    };
+    for_rows(u, dim_ * 8, body);
+  });
   if (!exact) {
     for (int s = 0; s < ns; s++) raise_max(s, bounds[s]);
     return;

@@ -1,5 +1,5 @@
 // optim_avx512.cc.h: the raw SparseAdam and Adagrad steps of one row sixteen floats at a time
-// (AVX-512), for CPUs that have it (Optim::apply calls them first; math.cc.h includes this file).
+// (AVX-512), for CPUs that have it (optim_rows.h's row kernels call them first).
 //
 // Why: a step of large sparse batches (SVD++'s implicit bags: about 7.5k distinct rows of 128
 // a step) was bound by the four-lane kernel's square roots and divisions (lanes.h), not by
@@ -7,8 +7,8 @@
 // Zen 5 core (docs/performance.md).
 //
 // Results do not change: each element goes through the same IEEE single-precision operations,
-// in the same order, as in math.cc.h's kernels (AVX-512's add, sub, mul, div and sqrt round as
-// the scalar ones do, and no product is fused into an add: see add16). The
+// in the same order, as in optim_rows.h's four-lane kernels (AVX-512's add, sub, mul, div and
+// sqrt round as the scalar ones do, and no product is fused into an add: see add16). The
 // row's tail (dim not a multiple of 16) runs in masked lanes. GOREC_NO_AVX512=1 in the
 // environment (read once) turns these kernels off: tests compare both paths bit for bit.
 #ifndef CT_TABLE_OPTIM_AVX512_H
@@ -65,7 +65,7 @@ __attribute__((target("avx512f"))) inline __m512 mul16(__m512 a, __m512 b) {
 
 }  // namespace
 
-// SparseAdam (math.cc.h's four-lane body, the same operations): a1 = 1 - b1, a2 = 1 - b2,
+// SparseAdam (optim_rows.h's four-lane body, the same operations): a1 = 1 - b1, a2 = 1 - b2,
 // nss = -step size.
 __attribute__((target("avx512f"))) inline void sparse_adam_avx512(int64_t d, const float *g, float *w, float *s0,
                                                                    float *s1, float a1, float a2, float eps, float nss) {
@@ -85,7 +85,7 @@ __attribute__((target("avx512f"))) inline void sparse_adam_avx512(int64_t d, con
   }
 }
 
-// Adagrad (the same operations as math.cc.h's): nclr = -clr.
+// Adagrad (the same operations as optim_rows.h's): nclr = -clr.
 __attribute__((target("avx512f"))) inline void adagrad_avx512(int64_t d, const float *g, float *w, float *s0, float nclr,
                                                                float eps) {
   const __m512 N = _mm512_set1_ps(nclr), E = _mm512_set1_ps(eps);
