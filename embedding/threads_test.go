@@ -1,7 +1,9 @@
 package embedding_test
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -88,5 +90,50 @@ func largeBatchesOverThreads(t *testing.T, opt embedding.Optimizer) {
 	}
 	if one.Len() != many.Len() || one.Len() == present {
 		t.Errorf("%d and %d rows", one.Len(), many.Len())
+	}
+}
+
+// A NaN or an Inf anywhere in a large batch's gradients (checked 64 floats at a time with
+// AVX-512, then 16, then the masked tail; rows of 37 floats) rejects the update, and the table
+// is left as it was.
+func TestLargeGradientsRejectedAnywhere(t *testing.T) {
+	const n, dim = 60000, 37
+	tbl := newTable(t, embedding.Config{Dim: dim, Optimizer: embedding.SparseAdam{}, Seed: 4})
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	grads := make([]float32, n*dim)
+	for i := range grads {
+		grads[i] = float32(i%7) - 3
+	}
+	if err := tbl.UpdateIDs(ids, grads); err != nil {
+		t.Fatal(err)
+	}
+	before := export(t, tbl)
+	half := n * dim / 2
+	for _, threads := range []int{1, 2} {
+		withThreads(t, threads, func() {
+			for _, at := range []int{0, 15, 16, 63, 64, dim, half - 1, half, half + 1, n*dim - 17, n*dim - 1} {
+				for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+					keep := grads[at]
+					grads[at] = bad
+					err := tbl.UpdateIDs(ids, grads)
+					grads[at] = keep
+					if !errors.Is(err, embedding.ErrBadInput) {
+						t.Fatalf("%d threads, %v at %d: %v, want ErrBadInput", threads, bad, at, err)
+					}
+				}
+			}
+		})
+	}
+	after := export(t, tbl)
+	if after.step != before.step {
+		t.Fatalf("step %d after rejected updates, was %d", after.step, before.step)
+	}
+	for _, id := range before.ids {
+		if !slices.Equal(after.rows[id], before.rows[id]) {
+			t.Fatalf("id %d: row changed by a rejected update", id)
+		}
 	}
 }

@@ -100,6 +100,7 @@
 #include "internal.h"
 #include "lanes.h"
 #include "meta.h"
+#include "optim_avx512.cc.h"
 
 namespace ct {
 namespace table {
@@ -276,11 +277,16 @@ at::Tensor upload(const at::Tensor &host, at::Device d) {
 }
 
 // The largest |element| of v (float32, any device): +Inf or NaN when one is Inf or NaN, 0
-// when v is empty. Vectorised on the CPU (max_abs_bits).
+// when v is empty. Vectorised on the CPU (max_abs_bits, sixteen lanes with AVX-512).
 double max_abs(const at::Tensor &v) {
   if (v.numel() == 0) return 0;
   if (v.device().is_cpu() && v.is_contiguous()) {
-    const int32_t b = max_abs_bits(v.data_ptr<float>(), v.numel());
+    const float *p = v.data_ptr<float>();
+#ifdef CT_TABLE_AVX512
+    const int32_t b = use_avx512() ? max_abs_bits_avx512(p, v.numel()) : max_abs_bits(p, v.numel());
+#else
+    const int32_t b = max_abs_bits(p, v.numel());
+#endif
     float f;
     std::memcpy(&f, &b, sizeof f);
     return f;
