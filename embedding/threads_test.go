@@ -37,7 +37,9 @@ func TestLargeBatchesOverThreads(t *testing.T) {
 }
 
 func largeBatchesOverThreads(t *testing.T, opt embedding.Optimizer) {
-	cfg := embedding.Config{Dim: 8, Optimizer: opt, Seed: 3}
+	// Dim 64: an update splits its rows by work (rows x floats touched, at least 2M floats), and
+	// 30k-50k distinct rows of 8 floats would stay on one thread.
+	cfg := embedding.Config{Dim: 64, Optimizer: opt, Seed: 3}
 	one, many := newTable(t, cfg, "one"), newTable(t, cfg, "many")
 	const present, n = 30000, 50000
 	fill := make([]int64, present)
@@ -93,11 +95,11 @@ func largeBatchesOverThreads(t *testing.T, opt embedding.Optimizer) {
 	}
 }
 
-// A NaN or an Inf anywhere in a large batch's gradients (checked 64 floats at a time with
-// AVX-512, then 16, then the masked tail; rows of 37 floats) rejects the update, and the table
-// is left as it was.
+// A NaN or an Inf anywhere in a large batch's gradients (checked in chunks over the threads, 16
+// floats at a time with AVX-512, rows of 37 floats: chunk and row tails) rejects the update, and
+// the table is left as it was.
 func TestLargeGradientsRejectedAnywhere(t *testing.T) {
-	const n, dim = 60000, 37
+	const n, dim = 60000, 37 // 2.2M floats: two chunks on two threads
 	tbl := newTable(t, embedding.Config{Dim: dim, Optimizer: embedding.SparseAdam{}, Seed: 4})
 	ids := make([]int64, n)
 	for i := range ids {

@@ -341,13 +341,9 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
         if (!exact) continue;
         for (int s = 0; s < ns; s++) m[s] = std::max(m[s], max_abs_bits(at[s](r), width_[s]));
       }
-      for (int s = 0; s < ns && exact; s++) {
-        int32_t cur = most[s].load(std::memory_order_relaxed);
-        while (m[s] > cur && !most[s].compare_exchange_weak(cur, m[s], std::memory_order_relaxed)) {
-        }
-      }
+      for (int s = 0; s < ns && exact; s++) raise_atomic(most[s], m[s]);
     };
-    for_rows(u, dim_ * 8, body);
+    for_work(u, rowf + dim_, body);  // (the row's slots and its gradient)
   });
   if (!exact) {
     for (int s = 0; s < ns; s++) raise_max(s, bounds[s]);
