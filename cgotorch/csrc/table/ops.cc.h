@@ -8,13 +8,13 @@
 namespace ct {
 namespace table {
 
-at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out) {
+at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out, uint64_t *remaps_out) {
   auto out = new_rows(k.n);
-  lookup_into(k, out, rows_out);
+  lookup_into(k, out, rows_out, remaps_out);
   return to_caller(out, k);
 }
 
-void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out) {
+void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out, uint64_t *remaps_out) {
   const int64_t n = k.n;
   Scratch<int64_t> scratch_rows(static_cast<size_t>(n), 0);
   std::vector<int64_t> &rows = scratch_rows.v;
@@ -26,6 +26,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *ro
       gather(rows.data(), n, 0, out);
       touch(rows.data(), n, step_, k.counts);
       if (rows_out != nullptr) rows_out->swap(rows);
+      if (remaps_out != nullptr) *remaps_out = remaps_;
       return;
     }
     remaps = remaps_;
@@ -34,6 +35,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *ro
   check_open();
   lookup_inserting(k, rows, remaps == remaps_, out, [] {});
   if (rows_out != nullptr) rows_out->swap(rows);
+  if (remaps_out != nullptr) *remaps_out = remaps_;
 }
 
 template <class F>
@@ -163,7 +165,7 @@ void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, con
   }
 }
 
-void Table::update(const Keys &k, const at::Tensor &grads_in) {
+void Table::update(const Keys &k, const at::Tensor &grads_in, const FoundRows *found) {
   const int64_t n = k.n;
   at::Tensor grads = check_rows(grads_in, "grads", n, dim_);
   if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
@@ -235,7 +237,13 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   // the rows to put back.
   double bounds[3];
   const bool safe = opt_.step_bound(c, vmax_, G, bounds) < FLT_MAX / 4;
-  if (!admitting) find_then_insert(ids, u, rows.data(), is_new.data());
+  if (!admitting) {
+    if (found != nullptr && found->remaps == remaps_ && static_cast<int64_t>(found->rows.size()) == u) {
+      std::copy(found->rows.begin(), found->rows.end(), rows.begin());  // no id has moved since
+    } else {
+      find_then_insert(ids, u, rows.data(), is_new.data());
+    }
+  }
   guarded(ids, is_new.data(), u, [&] {
     init_rows(ids, rows.data(), is_new.data(), u, false);
     if (raw_) {
@@ -537,6 +545,9 @@ void Table::close() {
     std::vector<at::Tensor>().swap(grads_.ids);
     std::vector<at::Tensor>().swap(grads_.grads);
     grads_.any = false;
+    grads_.looked_up = at::Tensor();
+    grads_.last = FoundRows();
+    grads_.first = FoundRows();
   }
   // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
   std::unique_lock<std::mutex> l(prefetches_.mu);

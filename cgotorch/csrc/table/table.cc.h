@@ -64,7 +64,7 @@
 //   autograd.cc.h    the tables inside libtorch's autograd graph
 //   bags.cc.h        embedding bags pooled in raw loops, several tables' in one call
 //   batch.cc.h       per batch: distinct ids (a stamped per-thread hash set), finiteness
-//   math.cc.h        initializers and the optimizers' per-row arithmetic
+//   math.cc.h        initializers and the optimizers' rules (their row kernels: optim_rows.h)
 //   seed.cc.h        a table's seed derived from its name (CT_TABLE_SEED_FROM_NAME)
 //   read_state.cc.h  the rows and optimizer states of a few ids (ct_table_read_state)
 // The files after capi.cc.h each hold one concern's members of class Table and its ct_table_*
@@ -405,14 +405,30 @@ struct Prefetches {
   std::condition_variable cv;
 };
 
+// The rows a lookup found for a batch's ids, and the table's remaps_ then: they stay valid while
+// remaps_ stays at it (see remaps_).
+struct FoundRows {
+  std::vector<int64_t> rows;
+  uint64_t remaps = 0;
+  bool valid = false;
+};
+
 // Pending gradients of the autograd path (gradients.cc.h: accept_grad .. step_pending), owned by
 // class Table as grads_: chunks of distinct ids (int64, CPU) and their gradients (on the storage
 // device). any also covers an empty batch (a step with no rows still counts, as with update).
 // mu is taken before the table's lock, never while holding it.
+//
+// The step of a single chunk takes its ids' rows from the training lookup that found them
+// instead of finding the ids again in the id map (half of the id map's time in SVD++'s step,
+// 7.5k ids): looked_up is the last training lookup's ids tensor (held, so that its identity
+// names that batch) and last its rows (kept only when admission left none out); first gets them
+// when the first chunk's ids are that tensor, and update uses them while remaps_ has not moved.
 struct PendingGrads {
   std::mutex mu;
   std::vector<at::Tensor> ids, grads;
   bool any = false;
+  at::Tensor looked_up;
+  FoundRows last, first;
 };
 
 struct Snapshot {
@@ -444,15 +460,18 @@ class Table : public std::enable_shared_from_this<Table> {
 
   const std::string &name() const { return name_; }
 
-  // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out.
-  at::Tensor lookup(const Keys &k, std::vector<int64_t> *rows_out = nullptr);
+  // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out;
+  // remaps_out (may be nullptr): remaps_ when they were found (they stay valid while it stays).
+  at::Tensor lookup(const Keys &k, std::vector<int64_t> *rows_out = nullptr, uint64_t *remaps_out = nullptr);
   // lookup and read into out [N, dim] on the storage device (read: found[N] may be NULL)
-  void lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out = nullptr);
+  void lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out = nullptr,
+                   uint64_t *remaps_out = nullptr);
   void read_into(const Keys &k, int32_t mode, at::Tensor &out, uint8_t *found);
   at::Tensor indices(const Keys &k, bool insert);
   std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
   void write(const Keys &k, const at::Tensor &values);
-  void update(const Keys &k, const at::Tensor &grads);
+  // found (may be nullptr): the rows of k's ids, if a lookup found them (see FoundRows).
+  void update(const Keys &k, const at::Tensor &grads, const FoundRows *found = nullptr);
   int64_t erase(const Keys &k);
   void clear();
   ct_table_stats stats();
@@ -472,7 +491,8 @@ class Table : public std::enable_shared_from_this<Table> {
   int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
-  at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr);
+  at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr,
+                           uint64_t *remaps_out = nullptr);
   // Rows [u, dim] of the distinct ids uids (int64 [u], CPU, contiguous), on device. train:
   // find-or-insert, and with max_norm > 0 the rows over it are renormalised in the table (as
   // PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
@@ -488,6 +508,9 @@ class Table : public std::enable_shared_from_this<Table> {
   // (distinct: uids are distinct, as one lookup's are.)
   void autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused, bool distinct);
   void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
+  // Keeps the rows a training lookup found for uids (PendingGrads: last), for their step.
+  void keep_found(const at::Tensor &uids, const std::vector<int64_t> &rows, uint64_t remaps);
+  void drop_pending();  // (grads_.mu held)
   // One optimizer step from the pending gradients (duplicates across passes summed), which are
   // then dropped; false (and nothing done) when there are none. On failure they are kept.
   bool step_pending();
