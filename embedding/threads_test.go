@@ -1,7 +1,9 @@
 package embedding_test
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -35,7 +37,9 @@ func TestLargeBatchesOverThreads(t *testing.T) {
 }
 
 func largeBatchesOverThreads(t *testing.T, opt embedding.Optimizer) {
-	cfg := embedding.Config{Dim: 8, Optimizer: opt, Seed: 3}
+	// Dim 64: an update splits its rows by work (rows x floats touched, at least 2M floats), and
+	// 30k-50k distinct rows of 8 floats would stay on one thread.
+	cfg := embedding.Config{Dim: 64, Optimizer: opt, Seed: 3}
 	one, many := newTable(t, cfg, "one"), newTable(t, cfg, "many")
 	const present, n = 30000, 50000
 	fill := make([]int64, present)
@@ -88,5 +92,50 @@ func largeBatchesOverThreads(t *testing.T, opt embedding.Optimizer) {
 	}
 	if one.Len() != many.Len() || one.Len() == present {
 		t.Errorf("%d and %d rows", one.Len(), many.Len())
+	}
+}
+
+// A NaN or an Inf anywhere in a large batch's gradients (checked in chunks over the threads, 16
+// floats at a time with AVX-512, rows of 37 floats: chunk and row tails) rejects the update, and
+// the table is left as it was.
+func TestLargeGradientsRejectedAnywhere(t *testing.T) {
+	const n, dim = 60000, 37 // 2.2M floats: two chunks on two threads
+	tbl := newTable(t, embedding.Config{Dim: dim, Optimizer: embedding.SparseAdam{}, Seed: 4})
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	grads := make([]float32, n*dim)
+	for i := range grads {
+		grads[i] = float32(i%7) - 3
+	}
+	if err := tbl.UpdateIDs(ids, grads); err != nil {
+		t.Fatal(err)
+	}
+	before := export(t, tbl)
+	half := n * dim / 2
+	for _, threads := range []int{1, 2} {
+		withThreads(t, threads, func() {
+			for _, at := range []int{0, 15, 16, 63, 64, dim, half - 1, half, half + 1, n*dim - 17, n*dim - 1} {
+				for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+					keep := grads[at]
+					grads[at] = bad
+					err := tbl.UpdateIDs(ids, grads)
+					grads[at] = keep
+					if !errors.Is(err, embedding.ErrBadInput) {
+						t.Fatalf("%d threads, %v at %d: %v, want ErrBadInput", threads, bad, at, err)
+					}
+				}
+			}
+		})
+	}
+	after := export(t, tbl)
+	if after.step != before.step {
+		t.Fatalf("step %d after rejected updates, was %d", after.step, before.step)
+	}
+	for _, id := range before.ids {
+		if !slices.Equal(after.rows[id], before.rows[id]) {
+			t.Fatalf("id %d: row changed by a rejected update", id)
+		}
 	}
 }

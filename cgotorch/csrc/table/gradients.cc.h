@@ -29,7 +29,8 @@ std::vector<int64_t> renorm_rows(at::Tensor &rows, double max_norm) {
   return pos;
 }
 
-at::Tensor Table::lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out) {
+at::Tensor Table::lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out,
+                                uint64_t *remaps_out) {
   const int64_t n = k.n;
   std::vector<int64_t> rows(static_cast<size_t>(n));
   auto out = new_rows(n);
@@ -45,6 +46,7 @@ at::Tensor Table::lookup_renorm(const Keys &k, double max_norm, std::vector<int6
     assign(sel, out, pos.data());
     modified(sel.data(), static_cast<int64_t>(sel.size()));
   });
+  if (remaps_out != nullptr) *remaps_out = remaps_;
   lock.unlock();
   if (rows_out != nullptr) rows_out->swap(rows);
   return to_caller(out, k);
@@ -72,6 +74,16 @@ void Table::accept_grad(const at::Tensor &uids, const at::Tensor &grads) {
   at::Tensor g = own_grads(grads, uids.size(0), dim_, float_opts());
   std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
+  if (grads_.ids.empty()) {  // the first chunk: its rows, if the last training lookup found them
+    grads_.first.valid = grads_.last.valid && grads_.looked_up.defined() &&
+                         grads_.looked_up.unsafeGetTensorImpl() == uids.unsafeGetTensorImpl();
+    if (grads_.first.valid) {
+      grads_.first.rows.swap(grads_.last.rows);
+      grads_.first.remaps = grads_.last.remaps;
+      grads_.last.valid = false;
+      grads_.looked_up = at::Tensor();
+    }
+  }
   grads_.ids.push_back(uids);
   grads_.grads.push_back(std::move(g));
   grads_.any = true;
@@ -93,19 +105,23 @@ bool Table::step_pending() {
   k.n = k.host.size(0);
   k.distinct = grads_.ids.size() == 1;  // each chunk's ids are distinct
   at::Tensor g = cat_or(grads_.grads, at::empty({0, dim_}, float_opts()));
-  update(k, g);  // sums the duplicates across passes; throws (keeping them) on bad gradients
+  // Sums the duplicates across passes; throws (keeping them) on bad gradients.
+  update(k, g, k.distinct && grads_.first.valid ? &grads_.first : nullptr);
+  drop_pending();
+  return true;
+}
+
+void Table::drop_pending() {
   grads_.ids.clear();
   grads_.grads.clear();
   grads_.any = false;
-  return true;
+  grads_.first.valid = false;
 }
 
 void Table::zero_grad() {
   std::lock_guard<std::mutex> l(grads_.mu);
   check_open();
-  grads_.ids.clear();
-  grads_.grads.clear();
-  grads_.any = false;
+  drop_pending();
 }
 
 std::pair<at::Tensor, at::Tensor> Table::pending() {
@@ -136,7 +152,8 @@ at::Tensor Table::autograd_rows(const at::Tensor &uids, at::Device device, bool 
   k.counts = counts;
   if (train) {
     Scratch<int64_t> rows(0);
-    at::Tensor out = max_norm > 0 ? lookup_renorm(k, max_norm, &rows.v) : lookup(k, &rows.v);
+    uint64_t remaps = 0;
+    at::Tensor out = max_norm > 0 ? lookup_renorm(k, max_norm, &rows.v, &remaps) : lookup(k, &rows.v, &remaps);
     if (admitted != nullptr) {
       admitted->clear();
       admitted->reserve(rows.size());
@@ -144,11 +161,22 @@ at::Tensor Table::autograd_rows(const at::Tensor &uids, at::Device device, bool 
         if (rows.v[j] >= 0) admitted->push_back(static_cast<int64_t>(j));
       }
     }
+    keep_found(uids, rows.v, remaps);
     return out;
   }
   at::Tensor rows = read(k, default_mode).first;
   if (max_norm > 0) renorm_rows(rows, max_norm);
   return rows;
+}
+
+void Table::keep_found(const at::Tensor &uids, const std::vector<int64_t> &rows, uint64_t remaps) {
+  std::lock_guard<std::mutex> l(grads_.mu);
+  FoundRows &f = grads_.last;
+  f.valid = std::all_of(rows.begin(), rows.end(), [](int64_t r) { return r >= 0; });
+  grads_.looked_up = f.valid ? uids : at::Tensor();
+  if (!f.valid) return;
+  f.rows.assign(rows.begin(), rows.end());
+  f.remaps = remaps;
 }
 
 void Table::autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused, bool distinct) {

@@ -172,10 +172,8 @@ struct Optim {
   bool has_momentum() const { return kind == CT_OPT_SGD && p.momentum != 0; }
   StepConsts begin(int64_t t) const;
 
-  // Raw CPU kernel: one step of one row (g is the summed gradient of the row); s0/s1 are the
-  // row's states (nullptr when absent).
-  void apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const;
-  // Tensor kernel (any device): the same step on gathered rows [U, dim] and states [U, width].
+  // The raw CPU kernels (one row at a time) are optim_rows.h's with_row_kernel.
+  // Tensor kernel (any device): the step on gathered rows [U, dim] and states [U, width].
   void apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,
              at::Tensor *s1) const;
 

@@ -1,6 +1,6 @@
 // math.cc.h: the numbers of the embedding tables: initializers of new rows (a counter-based
-// generator) and the optimizer rules, each as a raw CPU kernel for one row and as a tensor
-// kernel (any device) for gathered rows.
+// generator) and the optimizer rules, each as a raw CPU kernel for one row (optim_rows.h) and as
+// a tensor kernel (any device) for gathered rows.
 //
 // Optimizer rules. g is a row's gradient after summing the gradients of repeated ids; t is the
 // table's step counter, incremented once per update call (every row of a step sees the same t);
@@ -37,8 +37,6 @@
 #include <algorithm>
 
 #include "internal.h"
-#include "lanes.h"
-#include "optim_avx512.cc.h"
 
 namespace ct {
 namespace table {
@@ -428,107 +426,6 @@ void Optim::catch_up_factors(int64_t k, double *S, double *decay) const {
   if (p.nesterov != 0) s *= m;
   *S = s;
   *decay = mk;
-}
-
-// The raw kernels mirror PyTorch's float32 operation order so that results agree to rounding;
-// they run four elements at a time where they can (lanes.h: the results are the same).
-// In each body, L is the lane (L.load, L.store: one float, or four).
-void Optim::apply(const StepConsts &c, const float *g, float *w, float *s0, float *s1) const {
-  const int64_t d = dim;
-  switch (kind) {
-    case CT_OPT_SGD: {
-      const float nlr = static_cast<float>(-p.lr);
-      if (!has_momentum()) {
-        for_lanes(d, [&](int64_t j, auto L) {
-          L.store(w + j, L.load(w + j) + nlr * L.load(g + j));
-        });
-        return;
-      }
-      const float m = static_cast<float>(p.momentum), a = static_cast<float>(1 - p.dampening);
-      const bool first = c.t == 1, nesterov = p.nesterov != 0;
-      for_lanes(d, [&](int64_t j, auto L) {
-        const auto gj = L.load(g + j);
-        const auto b = first ? gj : L.load(s0 + j) * m + a * gj;
-        L.store(s0 + j, b);
-        L.store(w + j, L.load(w + j) + nlr * (nesterov ? gj + m * b : b));
-      });
-      return;
-    }
-    case CT_OPT_ADAGRAD: {
-      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p.eps);
-#ifdef CT_TABLE_AVX512
-      if (use_avx512()) return adagrad_avx512(d, g, w, s0, nclr, eps);  // (the same numbers)
-#endif
-      for_lanes(d, [&](int64_t j, auto L) {
-        const auto gj = L.load(g + j), s = L.load(s0 + j) + gj * gj;
-        L.store(s0 + j, s);
-        L.store(w + j, L.load(w + j) + nclr * (gj / (lane_sqrt(s) + eps)));
-      });
-      return;
-    }
-    case CT_OPT_ROWWISE_ADAGRAD: {
-      const float nclr = static_cast<float>(-c.clr), eps = static_cast<float>(p.eps);
-      double ss = 0;
-      for (int64_t j = 0; j < d; j++) ss += static_cast<double>(g[j]) * g[j];  // in order
-      s0[0] += static_cast<float>(ss / static_cast<double>(d));
-      const float denom = std::sqrt(s0[0]) + eps;
-      for_lanes(d, [&](int64_t j, auto L) {
-        L.store(w + j, L.load(w + j) + nclr * (L.load(g + j) / denom));
-      });
-      return;
-    }
-    case CT_OPT_SPARSE_ADAM: {
-      const float a1 = static_cast<float>(1 - p.beta1), a2 = static_cast<float>(1 - p.beta2);
-      const float eps = static_cast<float>(p.eps), nss = static_cast<float>(-c.step_size);
-#ifdef CT_TABLE_AVX512
-      if (use_avx512()) return sparse_adam_avx512(d, g, w, s0, s1, a1, a2, eps, nss);  // (the same numbers)
-#endif
-      for_lanes(d, [&](int64_t j, auto L) {
-        const auto gj = L.load(g + j), m0 = L.load(s0 + j), v0 = L.load(s1 + j);
-        const auto mu = (gj - m0) * a1;
-        const auto vu = (gj * gj - v0) * a2;
-        L.store(s0 + j, m0 + mu);
-        L.store(s1 + j, v0 + vu);
-        const auto numer = mu + m0;
-        const auto denom = lane_sqrt(vu + v0) + eps;
-        L.store(w + j, L.load(w + j) + nss * (numer / denom));
-      });
-      return;
-    }
-    case CT_OPT_ADAMW: {
-      const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2);
-      const float a1 = static_cast<float>(1 - p.beta1), a2 = static_cast<float>(1 - p.beta2);
-      const float eps = static_cast<float>(p.eps), decay = static_cast<float>(1 - p.lr * p.weight_decay);
-      const float nss = static_cast<float>(-c.step_size), bc2s = static_cast<float>(c.bc2_sqrt);
-      for_lanes(d, [&](int64_t j, auto L) {
-        const auto gj = L.load(g + j), wd = L.load(w + j) * decay;
-        const auto m = L.load(s0 + j) * b1 + a1 * gj;
-        const auto v = L.load(s1 + j) * b2 + a2 * (gj * gj);
-        L.store(s0 + j, m);
-        L.store(s1 + j, v);
-        const auto denom = lane_sqrt(v) / bc2s + eps;
-        L.store(w + j, wd + nss * (m / denom));
-      });
-      return;
-    }
-    case CT_OPT_FTRL: {
-      const double alpha = p.lr, beta = p.beta, l1 = p.l1, l2 = p.l2;
-      for (int64_t j = 0; j < d; j++) {
-        const double gj = g[j], n0 = s1[j];
-        const double n1 = n0 + gj * gj;
-        const double sigma = (std::sqrt(n1) - std::sqrt(n0)) / alpha;
-        const double z = s0[j] + gj - sigma * w[j];
-        s0[j] = static_cast<float>(z);
-        s1[j] = static_cast<float>(n1);
-        double wn = 0;
-        if (std::fabs(z) > l1) wn = -(z - std::copysign(l1, z)) / ((beta + std::sqrt(n1)) / alpha + l2);
-        w[j] = static_cast<float>(wn);
-      }
-      return;
-    }
-    default:
-      throw arg_error("the table has no optimizer");
-  }
 }
 
 void Optim::apply(const StepConsts &c, const at::Tensor &g, at::Tensor &w, at::Tensor *s0,

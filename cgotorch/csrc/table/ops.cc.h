@@ -3,16 +3,18 @@
 // snapshot and close.
 // Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
+#include "optim_rows.h"
+
 namespace ct {
 namespace table {
 
-at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out) {
+at::Tensor Table::lookup(const Keys &k, std::vector<int64_t> *rows_out, uint64_t *remaps_out) {
   auto out = new_rows(k.n);
-  lookup_into(k, out, rows_out);
+  lookup_into(k, out, rows_out, remaps_out);
   return to_caller(out, k);
 }
 
-void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out) {
+void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out, uint64_t *remaps_out) {
   const int64_t n = k.n;
   Scratch<int64_t> scratch_rows(static_cast<size_t>(n), 0);
   std::vector<int64_t> &rows = scratch_rows.v;
@@ -24,6 +26,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *ro
       gather(rows.data(), n, 0, out);
       touch(rows.data(), n, step_, k.counts);
       if (rows_out != nullptr) rows_out->swap(rows);
+      if (remaps_out != nullptr) *remaps_out = remaps_;
       return;
     }
     remaps = remaps_;
@@ -32,6 +35,7 @@ void Table::lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *ro
   check_open();
   lookup_inserting(k, rows, remaps == remaps_, out, [] {});
   if (rows_out != nullptr) rows_out->swap(rows);
+  if (remaps_out != nullptr) *remaps_out = remaps_;
 }
 
 template <class F>
@@ -161,7 +165,7 @@ void Table::assign(const std::vector<int64_t> &rows, const at::Tensor &vals, con
   }
 }
 
-void Table::update(const Keys &k, const at::Tensor &grads_in) {
+void Table::update(const Keys &k, const at::Tensor &grads_in, const FoundRows *found) {
   const int64_t n = k.n;
   at::Tensor grads = check_rows(grads_in, "grads", n, dim_);
   if (opt_.kind == CT_OPT_NONE) throw arg_error("table \"" + name_ + "\" has no optimizer");
@@ -233,7 +237,13 @@ void Table::update(const Keys &k, const at::Tensor &grads_in) {
   // the rows to put back.
   double bounds[3];
   const bool safe = opt_.step_bound(c, vmax_, G, bounds) < FLT_MAX / 4;
-  if (!admitting) find_then_insert(ids, u, rows.data(), is_new.data());
+  if (!admitting) {
+    if (found != nullptr && found->remaps == remaps_ && static_cast<int64_t>(found->rows.size()) == u) {
+      std::copy(found->rows.begin(), found->rows.end(), rows.begin());  // no id has moved since
+    } else {
+      find_then_insert(ids, u, rows.data(), is_new.data());
+    }
+  }
   guarded(ids, is_new.data(), u, [&] {
     init_rows(ids, rows.data(), is_new.data(), u, false);
     if (raw_) {
@@ -300,38 +310,49 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
   float *const saved = undo.data();
   int64_t *const saved_stamp = undo_stamp.data();
   std::atomic<int32_t> most[3] = {{0}, {0}, {0}};
-  auto body = [&](int64_t begin, int64_t end) {
-    int32_t m[3] = {0, 0, 0};
-    for (int64_t i = begin; i < end && i < begin + kAhead; i++) prefetch(rows[i], 0, nslots(), true);
-    for (int64_t i = begin; i < end; i++) {
-      if (i + kAhead < end) prefetch(rows[i + kAhead], 0, nslots(), true);
-      const int64_t r = rows[i];
-      float *w = slot_ptr(0, r);
-      float *s0 = nstates_ > 0 ? slot_ptr(1, r) : nullptr;
-      float *s1 = nstates_ > 1 ? slot_ptr(2, r) : nullptr;
-      if (!safe) {
-        float *keep = saved + i * rowf;
-        for (int s = 0; s < ns; s++) {
-          std::memcpy(keep, slot_ptr(s, r), sizeof(float) * static_cast<size_t>(width_[s]));
-          keep += width_[s];
-        }
-        if (momentum) saved_stamp[i] = stamp_[static_cast<size_t>(r)];
-      }
-      if (momentum) {
-        catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
-        stamp_[static_cast<size_t>(r)] = t;
-      }
-      opt_.apply(c, gp[i], w, s0, s1);
-      if (!exact) continue;
-      for (int s = 0; s < ns; s++) m[s] = std::max(m[s], max_abs_bits(slot_ptr(s, r), width_[s]));
-    }
-    for (int s = 0; s < ns && exact; s++) {
-      int32_t cur = most[s].load(std::memory_order_relaxed);
-      while (m[s] > cur && !most[s].compare_exchange_weak(cur, m[s], std::memory_order_relaxed)) {
-      }
-    }
+  // The slots' addresses and bytes, taken once (the kernel's stores and the undo copies may
+  // write any float, so the compiler would load the table's fields again for every row).
+  SlotAddr at[3] = {slot_addr(0), slot_addr(0), slot_addr(0)};
+  size_t bytes[3] = {0, 0, 0};
+  for (int s = 0; s < ns; s++) {
+    at[s] = slot_addr(s);
+    bytes[s] = sizeof(float) * static_cast<size_t>(width_[s]);
+  }
+  // Always inlined: GCC deletes calls of a function that only prefetches (see prefetch_lines).
+  auto ahead = [&](int64_t r) __attribute__((always_inline)) {
+    for (int s = 0; s < ns; s++) prefetch_lines(at[s](r), bytes[s], true);
   };
-  for_rows(u, dim_ * 8, body);
+  // The loop over the rows, compiled once per rule with its kernel inline (optim_rows.h).
+  with_row_kernel(opt_, c, [&](const auto &kernel) {
+    auto body = [&](int64_t begin, int64_t end) {
+      int32_t m[3] = {0, 0, 0};
+      for (int64_t i = begin; i < end && i < begin + kAhead; i++) ahead(rows[i]);
+      for (int64_t i = begin; i < end; i++) {
+        if (i + kAhead < end) ahead(rows[i + kAhead]);
+        const int64_t r = rows[i];
+        float *w = at[0](r);
+        float *s0 = nstates_ > 0 ? at[1](r) : nullptr;
+        float *s1 = nstates_ > 1 ? at[2](r) : nullptr;
+        if (!safe) {
+          float *keep = saved + i * rowf;
+          for (int s = 0; s < ns; s++) {
+            std::memcpy(keep, at[s](r), bytes[s]);
+            keep += width_[s];
+          }
+          if (momentum) saved_stamp[i] = stamp_[static_cast<size_t>(r)];
+        }
+        if (momentum) {
+          catch_up_raw(r, t - 1, w, s0);  // steps stamp+1 .. t-1 had no gradient for this row
+          stamp_[static_cast<size_t>(r)] = t;
+        }
+        kernel(gp[i], w, s0, s1);
+        if (!exact) continue;
+        for (int s = 0; s < ns; s++) m[s] = std::max(m[s], max_abs_bits(at[s](r), width_[s]));
+      }
+      for (int s = 0; s < ns && exact; s++) raise_atomic(most[s], m[s]);
+    };
+    for_work(u, rowf + dim_, body);  // (the row's slots and its gradient)
+  });
   if (!exact) {
     for (int s = 0; s < ns; s++) raise_max(s, bounds[s]);
     return;
@@ -524,6 +545,9 @@ void Table::close() {
     std::vector<at::Tensor>().swap(grads_.ids);
     std::vector<at::Tensor>().swap(grads_.grads);
     grads_.any = false;
+    grads_.looked_up = at::Tensor();
+    grads_.last = FoundRows();
+    grads_.first = FoundRows();
   }
   // Prefetches in flight finish (with "closed: " if they had not started) before close returns.
   std::unique_lock<std::mutex> l(prefetches_.mu);

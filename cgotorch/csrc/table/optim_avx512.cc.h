@@ -1,5 +1,6 @@
 // optim_avx512.cc.h: the raw SparseAdam and Adagrad steps of one row sixteen floats at a time
-// (AVX-512), for CPUs that have it (Optim::apply calls them first; math.cc.h includes this file).
+// (AVX-512), and the largest magnitude of an update's gradients, for CPUs that have it
+// (optim_rows.h's row kernels and table.cc.h's max_abs call them first).
 //
 // Why: a step of large sparse batches (SVD++'s implicit bags: about 7.5k distinct rows of 128
 // a step) was bound by the four-lane kernel's square roots and divisions (lanes.h), not by
@@ -7,8 +8,8 @@
 // Zen 5 core (docs/performance.md).
 //
 // Results do not change: each element goes through the same IEEE single-precision operations,
-// in the same order, as in math.cc.h's kernels (AVX-512's add, sub, mul, div and sqrt round as
-// the scalar ones do, and no product is fused into an add: see add16). The
+// in the same order, as in optim_rows.h's four-lane kernels (AVX-512's add, sub, mul, div and
+// sqrt round as the scalar ones do, and no product is fused into an add: see add16). The
 // row's tail (dim not a multiple of 16) runs in masked lanes. GOREC_NO_AVX512=1 in the
 // environment (read once) turns these kernels off: tests compare both paths bit for bit.
 #ifndef CT_TABLE_OPTIM_AVX512_H
@@ -65,7 +66,7 @@ __attribute__((target("avx512f"))) inline __m512 mul16(__m512 a, __m512 b) {
 
 }  // namespace
 
-// SparseAdam (math.cc.h's four-lane body, the same operations): a1 = 1 - b1, a2 = 1 - b2,
+// SparseAdam (optim_rows.h's four-lane body, the same operations): a1 = 1 - b1, a2 = 1 - b2,
 // nss = -step size.
 __attribute__((target("avx512f"))) inline void sparse_adam_avx512(int64_t d, const float *g, float *w, float *s0,
                                                                    float *s1, float a1, float a2, float eps, float nss) {
@@ -85,7 +86,7 @@ __attribute__((target("avx512f"))) inline void sparse_adam_avx512(int64_t d, con
   }
 }
 
-// Adagrad (the same operations as math.cc.h's): nclr = -clr.
+// Adagrad (the same operations as optim_rows.h's): nclr = -clr.
 __attribute__((target("avx512f"))) inline void adagrad_avx512(int64_t d, const float *g, float *w, float *s0, float nclr,
                                                                float eps) {
   const __m512 N = _mm512_set1_ps(nclr), E = _mm512_set1_ps(eps);
@@ -97,6 +98,27 @@ __attribute__((target("avx512f"))) inline void adagrad_avx512(int64_t d, const f
     const __m512 q = _mm512_div_ps(gj, add16(_mm512_sqrt_ps(s), E));
     _mm512_mask_storeu_ps(w + j, k, add16(_mm512_maskz_loadu_ps(k, w + j), mul16(N, q)));
   }
+}
+
+// max_abs_bits (internal.h) sixteen floats at a time: with the sign cleared, a float's bits as an
+// int32 order floats by magnitude, NaN and Inf above every finite one, so one integer max per
+// sixteen floats finds both (above kFltMaxBits: a NaN's or an Inf's bits). An update's check of
+// its gradients: half the time of the SSE2 loop, which needs a compare for NaN besides its max.
+__attribute__((target("avx512f"))) inline int32_t max_abs_bits_avx512(const float *p, int64_t n) {
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+  __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_epi32(m0, _mm512_and_si512(_mm512_loadu_si512(p + i), abs));
+    m1 = _mm512_max_epi32(m1, _mm512_and_si512(_mm512_loadu_si512(p + i + 16), abs));
+    m2 = _mm512_max_epi32(m2, _mm512_and_si512(_mm512_loadu_si512(p + i + 32), abs));
+    m3 = _mm512_max_epi32(m3, _mm512_and_si512(_mm512_loadu_si512(p + i + 48), abs));
+  }
+  for (; i < n; i += 16) {
+    const __m512i x = _mm512_maskz_loadu_epi32(lanes16(i, n), p + i);
+    m0 = _mm512_max_epi32(m0, _mm512_and_si512(x, abs));
+  }
+  return _mm512_reduce_max_epi32(_mm512_max_epi32(_mm512_max_epi32(m0, m1), _mm512_max_epi32(m2, m3)));
 }
 #endif
 

@@ -64,7 +64,7 @@
 //   autograd.cc.h    the tables inside libtorch's autograd graph
 //   bags.cc.h        embedding bags pooled in raw loops, several tables' in one call
 //   batch.cc.h       per batch: distinct ids (a stamped per-thread hash set), finiteness
-//   math.cc.h        initializers and the optimizers' per-row arithmetic
+//   math.cc.h        initializers and the optimizers' rules (their row kernels: optim_rows.h)
 //   seed.cc.h        a table's seed derived from its name (CT_TABLE_SEED_FROM_NAME)
 //   read_state.cc.h  the rows and optimizer states of a few ids (ct_table_read_state)
 // The files after capi.cc.h each hold one concern's members of class Table and its ct_table_*
@@ -100,6 +100,7 @@
 #include "internal.h"
 #include "lanes.h"
 #include "meta.h"
+#include "optim_avx512.cc.h"
 
 namespace ct {
 namespace table {
@@ -149,6 +150,34 @@ void for_rows(int64_t n, int64_t width, const F &body) {
     body(int64_t{0}, n);
   } else {
     at::parallel_for(0, n, grain, body);
+  }
+}
+
+// Runs body(begin, end) over elements [0, n) of `per` floats each to read and write (a step's
+// row: its slots and its gradient): in this thread while the work n * per is below
+// kSerialWork (8 MiB of floats), else split by at::parallel_for in chunks of at least half of
+// it. The elements are independent (the rows of a step, or the parts of a maximum, which does
+// not depend on the order it is taken in), so results do not depend on the thread count.
+//
+// Why by work, not by rows as for_rows does for gathers: SVD++'s implicit table steps about
+// 7.5k rows of 128 floats a batch with SparseAdam (3.8M floats of work, 0.3-0.4 ms on one core
+// of the 2-core VM, bound by memory), far below for_rows' 16k rows, while a step of a CTR
+// model's fields (1k rows of 16) must stay in the calling thread (a parallel region costs tens
+// of microseconds, see for_rows).
+constexpr int64_t kSerialWork = int64_t{1} << 21;
+template <class F>
+void for_work(int64_t n, int64_t per, const F &body) {
+  if (n * per < kSerialWork) {
+    body(int64_t{0}, n);
+  } else {
+    at::parallel_for(0, n, std::max<int64_t>(1, kSerialWork / (2 * per)), body);
+  }
+}
+
+// Raises most to m (the threads of a for_work combining their maxima).
+inline void raise_atomic(std::atomic<int32_t> &most, int32_t m) {
+  int32_t cur = most.load(std::memory_order_relaxed);
+  while (m > cur && !most.compare_exchange_weak(cur, m, std::memory_order_relaxed)) {
   }
 }
 
@@ -276,11 +305,23 @@ at::Tensor upload(const at::Tensor &host, at::Device d) {
 }
 
 // The largest |element| of v (float32, any device): +Inf or NaN when one is Inf or NaN, 0
-// when v is empty. Vectorised on the CPU (max_abs_bits).
+// when v is empty. Vectorised on the CPU (max_abs_bits, sixteen lanes with AVX-512), and split
+// over the threads as a step's rows are (for_work).
 double max_abs(const at::Tensor &v) {
   if (v.numel() == 0) return 0;
   if (v.device().is_cpu() && v.is_contiguous()) {
-    const int32_t b = max_abs_bits(v.data_ptr<float>(), v.numel());
+    const float *p = v.data_ptr<float>();
+    std::atomic<int32_t> most{0};
+    for_work(v.numel(), 1, [&](int64_t begin, int64_t end) {
+#ifdef CT_TABLE_AVX512
+      const int64_t k = end - begin;
+      const int32_t m = use_avx512() ? max_abs_bits_avx512(p + begin, k) : max_abs_bits(p + begin, k);
+#else
+      const int32_t m = max_abs_bits(p + begin, end - begin);
+#endif
+      raise_atomic(most, m);
+    });
+    const int32_t b = most.load();
     float f;
     std::memcpy(&f, &b, sizeof f);
     return f;
@@ -364,14 +405,30 @@ struct Prefetches {
   std::condition_variable cv;
 };
 
+// The rows a lookup found for a batch's ids, and the table's remaps_ then: they stay valid while
+// remaps_ stays at it (see remaps_).
+struct FoundRows {
+  std::vector<int64_t> rows;
+  uint64_t remaps = 0;
+  bool valid = false;
+};
+
 // Pending gradients of the autograd path (gradients.cc.h: accept_grad .. step_pending), owned by
 // class Table as grads_: chunks of distinct ids (int64, CPU) and their gradients (on the storage
 // device). any also covers an empty batch (a step with no rows still counts, as with update).
 // mu is taken before the table's lock, never while holding it.
+//
+// The step of a single chunk takes its ids' rows from the training lookup that found them
+// instead of finding the ids again in the id map (half of the id map's time in SVD++'s step,
+// 7.5k ids): looked_up is the last training lookup's ids tensor (held, so that its identity
+// names that batch) and last its rows (kept only when admission left none out); first gets them
+// when the first chunk's ids are that tensor, and update uses them while remaps_ has not moved.
 struct PendingGrads {
   std::mutex mu;
   std::vector<at::Tensor> ids, grads;
   bool any = false;
+  at::Tensor looked_up;
+  FoundRows last, first;
 };
 
 struct Snapshot {
@@ -403,15 +460,18 @@ class Table : public std::enable_shared_from_this<Table> {
 
   const std::string &name() const { return name_; }
 
-  // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out.
-  at::Tensor lookup(const Keys &k, std::vector<int64_t> *rows_out = nullptr);
+  // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out;
+  // remaps_out (may be nullptr): remaps_ when they were found (they stay valid while it stays).
+  at::Tensor lookup(const Keys &k, std::vector<int64_t> *rows_out = nullptr, uint64_t *remaps_out = nullptr);
   // lookup and read into out [N, dim] on the storage device (read: found[N] may be NULL)
-  void lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out = nullptr);
+  void lookup_into(const Keys &k, at::Tensor &out, std::vector<int64_t> *rows_out = nullptr,
+                   uint64_t *remaps_out = nullptr);
   void read_into(const Keys &k, int32_t mode, at::Tensor &out, uint8_t *found);
   at::Tensor indices(const Keys &k, bool insert);
   std::pair<at::Tensor, at::Tensor> read(const Keys &k, int32_t mode);
   void write(const Keys &k, const at::Tensor &values);
-  void update(const Keys &k, const at::Tensor &grads);
+  // found (may be nullptr): the rows of k's ids, if a lookup found them (see FoundRows).
+  void update(const Keys &k, const at::Tensor &grads, const FoundRows *found = nullptr);
   int64_t erase(const Keys &k);
   void clear();
   ct_table_stats stats();
@@ -431,7 +491,8 @@ class Table : public std::enable_shared_from_this<Table> {
   int32_t num_states() const { return nstates_; }  // fixed at creation (swap requires equal)
   bool has_optimizer() const { return opt_.kind != CT_OPT_NONE; }
   // lookup, then the rows whose norm exceeds max_norm are renormalised in the table.
-  at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr);
+  at::Tensor lookup_renorm(const Keys &k, double max_norm, std::vector<int64_t> *rows_out = nullptr,
+                           uint64_t *remaps_out = nullptr);
   // Rows [u, dim] of the distinct ids uids (int64 [u], CPU, contiguous), on device. train:
   // find-or-insert, and with max_norm > 0 the rows over it are renormalised in the table (as
   // PyTorch does to its weight). Otherwise a read: absent ids get the default row (default_mode),
@@ -447,6 +508,9 @@ class Table : public std::enable_shared_from_this<Table> {
   // (distinct: uids are distinct, as one lookup's are.)
   void autograd_grad(const at::Tensor &uids, const at::Tensor &grads, bool fused, bool distinct);
   void accept_grad(const at::Tensor &uids, const at::Tensor &grads);
+  // Keeps the rows a training lookup found for uids (PendingGrads: last), for their step.
+  void keep_found(const at::Tensor &uids, const std::vector<int64_t> &rows, uint64_t remaps);
+  void drop_pending();  // (grads_.mu held)
   // One optimizer step from the pending gradients (duplicates across passes summed), which are
   // then dropped; false (and nothing done) when there are none. On failure they are kept.
   bool step_pending();
