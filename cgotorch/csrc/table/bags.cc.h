@@ -17,7 +17,8 @@
 //   The forward's operations and order are PyTorch's CPU embedding_bag's (caffe2's
 //   EmbeddingLookupIdx: fma per id in bag order, then output / bag_size), so its output equals
 //   torch's bit for bit; the backward's order is per id in position order (torch's dense
-//   backward adds in sorted-index order: equal up to rounding).
+//   backward adds in sorted-index order: equal up to rounding). The kernel (AVX-512, AVX2 or
+//   plain, the same numbers) is bags_kernels.cc.h's.
 //   Bags that repeat an earlier bag of their feature (same ids and weights) are pooled once
 //   (bags_repeats.cc.h).
 //   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
@@ -28,14 +29,10 @@
 //   below them.
 #include <torch/csrc/autograd/variable.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CT_BAGS_AVX2 1
-#endif
-
 #include "bags_scratch.cc.h"
 #include "bags_dedupe.cc.h"
 #include "bags_repeats.cc.h"
+#include "bags_kernels.cc.h"
 
 namespace ct {
 namespace table {
@@ -44,100 +41,6 @@ namespace {
 // Work (ids x dim) below which a pooling runs in the calling thread: a parallel region costs
 // tens of microseconds on a small VM (see for_rows).
 constexpr int64_t kBagsSerialWork = int64_t{1} << 20;
-// How many rows ahead the pooling prefetches (the rows are scattered over more than the L2 cache).
-constexpr int64_t kBagsAhead = 8;
-
-// dst[0, d) = the sum of w[i] * src[i][0, d) over i < m, in order, from zero (w nullptr:
-// weights 1). Fused: each term a fused multiply-add (one rounding); otherwise a product rounded,
-// then added (PyTorch's CPU embedding_bag takes that path for weighted bags with a padding
-// index). The same IEEE operations whatever the CPU, so the numbers do not depend on it. The
-// AVX2 kernel keeps 64 columns in registers over all m rows.
-template <bool Fused>
-float madd(float w, float x, float a) {
-  if constexpr (Fused) {
-    return std::fma(w, x, a);
-  } else {
-    volatile float p = w * x;  // (rounded apart: never contracted into an fma)
-    return p + a;
-  }
-}
-template <bool Fused>
-void sum_rows_plain(float *dst, int64_t d, const float *const *src, const float *w, int64_t m) {
-  std::fill(dst, dst + d, 0.f);
-  for (int64_t i = 0; i < m; i++) {
-    const float wi = w != nullptr ? w[i] : 1.f;
-    for (int64_t j = 0; j < d; j++) dst[j] = madd<Fused>(wi, src[i][j], dst[j]);
-  }
-}
-#ifdef CT_BAGS_AVX2
-template <bool Fused>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 madd8(__m256 w, const float *x, __m256 a) {
-  if constexpr (Fused) {
-    return _mm256_fmadd_ps(w, _mm256_loadu_ps(x), a);
-  } else {
-    // The product rounded apart: GCC contracts _mm256_mul_ps then _mm256_add_ps (vector
-    // operators in its headers) into an FMA under -ffp-contract=fast, C++'s default; the empty
-    // asm hides the product from it.
-    __m256 p = _mm256_mul_ps(w, _mm256_loadu_ps(x));
-    __asm__("" : "+x"(p));
-    return _mm256_add_ps(p, a);
-  }
-}
-template <bool Fused>
-__attribute__((target("avx2,fma"))) void sum_rows_avx2(float *dst, int64_t d, const float *const *src,
-                                                        const float *w, int64_t m) {
-  const size_t bytes = sizeof(float) * static_cast<size_t>(d);
-  for (int64_t i = 0; i < m && i < kBagsAhead; i++) prefetch_lines(src[i], bytes, false);
-  int64_t c = 0;
-  for (; c + 64 <= d; c += 64) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (int64_t i = 0; i < m; i++) {
-      if (c == 0 && i + kBagsAhead < m) prefetch_lines(src[i + kBagsAhead], bytes, false);
-      const __m256 vw = _mm256_set1_ps(w != nullptr ? w[i] : 1.f);
-      const float *r = src[i] + c;
-      a0 = madd8<Fused>(vw, r, a0);
-      a1 = madd8<Fused>(vw, r + 8, a1);
-      a2 = madd8<Fused>(vw, r + 16, a2);
-      a3 = madd8<Fused>(vw, r + 24, a3);
-      a4 = madd8<Fused>(vw, r + 32, a4);
-      a5 = madd8<Fused>(vw, r + 40, a5);
-      a6 = madd8<Fused>(vw, r + 48, a6);
-      a7 = madd8<Fused>(vw, r + 56, a7);
-    }
-    float *o = dst + c;
-    _mm256_storeu_ps(o, a0);
-    _mm256_storeu_ps(o + 8, a1);
-    _mm256_storeu_ps(o + 16, a2);
-    _mm256_storeu_ps(o + 24, a3);
-    _mm256_storeu_ps(o + 32, a4);
-    _mm256_storeu_ps(o + 40, a5);
-    _mm256_storeu_ps(o + 48, a6);
-    _mm256_storeu_ps(o + 56, a7);
-  }
-  for (; c + 8 <= d; c += 8) {
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t i = 0; i < m; i++) a = madd8<Fused>(_mm256_set1_ps(w != nullptr ? w[i] : 1.f), src[i] + c, a);
-    _mm256_storeu_ps(dst + c, a);
-  }
-  for (; c < d; c++) {
-    float a = 0.f;
-    for (int64_t i = 0; i < m; i++) a = madd<Fused>(w != nullptr ? w[i] : 1.f, src[i][c], a);
-    dst[c] = a;
-  }
-}
-bool cpu_has_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#endif
-using SumRows = void (*)(float *, int64_t, const float *const *, const float *, int64_t);
-SumRows sum_rows_kernel(bool fused) {
-#ifdef CT_BAGS_AVX2
-  static const bool avx2 = cpu_has_fma();
-  if (avx2) return fused ? sum_rows_avx2<true> : sum_rows_avx2<false>;
-#endif
-  return fused ? sum_rows_plain<true> : sum_rows_plain<false>;
-}
 
 struct BagsBatch;
 
