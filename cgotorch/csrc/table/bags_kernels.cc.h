@@ -8,7 +8,7 @@
 // accumulators), so each row's 8 cache lines come into the L1 cache twice; sixteen-lane
 // accumulators hold the 128 columns in 8 zmm registers and read each row once. A standalone
 // loop over SVD++'s bags (51k rows of 128 from 6.9k distinct): forward 275 -> 165 us, backward
-// 288 -> 181 us (docs/performance.md, "Large-bag kernels"). Earlier AVX-512 attempts had kept
+// 288 -> 181 us (docs/performance.md, "Large-bag kernels, third round"). Earlier attempts had kept
 // the accumulators in an array, which GCC at -O2 leaves in memory: they are unrolled here.
 //
 // Results do not depend on the kernel: each output element is 0, then one fused multiply-add

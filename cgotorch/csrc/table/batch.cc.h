@@ -29,7 +29,8 @@ namespace {
 // (bags_dedupe.cc.h) stamped slots of 16 bytes per 4 distinct ids. SVD++'s bags hold about 51k
 // ids of 7.5k distinct: 4-byte slots put the table in 128 KiB instead of 512 KiB (the bags') or
 // 4 MiB (Dedupe's), in the L2 cache, and probes stall far less (a standalone loop: 100 -> 58 us
-// warm, 140 -> 58 us with the table evicted; docs/performance.md).
+// warm, 140 -> 58 us with the table evicted; docs/performance.md, "Large-bag kernels, third
+// round").
 struct DistinctTable {
   std::vector<uint32_t> slots;  // free (0) between calls
   uint8_t log_cap[65] = {};     // per bit length of n: log2 of the slots its last call used; 0: none yet
