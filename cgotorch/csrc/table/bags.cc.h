@@ -17,7 +17,8 @@
 //   The forward's operations and order are PyTorch's CPU embedding_bag's (caffe2's
 //   EmbeddingLookupIdx: fma per id in bag order, then output / bag_size), so its output equals
 //   torch's bit for bit; the backward's order is per id in position order (torch's dense
-//   backward adds in sorted-index order: equal up to rounding).
+//   backward adds in sorted-index order: equal up to rounding). The kernel (AVX-512, AVX2 or
+//   plain, the same numbers) is bags_kernels.cc.h's.
 //   Bags that repeat an earlier bag of their feature (same ids and weights) are pooled once
 //   (bags_repeats.cc.h).
 //   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
@@ -28,14 +29,10 @@
 //   below them.
 #include <torch/csrc/autograd/variable.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define CT_BAGS_AVX2 1
-#endif
-
 #include "bags_scratch.cc.h"
 #include "bags_dedupe.cc.h"
 #include "bags_repeats.cc.h"
+#include "bags_kernels.cc.h"
 
 namespace ct {
 namespace table {
@@ -44,100 +41,6 @@ namespace {
 // Work (ids x dim) below which a pooling runs in the calling thread: a parallel region costs
 // tens of microseconds on a small VM (see for_rows).
 constexpr int64_t kBagsSerialWork = int64_t{1} << 20;
-// How many rows ahead the pooling prefetches (the rows are scattered over more than the L2 cache).
-constexpr int64_t kBagsAhead = 8;
-
-// dst[0, d) = the sum of w[i] * src[i][0, d) over i < m, in order, from zero (w nullptr:
-// weights 1). Fused: each term a fused multiply-add (one rounding); otherwise a product rounded,
-// then added (PyTorch's CPU embedding_bag takes that path for weighted bags with a padding
-// index). The same IEEE operations whatever the CPU, so the numbers do not depend on it. The
-// AVX2 kernel keeps 64 columns in registers over all m rows.
-template <bool Fused>
-float madd(float w, float x, float a) {
-  if constexpr (Fused) {
-    return std::fma(w, x, a);
-  } else {
-    volatile float p = w * x;  // (rounded apart: never contracted into an fma)
-    return p + a;
-  }
-}
-template <bool Fused>
-void sum_rows_plain(float *dst, int64_t d, const float *const *src, const float *w, int64_t m) {
-  std::fill(dst, dst + d, 0.f);
-  for (int64_t i = 0; i < m; i++) {
-    const float wi = w != nullptr ? w[i] : 1.f;
-    for (int64_t j = 0; j < d; j++) dst[j] = madd<Fused>(wi, src[i][j], dst[j]);
-  }
-}
-#ifdef CT_BAGS_AVX2
-template <bool Fused>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 madd8(__m256 w, const float *x, __m256 a) {
-  if constexpr (Fused) {
-    return _mm256_fmadd_ps(w, _mm256_loadu_ps(x), a);
-  } else {
-    // The product rounded apart: GCC contracts _mm256_mul_ps then _mm256_add_ps (vector
-    // operators in its headers) into an FMA under -ffp-contract=fast, C++'s default; the empty
-    // asm hides the product from it.
-    __m256 p = _mm256_mul_ps(w, _mm256_loadu_ps(x));
-    __asm__("" : "+x"(p));
-    return _mm256_add_ps(p, a);
-  }
-}
-template <bool Fused>
-__attribute__((target("avx2,fma"))) void sum_rows_avx2(float *dst, int64_t d, const float *const *src,
-                                                        const float *w, int64_t m) {
-  const size_t bytes = sizeof(float) * static_cast<size_t>(d);
-  for (int64_t i = 0; i < m && i < kBagsAhead; i++) prefetch_lines(src[i], bytes, false);
-  int64_t c = 0;
-  for (; c + 64 <= d; c += 64) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    for (int64_t i = 0; i < m; i++) {
-      if (c == 0 && i + kBagsAhead < m) prefetch_lines(src[i + kBagsAhead], bytes, false);
-      const __m256 vw = _mm256_set1_ps(w != nullptr ? w[i] : 1.f);
-      const float *r = src[i] + c;
-      a0 = madd8<Fused>(vw, r, a0);
-      a1 = madd8<Fused>(vw, r + 8, a1);
-      a2 = madd8<Fused>(vw, r + 16, a2);
-      a3 = madd8<Fused>(vw, r + 24, a3);
-      a4 = madd8<Fused>(vw, r + 32, a4);
-      a5 = madd8<Fused>(vw, r + 40, a5);
-      a6 = madd8<Fused>(vw, r + 48, a6);
-      a7 = madd8<Fused>(vw, r + 56, a7);
-    }
-    float *o = dst + c;
-    _mm256_storeu_ps(o, a0);
-    _mm256_storeu_ps(o + 8, a1);
-    _mm256_storeu_ps(o + 16, a2);
-    _mm256_storeu_ps(o + 24, a3);
-    _mm256_storeu_ps(o + 32, a4);
-    _mm256_storeu_ps(o + 40, a5);
-    _mm256_storeu_ps(o + 48, a6);
-    _mm256_storeu_ps(o + 56, a7);
-  }
-  for (; c + 8 <= d; c += 8) {
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t i = 0; i < m; i++) a = madd8<Fused>(_mm256_set1_ps(w != nullptr ? w[i] : 1.f), src[i] + c, a);
-    _mm256_storeu_ps(dst + c, a);
-  }
-  for (; c < d; c++) {
-    float a = 0.f;
-    for (int64_t i = 0; i < m; i++) a = madd<Fused>(w != nullptr ? w[i] : 1.f, src[i][c], a);
-    dst[c] = a;
-  }
-}
-bool cpu_has_fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#endif
-using SumRows = void (*)(float *, int64_t, const float *const *, const float *, int64_t);
-SumRows sum_rows_kernel(bool fused) {
-#ifdef CT_BAGS_AVX2
-  static const bool avx2 = cpu_has_fma();
-  if (avx2) return fused ? sum_rows_avx2<true> : sum_rows_avx2<false>;
-#endif
-  return fused ? sum_rows_plain<true> : sum_rows_plain<false>;
-}
 
 struct BagsBatch;
 
@@ -151,10 +54,9 @@ struct BagFeature {
   std::vector<int64_t> count;    // mean: each bag's ids other than padding
   std::vector<int64_t> same;     // per bag: the first bag equal to it (find_repeats); empty: none repeat
   std::vector<int64_t> pos0;     // per bag: where its ids start in inverse (a repeat's: its first's)
+  std::vector<int64_t> start;    // [u + 1]: distinct id k's occurrences in inverse are start[k + 1] - start[k]
 
   bool repeat(int64_t b) const { return !same.empty() && same[static_cast<size_t>(b)] != b; }
-  // The row among the distinct ids of the id at position p of bag b.
-  int64_t row(const BagsBatch &bb, int64_t b, int64_t p) const;
 };
 
 // The bags of a call: bag b holds positions [bounds[b], bounds[b + 1]) of ids and weights.
@@ -165,10 +67,6 @@ struct BagsBatch {
   at::Tensor weights_t;  // keeps weights alive (CPU, contiguous)
 };
 
-int64_t BagFeature::row(const BagsBatch &bb, int64_t b, int64_t p) const {
-  return inverse[static_cast<size_t>(pos0[static_cast<size_t>(b)] + p - bb.bounds[static_cast<size_t>(first_bag + b)])];
-}
-
 // Pools feature f's bags from its rows [u, dim] into out's columns [col, col + dim) (ld floats a
 // row); mean divides by the bag's count (kept in f.count for the backward).
 void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *out, int64_t ld) {
@@ -178,24 +76,37 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   // Each bag's rows and weights, padding left out: bag b's are [at[b], at[b + 1]).
   const float **src = scratch(bag_scratch.src, n);
   float *w = scratch(bag_scratch.w, n);
-  std::vector<int64_t> at(static_cast<size_t>(bb.batch) + 1, 0);
-  int64_t m = 0;
-  for (int64_t b = 0; b < bb.batch; b++) {
-    for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1] && !f.repeat(b); p++) {
-      const int64_t k = f.row(bb, b, p);
-      if (k < 0) continue;
-      src[static_cast<size_t>(m)] = rows + k * d;
-      if (bb.weights != nullptr) w[static_cast<size_t>(m)] = bb.weights[p];
-      m++;
+  Scratch<int64_t> at_s(static_cast<size_t>(bb.batch) + 1);
+  int64_t *at = at_s.data();
+  {
+    const float **__restrict sp = src;
+    float *__restrict wp = w;
+    const int64_t *inv = f.inverse.p;
+    int64_t m = 0;
+    at[0] = 0;
+    for (int64_t b = 0; b < bb.batch; b++) {
+      if (!f.repeat(b)) {
+        const int64_t p0 = bb.bounds[static_cast<size_t>(f.first_bag + b)];
+        const int64_t len = bb.bounds[static_cast<size_t>(f.first_bag + b) + 1] - p0;
+        const int64_t *ib = inv + f.pos0[static_cast<size_t>(b)];
+        const float *wb = bb.weights != nullptr ? bb.weights + p0 : nullptr;
+        for (int64_t p = 0; p < len; p++) {
+          const int64_t k = ib[p];
+          if (k < 0) continue;
+          sp[m] = rows + k * d;
+          if (wb != nullptr) wp[m] = wb[p];
+          m++;
+        }
+      }
+      at[b + 1] = m;
     }
-    at[static_cast<size_t>(b) + 1] = m;
   }
   if (f.mean) f.count.assign(static_cast<size_t>(bb.batch), 0);
   auto body = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; b++) {
       if (f.repeat(b)) continue;
       float *o = out + b * ld + f.col;
-      const int64_t i0 = at[static_cast<size_t>(b)], cnt = at[static_cast<size_t>(b) + 1] - i0;
+      const int64_t i0 = at[b], cnt = at[b + 1] - i0;
       sum_rows(o, d, src + i0, bb.weights != nullptr ? w + i0 : nullptr, cnt);
       if (f.mean) {
         f.count[static_cast<size_t>(b)] = cnt;
@@ -229,29 +140,24 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
 at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *g, int64_t ld) {
   const SumRows sum_rows = sum_rows_kernel(true);
   const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
-  std::vector<int64_t> start(static_cast<size_t>(f.u) + 1, 0);
+  const int64_t *start = f.start.data();  // (the forward's counting)
   const float **src = scratch(bag_scratch.src, n);
   float *scale = scratch(bag_scratch.w, n);
-  for (int64_t v : f.inverse) {
-    if (v >= 0) start[static_cast<size_t>(v) + 1]++;
-  }
-  for (int64_t k = 0; k < f.u; k++) start[static_cast<size_t>(k) + 1] += start[static_cast<size_t>(k)];
   // A first bag with repeats: its gradient plus theirs, in bag order (gsum's row slot[b]).
-  std::vector<int64_t> slot;
+  Scratch<int64_t> slot(f.same.empty() ? 0 : static_cast<size_t>(bb.batch), -1);
   std::vector<float> gsum;
   if (!f.same.empty()) {
-    slot.assign(static_cast<size_t>(bb.batch), -1);
     int64_t r = 0;
     for (int64_t b = 0; b < bb.batch; b++) {
       const int64_t c = f.same[static_cast<size_t>(b)];
-      if (c != b && slot[static_cast<size_t>(c)] < 0) slot[static_cast<size_t>(c)] = r++;
+      if (c != b && slot.v[static_cast<size_t>(c)] < 0) slot.v[static_cast<size_t>(c)] = r++;
     }
     gsum.resize(static_cast<size_t>(r * d));
     for (int64_t b = 0; b < bb.batch; b++) {  // (a first comes before its repeats)
       const int64_t c = f.same[static_cast<size_t>(b)];
       const float *gb = g + b * ld + f.col;
-      if (slot[static_cast<size_t>(c)] < 0) continue;
-      float *acc = gsum.data() + slot[static_cast<size_t>(c)] * d;
+      if (slot.v[static_cast<size_t>(c)] < 0) continue;
+      float *acc = gsum.data() + slot.v[static_cast<size_t>(c)] * d;
       if (c == b) {
         std::memcpy(acc, gb, static_cast<size_t>(d) * sizeof(float));
       } else {
@@ -260,22 +166,43 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
     }
   }
   {
-    std::vector<int64_t> next(start.begin(), start.end() - 1);
+    // Each occurrence into its id's group, in position order: the bag's gradient row and scale.
+    Scratch<int64_t> next_s(static_cast<size_t>(f.u));
+    int64_t *__restrict next = next_s.data();
+    std::memcpy(next, start, static_cast<size_t>(f.u) * sizeof(int64_t));
+    const float **__restrict sp = src;
+    float *__restrict sc = scale;
+    const int64_t *inv = f.inverse.p;
     for (int64_t b = 0; b < bb.batch; b++) {
       if (f.repeat(b)) continue;
-      const float *gb = !slot.empty() && slot[static_cast<size_t>(b)] >= 0 ? gsum.data() + slot[static_cast<size_t>(b)] * d
-                                                                             : g + b * ld + f.col;
+      const float *gb = !slot.v.empty() && slot.v[static_cast<size_t>(b)] >= 0
+                            ? gsum.data() + slot.v[static_cast<size_t>(b)] * d
+                            : g + b * ld + f.col;
       float s = 1.f;
       if (f.mean) {
         const int64_t c = f.count[static_cast<size_t>(b)];
         s = c == 0 ? 0.f : static_cast<float>(1.0 / static_cast<double>(c));
       }
-      for (int64_t p = bb.bounds[f.first_bag + b]; p < bb.bounds[f.first_bag + b + 1]; p++) {
-        const int64_t k = f.row(bb, b, p);
-        if (k < 0) continue;
-        const int64_t q = next[static_cast<size_t>(k)]++;
-        src[static_cast<size_t>(q)] = gb;
-        scale[static_cast<size_t>(q)] = bb.weights != nullptr ? bb.weights[p] * s : s;
+      const int64_t p0 = bb.bounds[static_cast<size_t>(f.first_bag + b)];
+      const int64_t len = bb.bounds[static_cast<size_t>(f.first_bag + b) + 1] - p0;
+      const int64_t *ib = inv + f.pos0[static_cast<size_t>(b)];
+      if (bb.weights != nullptr) {
+        const float *wb = bb.weights + p0;
+        for (int64_t p = 0; p < len; p++) {
+          const int64_t k = ib[p];
+          if (k < 0) continue;
+          const int64_t q = next[k]++;
+          sp[q] = gb;
+          sc[q] = wb[p] * s;
+        }
+      } else {
+        for (int64_t p = 0; p < len; p++) {
+          const int64_t k = ib[p];
+          if (k < 0) continue;
+          const int64_t q = next[k]++;
+          sp[q] = gb;
+          sc[q] = s;
+        }
       }
     }
   }
@@ -283,8 +210,8 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
   float *gr = grad.data_ptr<float>();
   auto body = [&](int64_t u0, int64_t u1) {
     for (int64_t k = u0; k < u1; k++) {
-      const int64_t q0 = start[static_cast<size_t>(k)];
-      sum_rows(gr + k * d, d, src + q0, scale + q0, start[static_cast<size_t>(k) + 1] - q0);
+      const int64_t q0 = start[k];
+      sum_rows(gr + k * d, d, src + q0, scale + q0, start[k + 1] - q0);
     }
   };
   if (n * d < kBagsSerialWork) {
@@ -453,17 +380,28 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     }
     BagIds dd = bag_ids(f.same.empty() ? all + f.base : kept.data(),
                         f.same.empty() ? end - f.base : static_cast<int64_t>(kept.size()), o.has_padding ? &o.padding_id : nullptr);
-    std::vector<int64_t> counts(dd.uids.size(), 0);  // a training lookup counts every occurrence
-    for (int64_t v : dd.inverse) {
-      if (v >= 0) counts[static_cast<size_t>(v)]++;
-    }
-    for (int64_t b = 0; b < bb->batch; b++) {  // (repeats too)
-      if (!f.repeat(b)) continue;
-      const int64_t q0 = f.pos0[static_cast<size_t>(b)];
-      const int64_t len = bb->bounds[static_cast<size_t>(f.first_bag + b) + 1] - bb->bounds[static_cast<size_t>(f.first_bag + b)];
-      for (int64_t q = q0; q < q0 + len; q++) {
-        const int64_t v = dd.inverse[static_cast<size_t>(q)];
-        if (v >= 0) counts[static_cast<size_t>(v)]++;
+    // Each distinct id's occurrences in the first bags (the backward groups them by these), then
+    // in every bag: a training lookup counts every occurrence.
+    std::vector<int64_t> &start = f.start;
+    start.assign(dd.uids.size() + 1, 0);
+    for (int64_t v : dd.inverse) start[static_cast<size_t>(v + 1)]++;  // (padding, -1: start[0])
+    std::vector<int64_t> counts(start.begin() + 1, start.end());
+    start[0] = 0;
+    for (size_t k = 0; k < dd.uids.size(); k++) start[k + 1] += start[k];
+    if (!f.same.empty()) {  // a first bag's ids once more for each of its repeats
+      Scratch<int64_t> more(static_cast<size_t>(bb->batch), 0);
+      for (int64_t b = 0; b < bb->batch; b++) {
+        if (f.repeat(b)) more.v[static_cast<size_t>(f.same[static_cast<size_t>(b)])]++;
+      }
+      for (int64_t b = 0; b < bb->batch; b++) {
+        const int64_t m = more.v[static_cast<size_t>(b)];
+        if (m == 0) continue;
+        const int64_t q0 = f.pos0[static_cast<size_t>(b)];
+        const int64_t len = bb->bounds[static_cast<size_t>(f.first_bag + b) + 1] - bb->bounds[static_cast<size_t>(f.first_bag + b)];
+        for (int64_t q = q0; q < q0 + len; q++) {
+          const int64_t v = dd.inverse[static_cast<size_t>(q)];
+          if (v >= 0) counts[static_cast<size_t>(v)] += m;
+        }
       }
     }
     at::Tensor rows = unique_rows(args[i].table, long_tensor(dd.uids), counts.data(), at::kCPU, o);

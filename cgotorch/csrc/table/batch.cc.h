@@ -1,7 +1,8 @@
 // batch.cc.h: per-batch preparation shared by the table's ops: distinct ids (Dedupe) and
 // the finiteness check of values and gradients. Both run on every update, so both avoid
-// per-batch work that does not depend on the batch: Dedupe's hash table is scratch kept per
-// thread and never cleared between batches, and the finiteness check is vectorised.
+// per-batch work that does not depend on the batch: the distinct ids' hash table is kept per
+// thread and sized by the distinct ids (no clearing of a table sized by the batch), and the
+// finiteness check is vectorised.
 #include <algorithm>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -17,92 +18,116 @@ namespace table {
 
 namespace {
 
-// One slot of Dedupe's open-addressing table: an id, and its batch's stamp with the id's place
-// in uids (stamp << kPlaceBits | place). A slot is occupied only when its stamp is the
-// current batch's, so a batch starts without clearing the table.
-struct DedupeSlot {
-  int64_t key;
-  uint64_t word;
+// The distinct-id table of a thread: open addressing, linear probing, a slot per 4 bytes
+// (an id's place among the distinct ids + 1; 0: free), the ids themselves compared through
+// uids. All slots are free between calls (a call frees those it used), so a call neither
+// allocates nor clears a table; each call sizes its part of the table by the distinct ids
+// it finds (at most a quarter full), from the size the thread's last call of like length
+// ended with (per bit length of n), doubling as they pass a quarter.
+//
+// Why: Dedupe's table had 4 slots of 16 bytes per occurrence, and a separate one for the bags
+// (bags_dedupe.cc.h) stamped slots of 16 bytes per 4 distinct ids. SVD++'s bags hold about 51k
+// ids of 7.5k distinct: 4-byte slots put the table in 128 KiB instead of 512 KiB (the bags') or
+// 4 MiB (Dedupe's), in the L2 cache, and probes stall far less (a standalone loop: 100 -> 58 us
+// warm, 140 -> 58 us with the table evicted; docs/performance.md, "Large-bag kernels, third
+// round").
+struct DistinctTable {
+  std::vector<uint32_t> slots;  // free (0) between calls
+  uint8_t log_cap[65] = {};     // per bit length of n: log2 of the slots its last call used; 0: none yet
 };
-constexpr int kPlaceBits = 40;  // batches of up to 2^40 ids (8 TiB of ids)
-constexpr uint64_t kPlaceMask = (uint64_t{1} << kPlaceBits) - 1;
-// Stamps wrap after this many batches (the table is zeroed then). The sanitizer build sets a
-// small value so that tests wrap it often.
-#ifndef CT_DEDUPE_MAX_STAMP
-#define CT_DEDUPE_MAX_STAMP ((uint64_t{1} << (64 - 40)) - 1)
-#endif
-constexpr uint64_t kMaxStamp = CT_DEDUPE_MAX_STAMP;
-static_assert(kMaxStamp >= 1 && kMaxStamp < (uint64_t{1} << (64 - kPlaceBits)), "stamp bits");
-// At least 4 slots per id: at load 1/2 the probes' unpredictable branches cost a third of the
-// time (on a batch of 4,096: 13 ns/id at 2 slots per id, 9 at 4).
-constexpr size_t kSlotsPerId = 4;
-// Slots are prefetched this many ids ahead (a batch's table is larger than the L1 cache).
+thread_local DistinctTable distinct_table;
+
+// A call's first table has at most this many slots (a class of n's first call: it doubles from there).
+constexpr size_t kFirstSlots = size_t{1} << 12;
+// A thread keeps up to this many slots (1 MiB); a call that needs more frees them after it.
+constexpr size_t kKeptSlots = size_t{1} << 18;
+// Slots are prefetched this many ids ahead (the table can be larger than the L1 cache).
 constexpr int64_t kAheadIds = 16;
-// A thread keeps its scratch up to this many slots (1 MiB: batches of up to 16K ids); bigger
-// batches use scratch of their own, freed with them.
-constexpr size_t kKeptSlots = size_t{1} << 16;
-
-struct DedupeScratch {
-  std::vector<DedupeSlot> slots;
-  uint64_t stamp = 0;
-  // A table of at least cap slots in which every slot is free for the returned stamp.
-  uint64_t begin(size_t cap) {
-    if (slots.size() < cap) {
-      slots.assign(cap, DedupeSlot{0, 0});
-      stamp = 0;
-    }
-    if (stamp == kMaxStamp) {
-      std::fill(slots.begin(), slots.end(), DedupeSlot{0, 0});
-      stamp = 0;
-    }
-    return ++stamp;
-  }
-};
-
-thread_local DedupeScratch kept_scratch;
 
 }  // namespace
 
-Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip) {
-  if (static_cast<uint64_t>(n) > kPlaceMask) throw arg_error("a batch of " + std::to_string(n) + " ids is too large");
-  inverse = scratch_pool<int64_t>().take(static_cast<size_t>(n));
-  size_t cap = 16;
-  while (cap < kSlotsPerId * static_cast<size_t>(n)) cap *= 2;
-  DedupeScratch own;
-  DedupeScratch &scratch = cap <= kKeptSlots ? kept_scratch : own;
-  const uint64_t stamp = scratch.begin(cap);
-  DedupeSlot *t = scratch.slots.data();
-  const size_t mask = cap - 1;
-  auto home = [mask](int64_t id) { return id_home(id, mask); };
-  uids = scratch_pool<int64_t>().take(static_cast<size_t>(n));
-  int64_t *inv = inverse.data(), *up = uids.data();
-  uint64_t nu = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t id = ids[i];
-    if (i + kAheadIds < n) __builtin_prefetch(&t[home(ids[i + kAheadIds])], 1);
-    if (skip != nullptr && id == *skip) {
-      inv[i] = -1;
-      skipped++;
-      continue;
-    }
-    size_t j = home(id);
-    for (;;) {
-      DedupeSlot &s = t[j];
-      if ((s.word >> kPlaceBits) != stamp) {  // free: the id's first occurrence
-        s.key = id;
-        s.word = stamp << kPlaceBits | nu;
-        up[nu] = id;
-        inv[i] = static_cast<int64_t>(nu++);
-        break;
-      }
-      if (s.key == id) {
-        inv[i] = static_cast<int64_t>(s.word & kPlaceMask);
-        break;
-      }
-      j = (j + 1) & mask;
-    }
+DistinctCount distinct_ids(const int64_t *ids, int64_t n, const int64_t *skip, int64_t *uids, int64_t *inverse) {
+  if (n < 0 || static_cast<uint64_t>(n) >= UINT32_MAX) {
+    throw arg_error("a batch of " + std::to_string(n) + " ids is too large");
   }
-  uids.resize(nu);
+  DistinctTable &tb = distinct_table;
+  const int cls = 64 - __builtin_clzll(static_cast<unsigned long long>(n) | 1);
+  size_t most = 16;  // 4 slots per id: every id distinct fits
+  while (most < 4 * static_cast<size_t>(n)) most *= 2;
+  size_t cap = tb.log_cap[cls] != 0 ? size_t{1} << tb.log_cap[cls] : kFirstSlots;
+  cap = std::min(std::max(cap, size_t{16}), most);
+  DistinctCount c{0, 0};
+  uint32_t nu = 0;
+  try {
+    if (tb.slots.size() < cap) tb.slots.resize(cap, 0);
+    uint32_t *t = tb.slots.data();
+    int bits = __builtin_ctzll(cap);
+    auto home = [&bits](int64_t id) { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> (64 - bits)); };
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t id = ids[i];
+      if (i + kAheadIds < n) __builtin_prefetch(&t[home(ids[i + kAheadIds])], 1);
+      if (skip != nullptr && id == *skip) {
+        inverse[i] = -1;
+        c.skipped++;
+        continue;
+      }
+      const size_t mask = cap - 1;
+      size_t j = home(id);
+      for (;;) {
+        const uint32_t p = t[j];
+        if (p == 0) {  // free: the id's first occurrence
+          t[j] = ++nu;
+          uids[nu - 1] = id;
+          inverse[i] = nu - 1;
+          break;
+        }
+        if (uids[p - 1] == id) {
+          inverse[i] = p - 1;
+          break;
+        }
+        j = (j + 1) & mask;
+      }
+      if (4 * static_cast<size_t>(nu) > cap) {  // grow: the distinct ids so far into twice the slots
+        std::memset(t, 0, cap * sizeof(uint32_t));
+        cap *= 2;
+        bits++;
+        if (tb.slots.size() < cap) tb.slots.resize(cap, 0);
+        t = tb.slots.data();
+        for (uint32_t q = 0; q < nu; q++) {
+          size_t k = home(uids[q]);
+          while (t[k] != 0) k = (k + 1) & (cap - 1);
+          t[k] = q + 1;
+        }
+      }
+    }
+    // Free the slots used: a memset of the call's slots (a fraction of a nanosecond a slot), or
+    // where they are many against the distinct ids, each distinct id's slot (a probe of a few
+    // nanoseconds; freeing every used slot leaves all free, whatever the order).
+    if (cap <= 32 * static_cast<size_t>(nu)) {
+      std::memset(t, 0, cap * sizeof(uint32_t));
+    } else {
+      for (uint32_t q = 0; q < nu; q++) {
+        size_t k = home(uids[q]);
+        while (t[k] != q + 1) k = (k + 1) & (cap - 1);
+        t[k] = 0;
+      }
+    }
+  } catch (...) {  // (an allocation failed: leave every slot free)
+    std::fill(tb.slots.begin(), tb.slots.end(), 0u);
+    throw;
+  }
+  tb.log_cap[cls] = static_cast<uint8_t>(__builtin_ctzll(cap));
+  if (tb.slots.size() > kKeptSlots) std::vector<uint32_t>().swap(tb.slots);
+  c.distinct = nu;
+  return c;
+}
+
+Dedupe::Dedupe(const int64_t *ids, int64_t n, const int64_t *skip)
+    : uids(scratch_pool<int64_t>().take(static_cast<size_t>(std::max<int64_t>(n, 0)))),
+      inverse(scratch_pool<int64_t>().take(static_cast<size_t>(std::max<int64_t>(n, 0)))) {
+  const DistinctCount c = distinct_ids(ids, n, skip, uids.data(), inverse.data());
+  uids.resize(static_cast<size_t>(c.distinct));
+  skipped = c.skipped;
 }
 
 Dedupe::Dedupe(const int64_t *ids, int64_t n, DistinctIds)

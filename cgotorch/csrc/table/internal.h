@@ -39,10 +39,17 @@ struct incompatible_error : prefixed_error<CT_ERR_INCOMPATIBLE> {
   explicit incompatible_error(const std::string &m) : prefixed_error("incompatible: ", m) {}
 };
 
-// Unique ids of a batch in first-appearance order: inverse[i] is the position of ids[i] in
-// uids. An open-addressing table of at least 4 slots per id, kept per thread between
-// batches (batch.cc.h): no allocation or clearing per batch, none per id. With skip,
-// occurrences of *skip are left out of uids and get inverse -1 (a padding id).
+// The distinct ids of ids[0, n) in first-appearance order into uids (n elements), and each
+// id's place among them into inverse[i]; with skip, occurrences of *skip are left out and get
+// inverse -1 (a padding id). A hash table kept per thread and sized by the distinct ids
+// (batch.cc.h): no allocation or clearing per call, none per id.
+struct DistinctCount {
+  int64_t distinct, skipped;
+};
+DistinctCount distinct_ids(const int64_t *ids, int64_t n, const int64_t *skip, int64_t *uids, int64_t *inverse);
+
+// Unique ids of a batch in first-appearance order (distinct_ids): inverse[i] is the position of
+// ids[i] in uids.
 struct DistinctIds {};
 // uids and inverse come from the thread's scratch pool (scratch.h) and go back to it when the
 // Dedupe ends; a vector moved out of it is the taker's (freed or given back by it).
