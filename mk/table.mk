@@ -2,10 +2,9 @@
 # UndefinedBehaviorSanitizer, built like abi_test. `make table-sanitize`; `make sanitize` runs it too.
 .PHONY: table-sanitize
 
-# Dedupe's batch stamps wrap every 3 batches here, so the C tests exercise the wrap; the test
-# hooks (CT_TEST_HOOKS: ct_test_evict_between_phases) exist in this build only; every sort of ids
-# takes the radix path (CT_RADIX_MIN=2), whatever the tests' sizes.
-$(BUILD)/san/unity_table.o: SAN += -DCT_DEDUPE_MAX_STAMP=3 -DCT_TEST_HOOKS -DCT_RADIX_MIN=2
+# The test hooks (CT_TEST_HOOKS: ct_test_evict_between_phases) exist in this build only; every
+# sort of ids takes the radix path (CT_RADIX_MIN=2), whatever the tests' sizes.
+$(BUILD)/san/unity_table.o: SAN += -DCT_TEST_HOOKS -DCT_RADIX_MIN=2
 $(BUILD)/san/table_test.o: cgotorch/ctest/table_test.c cgotorch/ctest/check.h cgotorch/cgotorch.h | $(BUILD)/san
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(SAN) -Icgotorch -c $< -o $@
 $(BUILD)/san/table_test: $(BUILD)/san/table_test.o $(SAN_OBJS)

@@ -670,9 +670,9 @@ static void test_lanes_match_scalar(void) {
   }
 }
 
-/* Distinct ids of a batch come from a hash table that each thread keeps between batches and
- * never clears (csrc/table/batch.cc.h), its slots told apart by batch stamps; the sanitizer
- * build wraps the stamps every 3 batches. Across 40 batches with repeated ids (updates: summed
+/* Distinct ids of a batch come from a hash table that each thread keeps between batches
+ * (csrc/table/batch.cc.h: distinct_ids), sized by the last call's distinct ids and freed slot by
+ * slot or in one pass after each call. Across 40 batches with repeated ids (updates: summed
  * gradients; writes: the last value wins), including one batch too big for the kept table,
  * every row must match a plain model of the rules. */
 static void test_duplicates_across_batches(void) {
