@@ -9,6 +9,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define KF_X86 1
+#define KF_ADAM_AHEAD 1024  // floats: the Adam streams are prefetched 4 KiB ahead
 #endif
 
 int kf_supported(int isa) {
@@ -53,6 +54,20 @@ static void sparse_adam_portable(float *p, float *m, float *v, const float *g, i
 }
 
 #ifdef KF_X86
+// The line KF_ADAM_AHEAD floats ahead of i in each of SparseAdam's four streams: the hardware's
+// own prefetchers left the step at 0.37-0.44 ms a batch against 0.16-0.17 with this on Zen 5
+// (4 KiB ahead; 2 and 8 KiB were slower). A macro, expanded inside the kernels' target
+// functions: GCC emits no prefetch instruction in a function of this file's default target.
+#define PREFETCH_ADAM(p, m, v, g, i, i1)                                        \
+  do {                                                                          \
+    if ((i) + KF_ADAM_AHEAD < (i1)) {                                           \
+      _mm_prefetch((const char *)((p) + (i) + KF_ADAM_AHEAD), _MM_HINT_T0);     \
+      _mm_prefetch((const char *)((m) + (i) + KF_ADAM_AHEAD), _MM_HINT_T0);     \
+      _mm_prefetch((const char *)((v) + (i) + KF_ADAM_AHEAD), _MM_HINT_T0);     \
+      _mm_prefetch((const char *)((g) + (i) + KF_ADAM_AHEAD), _MM_HINT_T0);     \
+    }                                                                           \
+  } while (0)
+
 // Rows of dim floats (dim a multiple of 16): 128 columns at a time in 8 accumulators, the
 // rest 16 at a time. (Prefetching the rows 8 ids ahead gained nothing measurable on Zen 5.)
 __attribute__((target("avx512f"))) static void weighted_sum_avx512(float *out, const float *src, int64_t dim,
@@ -141,6 +156,7 @@ __attribute__((target("avx512f"))) static void sparse_adam_avx512(float *p, floa
                                                                    float nss) {
   const __m512 A1 = _mm512_set1_ps(a1), A2 = _mm512_set1_ps(a2), E = _mm512_set1_ps(eps), N = _mm512_set1_ps(nss);
   for (int64_t i = i0; i < i1; i += 16) {
+    PREFETCH_ADAM(p, m, v, g, i, i1);
     const __mmask16 k = i1 - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (i1 - i)) - 1);
     const __m512 gi = _mm512_maskz_loadu_ps(k, g + i), m0 = _mm512_maskz_loadu_ps(k, m + i);
     const __m512 v0 = _mm512_maskz_loadu_ps(k, v + i);
@@ -158,6 +174,7 @@ __attribute__((target("avx2"))) static void sparse_adam_avx2(float *p, float *m,
   const __m256 A1 = _mm256_set1_ps(a1), A2 = _mm256_set1_ps(a2), E = _mm256_set1_ps(eps), N = _mm256_set1_ps(nss);
   int64_t i = i0;
   for (; i + 8 <= i1; i += 8) {
+    if ((i & 15) == 0) PREFETCH_ADAM(p, m, v, g, i, i1);
     const __m256 gi = _mm256_loadu_ps(g + i), m0 = _mm256_loadu_ps(m + i), v0 = _mm256_loadu_ps(v + i);
     const __m256 mu = _mm256_mul_ps(_mm256_sub_ps(gi, m0), A1);
     const __m256 vu = _mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(gi, gi), v0), A2);
