@@ -62,7 +62,7 @@ DistinctCount distinct_ids(const int64_t *ids, int64_t n, const int64_t *skip, i
     if (tb.slots.size() < cap) tb.slots.resize(cap, 0);
     uint32_t *t = tb.slots.data();
     int bits = __builtin_ctzll(cap);
-    auto home = [&bits](int64_t id) { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> (64 - bits)); };
+    auto home = [&bits](int64_t id) { return id_home(id, bits); };
     for (int64_t i = 0; i < n; i++) {
       const int64_t id = ids[i];
       if (i + kAheadIds < n) __builtin_prefetch(&t[home(ids[i + kAheadIds])], 1);

@@ -15,12 +15,11 @@
 namespace ct {
 namespace table {
 
-// The home slot of id in an open-addressed table of mask + 1 slots (a power of two): Fibonacci
+// The home slot of id in an open-addressed table of 2^bits slots (distinct_ids): Fibonacci
 // hashing, the top bits of the id times 2^64 / phi. Every bit of the id moves the product's top
 // bits, while its low bits depend only on the id's low ones: ids that differ only in their high
 // bits (a field tag above a value) all landed in one slot when the home was taken from there.
-inline size_t id_home(int64_t id, size_t mask) {
-  const int bits = __builtin_ctzll(static_cast<unsigned long long>(mask) + 1);
+inline size_t id_home(int64_t id, int bits) {
   return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
 }
 
