@@ -26,22 +26,33 @@ func newClickModel(users *embedding.Table) *clickModel {
 
 type clicks struct{ users, labels *nn.Tensor }
 
+// clickBatch is batch i of the examples' data: two users, one click each way.
+func clickBatch(i int64) clicks {
+	return clicks{cgotorch.MustFromSlice([]int64{i % 10, i%10 + 10}), cgotorch.MustFromSlice([]float32{1, 0}, 2, 1)}
+}
+
+// newClickHogwild makes two workers that train a clickModel on users: each worker its own
+// replica of the dense head, all of them the same table.
+func newClickHogwild(users *embedding.Table) (*nn.Hogwild[*clickModel, clicks], error) {
+	model := newClickModel(users)
+	opt, err := nn.NewAdam(model, nn.AdamOptions{LR: 0.01})
+	if err != nil {
+		return nil, err
+	}
+	loss := nn.BCEWithLogits(nn.ReduceMean)
+	return nn.NewHogwild(model, opt, 2,
+		func() (*clickModel, error) { return newClickModel(users), nil }, // a replica: same table, own head
+		func(m *clickModel, b clicks) *nn.Tensor {
+			return loss(m.head.Forward(m.users.Forward(b.users)), b.labels)
+		})
+}
+
 // Two goroutines train one model: each its own replica of the dense head, both the same table.
 // A reader goroutine sends the batches and closes the channel at the end of the data.
 func ExampleHogwild() {
 	users, _ := embedding.New(embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.01}})
 	defer users.Close()
-	model := newClickModel(users)
-	opt, err := nn.NewAdam(model, nn.AdamOptions{LR: 0.01})
-	if err != nil {
-		panic(err)
-	}
-	loss := nn.BCEWithLogits(nn.ReduceMean)
-	h, err := nn.NewHogwild(model, opt, 2,
-		func() (*clickModel, error) { return newClickModel(users), nil }, // a replica: same table, own head
-		func(m *clickModel, b clicks) *nn.Tensor {
-			return loss(m.head.Forward(m.users.Forward(b.users)), b.labels)
-		})
+	h, err := newClickHogwild(users)
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +60,7 @@ func ExampleHogwild() {
 	go func() {
 		defer close(batches)
 		for i := int64(0); i < 100; i++ {
-			batches <- clicks{cgotorch.MustFromSlice([]int64{i % 10, i%10 + 10}), cgotorch.MustFromSlice([]float32{1, 0}, 2, 1)}
+			batches <- clickBatch(i)
 		}
 	}()
 	if err := h.Train(context.Background(), batches); err != nil {
@@ -66,24 +77,14 @@ func ExampleHogwild() {
 func ExampleHogwild_TrainEach() {
 	users, _ := embedding.New(embedding.Config{Dim: 4, Optimizer: embedding.SparseAdam{LR: 0.01}})
 	defer users.Close()
-	model := newClickModel(users)
-	opt, err := nn.NewAdam(model, nn.AdamOptions{LR: 0.01})
-	if err != nil {
-		panic(err)
-	}
-	loss := nn.BCEWithLogits(nn.ReduceMean)
-	h, err := nn.NewHogwild(model, opt, 2,
-		func() (*clickModel, error) { return newClickModel(users), nil },
-		func(m *clickModel, b clicks) *nn.Tensor {
-			return loss(m.head.Forward(m.users.Forward(b.users)), b.labels)
-		})
+	h, err := newClickHogwild(users)
 	if err != nil {
 		panic(err)
 	}
 	part := func(worker int) iter.Seq[clicks] {
 		return func(yield func(clicks) bool) {
 			for i := int64(worker); i < 100; i += int64(h.Workers()) {
-				if !yield(clicks{cgotorch.MustFromSlice([]int64{i % 10, i%10 + 10}), cgotorch.MustFromSlice([]float32{1, 0}, 2, 1)}) {
+				if !yield(clickBatch(i)) {
 					return // TrainEach stopped early (an error, or ctx done)
 				}
 			}
