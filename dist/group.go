@@ -31,6 +31,7 @@ type Group struct {
 	broken error        // the failure that broke the group
 	opts   Options
 	sent   atomic.Int64 // BytesSent
+	calls  atomic.Int64 // Collectives
 }
 
 // New starts a group: it meets the other ranks through the store, checks that they belong to
@@ -128,6 +129,7 @@ func (g *Group) Close() error {
 // do runs one collective under the group's lock. A timeout or a failed peer breaks the group
 // (the ranks are out of step); arguments refused by the ranks' agreement do not.
 func (g *Group) do(op string, f func(*cdist.Group) error) error {
+	g.calls.Add(1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.g == nil {

@@ -24,10 +24,10 @@ type Prefetch struct {
 // next batch's exchange of ids and rows with the current batch's compute, as TorchRec's
 // TrainPipelineSparseDist does. Each Progress(next):
 //
-//  1. fetches next's rows from their owners (the ids' and rows' all-to-alls of every lookup
-//     that lookups(next) lists) on a goroutine of its own, while the caller's goroutine runs
-//     the current batch's forward and backward passes (loss, then Backward), whose lookups
-//     take the rows fetched by the previous call and issue no collective;
+//  1. fetches next's rows from their owners (one all-to-all of the ids and one of the rows of
+//     every lookup that lookups(next) lists) on a goroutine of its own, while the caller's
+//     goroutine runs the current batch's forward and backward passes (loss, then Backward),
+//     whose lookups take the rows fetched by the previous call and issue no collective;
 //  2. then, once both are done, runs the optimizer's Step on the current batch (the tables'
 //     gradients to their owners, the DataParallel's all-reduce);
 //  3. then patches next's rows: each owner sends again the rows of next's ids that this Step
@@ -39,8 +39,8 @@ type Prefetch struct {
 // batch, patch of next), so every rank must call Progress and Flush in the same order, with
 // lookups listing the same tables in the same order (the ids differ). With
 // TrainPipelineOptions.FetchGroup the fetch runs on that group, during the Step too. The
-// patch costs one all-to-all for all the lookups, of the changed rows only; the fetch's two
-// all-to-alls per lookup leave the critical path.
+// fetch costs two all-to-alls for all the lookups together (the ids', the rows'), off the
+// critical path, and the patch one, of the changed rows only.
 //
 // The step's model code must look up the sharded tables exactly as lookups says, in training
 // (nn.Embedding and nn.EmbeddingBag in training mode), in the same order, and run no other
@@ -284,20 +284,26 @@ func (p *TrainPipeline[B]) views(reqs []Prefetch) ([]*ShardedTable, error) {
 	return out, nil
 }
 
-// fetch fetches the rows of reqs from their owners, in order, through tables (views: each
-// lookup inserts its absent ids, as a training Forward does).
-func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) (out []*fetched, err error) {
+// fetch fetches the rows of reqs from their owners through tables (views), in one exchange of
+// ids and one of rows for all of them (fetchParts; each lookup inserts its absent ids, as a
+// training Forward does).
+func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fetched, error) {
 	const op = "prefetch"
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	out, parts := make([]*fetched, len(reqs)), make([]part, len(reqs))
 	for i, q := range reqs {
 		v, err := tables[i].idsOf(op, q.IDs)
-		f := &fetched{p: q, ids: uniqueIDs(v, q.Padding, q.PaddingID)}
-		f.routed, f.rows, _, err = tables[i].fetchRouted(op, f.ids, err, true, nil)
-		if err != nil {
-			f.rows.Close()
-			p.release(out)
-			return nil, err
-		}
-		out = append(out, f)
+		out[i] = &fetched{p: q, ids: uniqueIDs(v, q.Padding, q.PaddingID)}
+		parts[i] = part{t: tables[i], ids: out[i].ids, local: err}
+	}
+	rs, rows, _, err := fetchParts(op, parts, true, make([][]int64, len(reqs)))
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range out {
+		f.routed, f.rows = rs[i], rows[i]
 	}
 	return out, nil
 }

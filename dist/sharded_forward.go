@@ -2,6 +2,7 @@ package dist
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
@@ -87,15 +88,39 @@ func (s *ShardedTable) checkForward(op string, ids *cgotorch.Tensor, o embedding
 // table's optimizer (collective). As embedding.Table.Step, it does nothing when no rank has
 // pending gradients, and gradients holding NaN or Inf on any rank are refused as a whole on
 // every rank (ErrBadInput there, ErrMismatch elsewhere) and stay pending: no shard changes.
-func (s *ShardedTable) Step() error {
+func (s *ShardedTable) Step() error { return StepAll([]*ShardedTable{s}) }
+
+// StepAll is Step of every table of tables (sharded tables of one group; one listed twice steps
+// once), in one exchange of the gradients of all of them and one of the owners' verdicts,
+// instead of two per table (collective: every rank passes the same tables in the same order).
+// Each table steps, or refuses, as its own Step would; their errors are joined.
+func StepAll(tables []*ShardedTable) error {
 	const op = "step"
-	ids, grads, err := s.pending(op)
-	defer grads.Close()
-	stepped, err := s.applyGrads(op, ids, grads, err, false)
-	if err != nil || !stepped {
-		return err
+	var ts []*ShardedTable
+	for _, t := range tables {
+		if t == nil || t.g != tables[0].g {
+			return &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("a nil table, or tables of several groups")}
+		}
+		if !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
 	}
-	return s.ZeroGrad()
+	if len(ts) == 0 {
+		return nil
+	}
+	parts := make([]part, len(ts))
+	for k, t := range ts {
+		ids, grads, err := t.pending(op)
+		defer grads.Close()
+		parts[k] = part{t: t, ids: ids, rows: grads, local: err}
+	}
+	stepped, errs := applyGrads(op, parts, false)
+	for k, t := range ts {
+		if errs[k] == nil && stepped[k] {
+			errs[k] = t.ZeroGrad()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // pending returns this rank's pending gradients, coalesced (ids ascending), checked finite.

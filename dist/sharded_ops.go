@@ -85,7 +85,7 @@ func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found 
 		return nil, nil, err
 	}
 	defer ft.Close()
-	back, err := s.back(r, ft, 1, nil)
+	back, err := s.back1(r, ft, 1, nil)
 	if err != nil {
 		got.Close()
 		return nil, nil, err
@@ -99,20 +99,54 @@ func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found 
 // this rank received as an owner: TrainPipeline patches those rows) and, when reading, whether
 // each id the owner received was present.
 func (s *ShardedTable) fetchRouted(op string, ids []int64, local error, insert bool, pos []int64) (*routed, *cgotorch.Tensor, []bool, error) {
-	r, _, _, err := s.route(op, ids, nil, 0, local, false, false)
+	rs, rows, present, err := fetchParts(op, []part{{t: s, ids: ids, local: local}}, insert, [][]int64{pos})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var rows *cgotorch.Tensor
-	var present []bool
+	return rs[0], rows[0], present[0], nil
+}
+
+// fetchParts is the exchange of several lookups' ids and rows: one all-to-all of the ids of
+// every part (its table and distinct ids, this rank's verdict on them), one of the rows of
+// every part (collective). For each part it returns the ids as routed, the rows (in the order
+// of its ids, or of pos[k] when not nil: see back) and, when reading (not insert), whether each
+// id the owner received was present. An error fails every part, on every rank.
+func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed, []*cgotorch.Tensor, [][]bool, error) {
+	kind := routeRead
 	if insert {
-		rows, err = s.shard.LookupIDs(r.ids)
-	} else {
-		rows, present, err = s.shard.ReadIDs(r.ids)
+		kind = routeLookup
 	}
-	got, berr := s.back(r, rows, int64(s.cfg.Dim), pos) // (rows nil: this owner failed)
-	rows.Close()
-	return r, got, present, errors.Join(err, berr)
+	as, err := route(op, kind, parts, 0, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tables, rs, widths := make([]*ShardedTable, len(as)), make([]*routed, len(as)), make([]int64, len(as))
+	var refused []error
+	for k, a := range as {
+		tables[k], rs[k], widths[k] = parts[k].t, a.r, int64(parts[k].t.cfg.Dim)
+		refused = append(refused, a.err)
+	}
+	if err := errors.Join(refused...); err != nil { // every rank knows: none answers
+		return nil, nil, nil, err
+	}
+	rows, present := make([]*cgotorch.Tensor, len(as)), make([][]bool, len(as))
+	defer func() { closeAll(rows) }()
+	var failed []error // this owner's (then it answers nothing: rows[k] nil)
+	for k, t := range tables {
+		var err error
+		if insert {
+			rows[k], err = t.shard.LookupIDs(rs[k].ids)
+		} else {
+			rows[k], present[k], err = t.shard.ReadIDs(rs[k].ids)
+		}
+		failed = append(failed, err)
+	}
+	got, err := back(tables, rs, rows, widths, pos)
+	if err = errors.Join(append(failed, err)...); err != nil {
+		closeAll(got)
+		return nil, nil, nil, err
+	}
+	return rs, got, present, nil
 }
 
 // Write sets the rows of ids (int64 [N]) to values (float32 [N, Dim], finite), inserting
@@ -134,7 +168,7 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 		urows, err = selectRows(values, last)
 		defer urows.Close()
 	}
-	r, got, _, err := s.route(op, u, urows, int64(s.cfg.Dim), err, false, false)
+	r, got, _, err := s.route1(op, routeWrite, u, urows, err, false)
 	if err != nil {
 		return err
 	}
@@ -173,41 +207,73 @@ func (s *ShardedTable) Update(ids, grads *cgotorch.Tensor) error {
 		defer summed.Close()
 		sums = summed
 	}
-	_, err = s.applyGrads(op, u, sums, err, true)
-	return err
+	_, errs := applyGrads(op, []part{{t: s, ids: u, rows: sums, local: err}}, true)
+	return errs[0]
 }
 
-// applyGrads sends the gradients of ids (unique on this rank) to their owners, which sum them
-// per id and step, once the ranks have agreed on their verdicts (local: this rank's); every
-// rank learns whether the owners all did. Every owner steps, even with no ids, when always is
-// set or any rank has gradients; stepped says whether they did.
-func (s *ShardedTable) applyGrads(op string, ids []int64, grads *cgotorch.Tensor, local error, always bool) (stepped bool, err error) {
-	if s.fault == faultLostGradient && len(ids) > 0 && local == nil {
-		rest, err := selectRows(grads, span(1, len(ids)))
-		if err != nil {
-			return false, err
+// applyGrads sends the gradients of every part (its table's distinct ids on this rank, their
+// gradients, this rank's verdict on them) to their owners in one exchange, where they are
+// summed per id and stepped once the ranks have agreed on their verdicts, and every rank then
+// learns whether the owners all did, in one exchange for all parts (collective). A part's
+// owners step, even with no ids, when always is set or any rank has gradients for it:
+// stepped[k] says whether they did, errs[k] is part k's error.
+func applyGrads(op string, parts []part, always bool) (stepped []bool, errs []error) {
+	stepped, errs = make([]bool, len(parts)), make([]error, len(parts))
+	width := int64(0)
+	for k := range parts {
+		p := &parts[k]
+		width = max(width, int64(p.t.cfg.Dim))
+		p.has = len(p.ids) > 0
+		if p.t.fault == faultLostGradient && len(p.ids) > 0 && p.local == nil {
+			rest, err := selectRows(p.rows, span(1, len(p.ids)))
+			if err != nil {
+				p.local = err
+				continue
+			}
+			defer rest.Close()
+			p.ids, p.rows = p.ids[1:], rest
 		}
-		defer rest.Close()
-		ids, grads = ids[1:], rest
 	}
-	r, got, anyHas, err := s.route(op, ids, grads, int64(s.cfg.Dim), local, len(ids) > 0, true)
-	defer got.Close()
-	if err != nil || !(always || anyHas) {
-		return false, err
-	}
-	recv := r.ids
-	if s.fault == faultNoSum {
-		var keep []int64
-		recv, keep = firstOfEach(recv)
-		if got, err = selectRows(got, keep); err != nil {
-			return false, err
+	as, err := route(op, routeGrads, parts, width, true)
+	if err != nil {
+		for k := range errs {
+			errs[k] = err
 		}
-		defer got.Close()
+		return stepped, errs
 	}
-	if s.updated != nil {
-		*s.updated = append(*s.updated, recv...)
+	defer closeArrived(as)
+	var applied []int // the parts whose owners step: the same on every rank
+	var tables []*ShardedTable
+	var locals []error
+	for k, a := range as {
+		if errs[k] = a.err; a.err != nil || !(always || a.anyHas) {
+			continue
+		}
+		t := parts[k].t
+		recv, got := a.r.ids, a.rows
+		if t.fault == faultNoSum {
+			var keep []int64
+			recv, keep = firstOfEach(recv)
+			if got, err = selectRows(got, keep); err == nil {
+				defer got.Close()
+			}
+		}
+		if t.updated != nil {
+			*t.updated = append(*t.updated, recv...)
+		}
+		if err == nil {
+			err = t.onShard(recv, got, t.shard.Update)
+		}
+		applied, tables, locals = append(applied, k), append(tables, t), append(locals, err)
+		err = nil
 	}
-	return true, s.settle(op, s.onShard(recv, got, s.shard.Update))
+	if applied == nil {
+		return stepped, errs
+	}
+	for i, e := range settleParts(op, tables, locals) {
+		stepped[applied[i]], errs[applied[i]] = true, e
+	}
+	return stepped, errs
 }
 
 // span is from, from+1, ..., to-1.
@@ -237,7 +303,7 @@ func firstOfEach(ids []int64) (first, at []int64) {
 func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	const op = "delete"
 	v, err := s.idsOf(op, ids)
-	r, _, _, err := s.route(op, uniqueIDs(v, false, 0), nil, 0, err, false, false)
+	r, _, _, err := s.route1(op, routeDelete, uniqueIDs(v, false, 0), nil, err, false)
 	if err != nil {
 		return 0, err
 	}

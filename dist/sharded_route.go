@@ -3,12 +3,10 @@ package dist
 import (
 	"errors"
 	"fmt"
-	"math"
-	"slices"
+	"hash/fnv"
+	"strings"
 
 	"github.com/gorec/gorec/cgotorch"
-	"github.com/gorec/gorec/embedding"
-	"github.com/gorec/gorec/internal/cdist"
 )
 
 // routed is a batch of ids sent to their owners: what this rank sent, and what it received as
@@ -20,153 +18,218 @@ type routed struct {
 	recv []int64 // how many came from each rank
 }
 
-// settle tells every rank whether the owners applied a change the ranks had agreed on (an
-// owner whose shard fails, a closed one say, is the only way they do not): it returns local
-// itself, or an ErrMismatch naming the ranks that failed.
-func (s *ShardedTable) settle(op string, local error) error {
-	_, err := verdicts(s.g, fmt.Sprintf("table %q", s.name), op, local, false, "failed to apply it on their shard")
-	return err
+// routeKind is what the owners do with the ids of a routed exchange. It is part of every
+// block's digest, so that ranks running different operations fail instead of mixing data.
+type routeKind int64
+
+const (
+	routeLookup routeKind = iota + 1 // insert the absent ids and send their rows back
+	routeRead                        // send their rows back, insert nothing
+	routeWrite                       // set their rows
+	routeGrads                       // sum their gradients per id and step
+	routeDelete                      // delete them
+)
+
+// A part's entry in a block: how many of its ids follow (the bits above entryBits), whether
+// the rank refused its input and whether it has data.
+const (
+	entryRefused = 1
+	entryHas     = 2
+	entryBits    = 2
+)
+
+// part is one table's share of a routed exchange: its ids (distinct on this rank), the rows
+// that travel with them (float32 [len(ids), Dim], or nil), this rank's verdict on its input
+// (local: its error, or nil) and whether it has data (has: Step's pending gradients).
+type part struct {
+	t     *ShardedTable
+	ids   []int64
+	rows  *cgotorch.Tensor
+	local error
+	has   bool
 }
 
-// verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
-// operation of what (a table, a checkpoint), in one exchange (they ride in the ranks'
-// agreement headers: gatherInt64s): it returns local itself, or an ErrMismatch naming
-// the ranks that failed, and whether any rank had the flag set.
-func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
-	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
-	if err != nil {
-		return false, errors.Join(err, local)
+// arrived is what route gives back for a part: its ids as routed, the rows this rank received
+// with them as an owner (in the order of r.ids; nil without rows or on err), whether any rank
+// had data, and err: the part's local error itself, or an ErrMismatch naming the ranks that
+// refused their input for it (then no shard may change for it).
+type arrived struct {
+	r      *routed
+	rows   *cgotorch.Tensor
+	anyHas bool
+	err    error
+}
+
+// closeArrived frees the rows of every part.
+func closeArrived(as []arrived) {
+	for _, a := range as {
+		a.rows.Close()
 	}
-	if local != nil {
-		return false, local
+}
+
+// route sends every part's ids to their owners in one all-to-all (collective: every rank passes
+// parts of the same tables, of one group, in the same order; a table may appear in several
+// parts). The block to each rank starts with a digest of the operation (kind), width and the
+// parts' tables, then holds for each part its entry and the ids that rank owns. Every rank
+// thus learns every verdict before anything changes, without a collective of its own. With
+// width > 0 (the widest part's Dim, the same on every rank) the parts' rows travel with their
+// ids in the same all-to-all (packRows), zero-padded to width. grads says the ids are
+// gradients' (the defect faultWrongOwner moves those). route's own error (a broken group, or a
+// rank running another operation or other tables) fails every part, on every rank, before any
+// shard changes.
+func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]arrived, error) {
+	g := parts[0].t.g
+	w := g.WorldSize()
+	rs := make([]*routed, len(parts))
+	owners := make([][]int, len(parts))
+	blocks := make([]int64, w) // per rank: the digest, then each part's entry and ids
+	for j := range blocks {
+		blocks[j] = 1 + int64(len(parts))
 	}
-	var refused []int
-	for r := 0; r < g.WorldSize(); r++ {
-		if all[2*r] != 0 {
-			refused = append(refused, r)
+	for k := range parts {
+		p := &parts[k]
+		if p.local != nil {
+			p.ids, p.rows = nil, nil
 		}
-		anyHas = anyHas || all[2*r+1] != 0
-	}
-	if refused != nil {
-		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank(s) %v %s", what, refused, failed)}
-	}
-	return anyHas, nil
-}
-
-// gatherInt64s returns every rank's v (the same length on every rank), in rank order: in the
-// ranks' agreement headers (allGatherInts) when v is that short, else in an AllGather.
-func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
-	return gatherInt64s(s.g, fmt.Sprintf("table %q", s.name), op, v)
-}
-
-func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
-	if len(v) <= cdist.GatherIntsMax { // in the agreement headers: one exchange, not two
-		all, err := g.allGatherInts(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", what, op, err)
+		rs[k] = &routed{send: make([]int64, w), recv: make([]int64, w), perm: make([]int64, len(p.ids))}
+		owners[k] = make([]int, len(p.ids))
+		for i, id := range p.ids {
+			o := Owner(id, w)
+			if p.t.fault == faultWrongOwner && grads {
+				o = (o + 1) % w
+			}
+			owners[k][i] = o
+			rs[k].send[o]++
+			blocks[o]++
 		}
-		return all, nil
 	}
-	t, err := cgotorch.FromSlice(v)
+	digest := routeDigest(kind, parts, width)
+	// sent: the blocks in rank order; slot[q]: for an id, its row among the parts' rows stacked
+	sent := make([]int64, sum(blocks))
+	slot := make([]int64, len(sent))
+	first := make([][]int64, len(parts)) // first[k][j]: where part k's ids to rank j start in sent
+	for k := range first {
+		first[k] = make([]int64, w)
+	}
+	for j, at := 0, int64(0); j < w; j++ {
+		sent[at] = digest
+		at++
+		for k, p := range parts {
+			sent[at] = rs[k].send[j]<<entryBits | boolInt(p.local != nil)*entryRefused | boolInt(p.has)*entryHas
+			first[k][j] = at + 1
+			at += 1 + rs[k].send[j]
+		}
+	}
+	base := int64(0)
+	for k, p := range parts {
+		next := first[k]
+		done := make([]int64, w) // ids placed for each rank
+		sentBefore := make([]int64, w)
+		for j := 1; j < w; j++ {
+			sentBefore[j] = sentBefore[j-1] + rs[k].send[j-1]
+		}
+		for i, id := range p.ids {
+			o := owners[k][i]
+			q := next[o] + done[o]
+			sent[q], slot[q] = id, base+int64(i)
+			rs[k].perm[sentBefore[o]+done[o]] = int64(i)
+			done[o]++
+		}
+		base += int64(len(p.ids))
+	}
+	rows, own, err := stackRows(parts, width)
 	if err != nil {
 		return nil, err
 	}
-	defer t.Close()
-	all, err := g.AllGather(t)
+	if own {
+		defer rows.Close()
+	}
+	all, got, recv, err := exchange(g, sent, slot, rows, width, blocks)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", what, op, err)
-	}
-	defer all.Close()
-	return cgotorch.ToSlice[int64](all)
-}
-
-// The header that leads each rank's block of ids to each peer in route.
-const (
-	headerRefused = 1 // the rank refused its input
-	headerHas     = 2 // the rank has data (Step: pending gradients)
-)
-
-// route sends ids to their owners in one all-to-all, each rank's block to each peer led by a
-// header: whether this rank refused its input (local: its error, or nil) and whether it has
-// data (has). Every rank thus learns every verdict before anything changes, without a
-// collective of their own: route returns local itself, or an ErrMismatch naming the ranks
-// that refused theirs, before any shard changes; and whether any rank had data. With width >
-// 0 (the same on every rank), rows (float32 [len(ids), width], in the order of ids; nil on a
-// rank that refused its input) travel with their ids in the same all-to-all (packRows), and
-// route returns those this rank received as an owner, in the order of r.ids. grads says the
-// ids are gradients' (the defect faultWrongOwner moves those).
-func (s *ShardedTable) route(op string, ids []int64, rows *cgotorch.Tensor, width int64, local error, has, grads bool) (*routed, *cgotorch.Tensor, bool, error) {
-	w := s.g.WorldSize()
-	if local != nil {
-		ids, rows = nil, nil
-	}
-	owner := make([]int, len(ids))
-	r := &routed{send: make([]int64, w), recv: make([]int64, w), perm: make([]int64, len(ids))}
-	for i, id := range ids {
-		owner[i] = Owner(id, w)
-		if s.fault == faultWrongOwner && grads {
-			owner[i] = (owner[i] + 1) % w
-		}
-		r.send[owner[i]]++
-	}
-	// sent: for each rank j, the header, then the ids j owns; start[j]: where they go next
-	sent := make([]int64, len(ids)+w)
-	start, blocks := make([]int64, w), make([]int64, w)
-	header := boolInt(local != nil)*headerRefused | boolInt(has)*headerHas
-	for j, at := 0, int64(0); j < w; j++ {
-		sent[at], start[j], blocks[j] = header, at+1, r.send[j]+1
-		at += blocks[j]
-	}
-	slot := make([]int64, len(sent)) // slot[k]: the position in ids of the k-th sent (0: a header)
-	for i := range ids {
-		k := start[owner[i]]
-		start[owner[i]]++
-		sent[k], slot[k] = ids[i], int64(i)
-		r.perm[k-int64(owner[i])-1] = int64(i) // its position among the ids alone
-	}
-	all, got, recv, err := s.exchange(sent, slot, rows, width, blocks)
-	if err != nil {
-		return nil, nil, false, errors.Join(err, local)
-	}
-	var refused []int
-	anyHas := false
-	data := make([]int64, 0, len(all))
-	for j, at := 0, int64(0); j < w; j++ {
-		if recv[j] < 1 {
-			got.Close()
-			return nil, nil, false, errors.Join(&Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d sent no header", s.name, j)}, local)
-		}
-		h := all[at]
-		if h&headerRefused != 0 {
-			refused = append(refused, j)
-		}
-		anyHas = anyHas || h&headerHas != 0
-		r.recv[j] = recv[j] - 1
-		r.ids = append(r.ids, all[at+1:at+recv[j]]...)
-		for k := at + 1; k < at+recv[j]; k++ {
-			data = append(data, k)
-		}
-		at += recv[j]
-	}
-	switch {
-	case local != nil:
-		err = local
-	case refused != nil:
-		err = &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", s.name, refused)}
-	}
-	if err != nil || got == nil {
-		got.Close()
-		return r, nil, anyHas, err
+		return nil, withLocals(fmt.Errorf("%s: %w", tablesOf(parts), err), parts)
 	}
 	defer got.Close()
-	out, err := unpackRows(got, data, width)
-	return r, out, anyHas, err
+	return arrive(op, parts, rs, all, got, recv, digest)
 }
 
-// exchange is route's all-to-all of sent (ids and headers, blocks[j] to rank j), with the
-// rows of slot (packRows) when width > 0: it returns the ids and headers received, the
-// packed tensor received (nil when width is 0) and how many came from each rank.
-func (s *ShardedTable) exchange(sent, slot []int64, rows *cgotorch.Tensor, width int64, blocks []int64) ([]int64, *cgotorch.Tensor, []int64, error) {
+// routeDigest is what every block starts with: a hash of the operation, the width and the
+// parts' tables (names and dims), which the ranks must share.
+func routeDigest(kind routeKind, parts []part, width int64) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d %d", kind, width)
+	for _, p := range parts {
+		fmt.Fprintf(h, " %q %d", p.t.name, p.t.cfg.Dim)
+	}
+	return int64(h.Sum64())
+}
+
+// tablesOf names the parts' tables for an error: `table "a"` or `tables "a", "b"`.
+func tablesOf(parts []part) string {
+	names := make([]string, len(parts))
+	for k, p := range parts {
+		names[k] = fmt.Sprintf("%q", p.t.name)
+	}
+	if len(parts) == 1 {
+		return "table " + names[0]
+	}
+	return "tables " + strings.Join(names, ", ")
+}
+
+// withLocals joins err with the parts' local errors (a rank's own refusal stays visible).
+func withLocals(err error, parts []part) error {
+	errs := []error{err}
+	for _, p := range parts {
+		errs = append(errs, p.local)
+	}
+	return errors.Join(errs...)
+}
+
+// stackRows returns the rows of the parts that send ids, in order, as one tensor [their ids,
+// width], each zero-padded to width, and whether the caller owns it (a part's own rows are
+// returned as they are when it is the only one): nil when width is 0 or no part sends rows.
+func stackRows(parts []part, width int64) (out *cgotorch.Tensor, own bool, err error) {
+	var sending []part
+	for _, p := range parts {
+		if width > 0 && len(p.ids) > 0 {
+			sending = append(sending, p)
+		}
+	}
+	if len(sending) == 0 {
+		return nil, false, nil
+	}
+	if len(sending) == 1 && int64(sending[0].t.cfg.Dim) == width {
+		return sending[0].rows, false, nil
+	}
+	err = cgotorch.Try(func() {
+		rows := make([]*cgotorch.Tensor, len(sending))
+		for k, p := range sending {
+			rows[k] = padded(p.rows, width)
+		}
+		out = cgotorch.Cat(rows, 0)
+		for k, p := range sending {
+			if rows[k] != p.rows {
+				rows[k].Close()
+			}
+		}
+	})
+	return out, err == nil, err
+}
+
+// padded returns rows ([n, d]) zero-padded to [n, width]: rows itself when d is width.
+func padded(rows *cgotorch.Tensor, width int64) *cgotorch.Tensor {
+	sh := rows.Shape()
+	if sh[1] == width {
+		return rows
+	}
+	zeros := cgotorch.Zeros([]int64{sh[0], width - sh[1]})
+	defer zeros.Close()
+	return cgotorch.Cat([]*cgotorch.Tensor{rows, zeros}, 1)
+}
+
+// exchange is route's all-to-all of sent (blocks[j] to rank j), with the rows of slot
+// (packRows) when width > 0: it returns the integers received, the packed tensor received (nil
+// when width is 0) and how many came from each rank.
+func exchange(g *Group, sent, slot []int64, rows *cgotorch.Tensor, width int64, blocks []int64) ([]int64, *cgotorch.Tensor, []int64, error) {
 	var t *cgotorch.Tensor
 	var err error
 	if width > 0 {
@@ -178,7 +241,7 @@ func (s *ShardedTable) exchange(sent, slot []int64, rows *cgotorch.Tensor, width
 		return nil, nil, nil, err
 	}
 	defer t.Close()
-	got, recv, err := s.allToAll(t, blocks)
+	got, recv, err := g.AllToAll(t, blocks)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -195,119 +258,71 @@ func (s *ShardedTable) exchange(sent, slot []int64, rows *cgotorch.Tensor, width
 	return all, got, recv, nil
 }
 
-// back returns the owners' answers (rows, [len(r.ids), ...] in the order received; nil: this
-// owner failed) to the ranks that sent the ids, in the order of the caller's ids, or, when pos
-// is not nil, in the order pos gives them (row i: the answer for the caller's pos[i]-th id).
-func (s *ShardedTable) back(r *routed, rows *cgotorch.Tensor, width int64, pos []int64) (*cgotorch.Tensor, error) {
-	send := r.recv
-	if rows == nil { // this owner failed: it sends nothing, and the peers see it
-		rows, send = cgotorch.Zeros([]int64{0, width}), make([]int64, len(send))
-		defer rows.Close()
-	}
-	got, _, err := s.allToAll(rows, send)
-	if err != nil {
-		return nil, err
-	}
-	defer got.Close()
-	if n := got.Shape()[0]; n != int64(len(r.perm)) {
-		return nil, &Error{Op: "sharded rows", Kind: ErrMismatch, Err: fmt.Errorf("table %q: %d rows came back, want %d (an owner failed)", s.name, n, len(r.perm))}
-	}
-	inv := make([]int64, len(r.perm))
-	for k, i := range r.perm {
-		inv[i] = int64(k)
-	}
-	if pos != nil {
-		for i, k := range pos {
-			pos[i] = inv[k]
+// arrive reads the blocks route received (all: their integers, recv[j] from rank j; got: the
+// packed rows, or nil) into each part's ids, verdict and rows.
+func arrive(op string, parts []part, rs []*routed, all []int64, got *cgotorch.Tensor, recv []int64, digest int64) ([]arrived, error) {
+	out := make([]arrived, len(parts))
+	refused := make([][]int, len(parts))
+	data := make([][]int64, len(parts)) // by part, the rows of got that hold its ids' rows
+	for j, at := 0, int64(0); j < len(recv); j++ {
+		end := at + recv[j]
+		bad := func(why string) error {
+			return withLocals(&Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank %d %s", tablesOf(parts), j, why)}, parts)
 		}
-		inv = pos
-	}
-	return selectRows(got, inv)
-}
-
-// allToAll is the group's AllToAll, its error naming the table.
-func (s *ShardedTable) allToAll(t *cgotorch.Tensor, send []int64) (*cgotorch.Tensor, []int64, error) {
-	out, recv, err := s.g.AllToAll(t, send)
-	if err != nil {
-		return nil, nil, fmt.Errorf("table %q: %w", s.name, err)
-	}
-	return out, recv, nil
-}
-
-// selectRows returns rows[idx] (along the first dimension), a new tensor.
-func selectRows(rows *cgotorch.Tensor, idx []int64) (out *cgotorch.Tensor, err error) {
-	it, err := cgotorch.FromSlice(idx)
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	err = cgotorch.Try(func() { out = rows.IndexSelect(0, it) })
-	return out, err
-}
-
-// uniqueIDs returns ids ascending without repeats, leaving out the padding id when padding.
-func uniqueIDs(ids []int64, padding bool, paddingID int64) []int64 {
-	u := slices.Clone(ids)
-	slices.Sort(u)
-	u = slices.Compact(u)
-	if padding {
-		if i, ok := slices.BinarySearch(u, paddingID); ok {
-			u = slices.Delete(u, i, i+1)
+		if recv[j] < 1 || all[at] != digest {
+			return nil, bad("runs another operation or other tables (every rank must run the same, in the same order)")
+		}
+		at++
+		for k := range parts {
+			if at >= end || all[at] < 0 || at+1+all[at]>>entryBits > end {
+				return nil, bad("sent a block that does not match its parts")
+			}
+			e, n := all[at], all[at]>>entryBits
+			if e&entryRefused != 0 {
+				refused[k] = append(refused[k], j)
+			}
+			out[k].anyHas = out[k].anyHas || e&entryHas != 0
+			rs[k].recv[j] = n
+			rs[k].ids = append(rs[k].ids, all[at+1:at+1+n]...)
+			for q := at + 1; got != nil && q < at+1+n; q++ {
+				data[k] = append(data[k], q)
+			}
+			at += 1 + n
+		}
+		if at != end {
+			return nil, bad("sent a block that does not match its parts")
 		}
 	}
-	return u
-}
-
-// idsOf checks that ids is an int64 CPU tensor and returns its elements.
-func (s *ShardedTable) idsOf(op string, ids *cgotorch.Tensor) ([]int64, error) {
-	if ids == nil || ids.Closed() {
-		return nil, s.badInput(op, "ids are nil or closed")
-	}
-	if ids.DType() != cgotorch.Int64 || ids.Device().Type != cgotorch.DeviceCPU {
-		return nil, s.badInput(op, "ids must be int64 on the CPU, got %v on %v", ids.DType(), ids.Device())
-	}
-	return cgotorch.ToSlice[int64](ids)
-}
-
-// rowsOf checks that rows is a finite float32 CPU tensor of n rows of Dim.
-func (s *ShardedTable) rowsOf(op, what string, rows *cgotorch.Tensor, n int) error {
-	if rows == nil || rows.Closed() {
-		return s.badInput(op, "%s are nil or closed", what)
-	}
-	if rows.DType() != cgotorch.Float32 || rows.Device().Type != cgotorch.DeviceCPU {
-		return s.badInput(op, "%s must be float32 on the CPU, got %v on %v", what, rows.DType(), rows.Device())
-	}
-	if sh := rows.Shape(); len(sh) != 2 || sh[0] != int64(n) || sh[1] != int64(s.cfg.Dim) {
-		return s.badInput(op, "%s have shape %v, want [%d %d]", what, sh, n, s.cfg.Dim)
-	}
-	return s.finite(op, what, rows)
-}
-
-// finite returns ErrBadInput when t holds a NaN or an Inf. A NaN or an Inf makes t's sum NaN
-// or infinite, so a finite sum (the common case: one pass, no copy) clears t; an infinite one
-// may also be finite values that overflow, so it is checked exactly: x - x is 0 for every
-// finite x, NaN for the others, so the sum of t - t is 0 exactly when t is finite.
-func (s *ShardedTable) finite(op, what string, t *cgotorch.Tensor) error {
-	ok := false
-	err := cgotorch.TryWithScope(func() error {
-		sum, err := t.Sum().Item()
-		if ok = err == nil && !math.IsInf(sum, 0) && !math.IsNaN(sum); ok || err != nil {
-			return err
+	for k, p := range parts {
+		out[k].r = rs[k]
+		switch {
+		case p.local != nil:
+			out[k].err = p.local
+		case refused[k] != nil:
+			out[k].err = &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused their input; no shard changed", p.t.name, refused[k])}
 		}
-		sum, err = t.Sub(t).Sum().Item()
-		ok = sum == 0
-		return err
-	})
-	if err != nil {
-		return err
+		if out[k].err != nil || got == nil {
+			continue
+		}
+		var err error
+		if out[k].rows, err = unpackRows(got, data[k], int64(p.t.cfg.Dim)); err != nil {
+			closeArrived(out)
+			return nil, err
+		}
 	}
-	if !ok {
-		return s.badInput(op, "%s hold NaN or Inf", what)
-	}
-	return nil
+	return out, nil
 }
 
-// badInput is an error of this rank's input, wrapping embedding.ErrBadInput.
-func (s *ShardedTable) badInput(op, format string, args ...any) error {
-	return fmt.Errorf("%w: sharded table %q: %s: %s", embedding.ErrBadInput, s.name, op, fmt.Sprintf(format, args...))
+// route1 is route of one table's ids: the routed ids, the rows this rank received as an owner,
+// whether any rank had data, and the error (the exchange's, or the part's).
+func (s *ShardedTable) route1(op string, kind routeKind, ids []int64, rows *cgotorch.Tensor, local error, has bool) (*routed, *cgotorch.Tensor, bool, error) {
+	width := int64(0) // rows travel with gradients and writes (on every rank, refused or not)
+	if kind == routeGrads || kind == routeWrite {
+		width = int64(s.cfg.Dim)
+	}
+	as, err := route(op, kind, []part{{t: s, ids: ids, rows: rows, local: local, has: has}}, width, kind == routeGrads)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return as[0].r, as[0].rows, as[0].anyHas, as[0].err
 }

@@ -214,4 +214,6 @@ func (s *ShardedTable) Stats() (embedding.Stats, error) {
 	return st, nil
 }
 
-var _ nn.EmbeddingTable = (*ShardedTable)(nil)
+var (
+	_ nn.EmbeddingTable = (*ShardedTable)(nil)
+)

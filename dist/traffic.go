@@ -9,6 +9,11 @@ import "github.com/gorec/gorec/cgotorch"
 // twice). Benchmarks report it per step.
 func (g *Group) BytesSent() int64 { return g.sent.Load() }
 
+// Collectives is how many collectives this rank has called on the group since it started
+// (each one an exchange of the ranks' agreement headers, and most one of data as well).
+// Benchmarks report it per step.
+func (g *Group) Collectives() int64 { return g.calls.Load() }
+
 // count adds the bytes of t to BytesSent (nothing for an invalid tensor: the collective
 // refuses it).
 func (g *Group) count(t *cgotorch.Tensor) {

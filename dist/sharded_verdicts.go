@@ -1,0 +1,113 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/internal/cdist"
+)
+
+// settle tells every rank whether the owners applied a change the ranks had agreed on (an
+// owner whose shard fails, a closed one say, is the only way they do not): it returns local
+// itself, or an ErrMismatch naming the ranks that failed.
+func (s *ShardedTable) settle(op string, local error) error {
+	return settleParts(op, []*ShardedTable{s}, []error{local})[0]
+}
+
+// settleParts is settle for several parts of one group at once, in one exchange (collective:
+// every rank passes the same tables): locals[k] is this rank's verdict on applying part k
+// (tables[k]'s). It returns, for each part, its local verdict itself, or an ErrMismatch naming
+// the ranks that failed it, or the exchange's error.
+func settleParts(op string, tables []*ShardedTable, locals []error) []error {
+	g := tables[0].g
+	out := make([]error, len(tables))
+	failed := make([]int64, (len(tables)+62)/63) // bit k%63 of word k/63: part k failed here
+	for k, e := range locals {
+		if e != nil {
+			failed[k/63] |= 1 << (k % 63)
+		}
+	}
+	what := tablesOf(partsOf(tables))
+	all, err := gatherInt64s(g, what, op, failed)
+	for k, t := range tables {
+		switch {
+		case err != nil:
+			out[k] = errors.Join(err, locals[k])
+		case locals[k] != nil:
+			out[k] = locals[k]
+		default:
+			var ranks []int
+			for r := 0; r < g.WorldSize(); r++ {
+				if all[r*len(failed)+k/63]&(1<<(k%63)) != 0 {
+					ranks = append(ranks, r)
+				}
+			}
+			if ranks != nil {
+				out[k] = &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v failed to apply it on their shard", t.name, ranks)}
+			}
+		}
+	}
+	return out
+}
+
+// partsOf makes empty parts of tables (to name them: tablesOf).
+func partsOf(tables []*ShardedTable) []part {
+	out := make([]part, len(tables))
+	for k, t := range tables {
+		out[k].t = t
+	}
+	return out
+}
+
+// verdicts exchanges every rank's verdict (local: nil or its error) and flag (has) on an
+// operation of what (a table, a checkpoint), in one exchange (they ride in the ranks'
+// agreement headers: gatherInt64s): it returns local itself, or an ErrMismatch naming
+// the ranks that failed, and whether any rank had the flag set.
+func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
+	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
+	if err != nil {
+		return false, errors.Join(err, local)
+	}
+	if local != nil {
+		return false, local
+	}
+	var refused []int
+	for r := 0; r < g.WorldSize(); r++ {
+		if all[2*r] != 0 {
+			refused = append(refused, r)
+		}
+		anyHas = anyHas || all[2*r+1] != 0
+	}
+	if refused != nil {
+		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank(s) %v %s", what, refused, failed)}
+	}
+	return anyHas, nil
+}
+
+// gatherInt64s returns every rank's v (the same length on every rank), in rank order: in the
+// ranks' agreement headers (allGatherInts) when v is that short, else in an AllGather.
+func (s *ShardedTable) gatherInt64s(op string, v []int64) ([]int64, error) {
+	return gatherInt64s(s.g, fmt.Sprintf("table %q", s.name), op, v)
+}
+
+func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
+	if len(v) <= cdist.GatherIntsMax { // in the agreement headers: one exchange, not two
+		all, err := g.allGatherInts(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", what, op, err)
+		}
+		return all, nil
+	}
+	t, err := cgotorch.FromSlice(v)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	all, err := g.AllGather(t)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", what, op, err)
+	}
+	defer all.Close()
+	return cgotorch.ToSlice[int64](all)
+}
