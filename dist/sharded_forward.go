@@ -2,10 +2,12 @@ package dist
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/nn"
 )
 
 // lookup is a Forward or ForwardBag of the caller's arguments on a local table.
@@ -94,6 +96,7 @@ func (s *ShardedTable) Step() error { return StepAll([]*ShardedTable{s}) }
 // once), in one exchange of the gradients of all of them and one of the owners' verdicts,
 // instead of two per table (collective: every rank passes the same tables in the same order).
 // Each table steps, or refuses, as its own Step would; their errors are joined.
+// nn.Optimizer.Step steps the sharded tables of a model this way (StepTables).
 func StepAll(tables []*ShardedTable) error {
 	const op = "step"
 	var ts []*ShardedTable
@@ -121,6 +124,23 @@ func StepAll(tables []*ShardedTable) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// StepGroup is the table's group: nn.Optimizer.Step steps the sharded tables of one group
+// together (nn.JointTable).
+func (s *ShardedTable) StepGroup() any { return s.g }
+
+// StepTables is StepAll of tables (sharded tables of s's group), for nn.Optimizer.Step.
+func (s *ShardedTable) StepTables(tables []nn.EmbeddingTable) error {
+	ts := make([]*ShardedTable, len(tables))
+	for k, t := range tables {
+		st, ok := t.(*ShardedTable)
+		if !ok {
+			return &Error{Op: "step", Kind: ErrInvalidArgument, Err: fmt.Errorf("table %q is not a sharded table", t.Name())}
+		}
+		ts[k] = st
+	}
+	return StepAll(ts)
 }
 
 // pending returns this rank's pending gradients, coalesced (ids ascending), checked finite.

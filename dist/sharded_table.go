@@ -216,4 +216,5 @@ func (s *ShardedTable) Stats() (embedding.Stats, error) {
 
 var (
 	_ nn.EmbeddingTable = (*ShardedTable)(nil)
+	_ nn.JointTable     = (*ShardedTable)(nil)
 )

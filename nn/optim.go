@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -196,12 +197,50 @@ func (o *Optimizer) Step() error {
 		return err
 	}
 	var errs []error
-	for _, s := range o.steppers {
-		if err := s.Step(); err != nil {
+	for _, step := range o.stepCalls() {
+		if err := step(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stepCalls are the calls that step the Steppers, in their order: Step of each, but one
+// StepTables for the JointTables of a StepGroup (JointTable), at its first Stepper's place.
+func (o *Optimizer) stepCalls() []func() error {
+	var calls []func() error
+	joint := map[any]*[]EmbeddingTable{}
+	for _, s := range o.steppers {
+		t, ok := jointTable(s)
+		if !ok {
+			calls = append(calls, s.Step)
+			continue
+		}
+		key := t.StepGroup()
+		group := joint[key]
+		if group == nil {
+			group = new([]EmbeddingTable)
+			joint[key] = group
+			calls = append(calls, func() error { return t.StepTables(*group) })
+		}
+		if !slices.Contains(*group, EmbeddingTable(t)) {
+			*group = append(*group, t)
+		}
+	}
+	return calls
+}
+
+// jointTable is the table of an Embedding or EmbeddingBag when it is a JointTable.
+func jointTable(s Stepper) (JointTable, bool) {
+	var t EmbeddingTable
+	switch e := s.(type) {
+	case *Embedding:
+		t = e.Table
+	case *EmbeddingBag:
+		t = e.Table
+	}
+	j, ok := t.(JointTable)
+	return j, ok
 }
 
 // stepOwn updates the parameter groups (not the Steppers) from the parameters' own gradients,
