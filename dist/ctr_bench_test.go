@@ -190,10 +190,16 @@ func scenarioCTRBench(o Options) error {
 		batches[k] = newCTRBenchBatch(k, r*ctrBenchBatch/w, (r+1)*ctrBenchBatch/w)
 	}
 	var start time.Time
-	var sent, fetchSent int64
+	var sent, fetchSent, calls, fetchCalls int64
 	var fetchGroup *Group // pipelined-fork: the pipeline's fetch group
 	train := func(b *ctrBenchBatchOf) error { return m.step(opt, b) }
 	flush := func() error { return nil }
+	if os.Getenv("GOREC_CTR_MODE") == "fused" {
+		train = func(b *ctrBenchBatchOf) error {
+			_, err := TrainStep(opt, m.lookups, func(b *ctrBenchBatchOf) (*cgotorch.Tensor, error) { return m.loss(b), nil }, b)
+			return err
+		}
+	}
 	if mode := os.Getenv("GOREC_CTR_MODE"); strings.HasPrefix(mode, "pipelined") { // Progress(batch k) trains batch k-1
 		var po TrainPipelineOptions
 		if mode == "pipelined-fork" {
@@ -213,34 +219,36 @@ func scenarioCTRBench(o Options) error {
 	}
 	for k, b := range batches {
 		if k == warm {
-			start, sent = time.Now(), g.BytesSent()
+			start, sent, calls = time.Now(), g.BytesSent(), g.Collectives()
 			if fetchGroup != nil {
-				fetchSent = fetchGroup.BytesSent()
+				fetchSent, fetchCalls = fetchGroup.BytesSent(), fetchGroup.Collectives()
 			}
 		}
 		if err := train(b); err != nil {
 			return fmt.Errorf("step %d: %w", k, err)
 		}
 	}
-	took, bytes := time.Since(start), g.BytesSent()-sent // n batches trained (pipelined: n fetched too)
+	// n batches trained (pipelined: n fetched too)
+	took, bytes, calls := time.Since(start), g.BytesSent()-sent, g.Collectives()-calls
 	if fetchGroup != nil {
 		bytes += fetchGroup.BytesSent() - fetchSent
+		calls += fetchGroup.Collectives() - fetchCalls
 	}
 	if err := flush(); err != nil {
 		return err
 	}
 	if r == 0 {
-		fmt.Printf("bench-ns-per-op %d\nbytes-per-op %d\n", took.Nanoseconds()/int64(n), bytes/int64(n))
+		fmt.Printf("bench-ns-per-op %d\nbytes-per-op %d\ncollectives-per-op %.2f\n", took.Nanoseconds()/int64(n), bytes/int64(n), float64(calls)/float64(n))
 	}
 	return nil
 }
 
 // BenchmarkCTRTrainRanks trains the CTR model on global batches of 1,024 samples: on one
 // process with local tables (1-local), and with sharded tables and a DataParallel MLP on 1 and
-// 2 local rank processes (2-pipelined: through a TrainPipeline; -fork: fetching on a fork of
-// the group, concurrently with the Step), each rank on its slice of
-// every batch. It reports the samples/s of the whole job, the time of a step and the bytes a
-// rank sends per step (b/step). The ranks share this machine's cores, so 2 ranks show the
+// 2 local rank processes (2-fused: through TrainStep; 2-pipelined: through a TrainPipeline;
+// -fork: fetching on a fork of the group, concurrently with the Step), each rank on its slice
+// of every batch. It reports the samples/s of the whole job, the time of a step, and the bytes
+// a rank sends and the collectives it runs per step (b/step, collectives/step). The ranks share this machine's cores, so 2 ranks show the
 // exchange's cost, not a speed-up.
 func BenchmarkCTRTrainRanks(b *testing.B) {
 	for _, c := range []struct {
@@ -248,7 +256,7 @@ func BenchmarkCTRTrainRanks(b *testing.B) {
 		world int
 		mode  string
 	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"},
-		{"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
+		{"2-fused", 2, "fused"}, {"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 20)
 			res := launch(b, "ctr-bench", c.world, store(b, "file"), time.Minute, func(int) []string {
@@ -263,6 +271,7 @@ func BenchmarkCTRTrainRanks(b *testing.B) {
 			b.ReportMetric(ns, "ns/op")
 			b.ReportMetric(ctrBenchBatch/(ns/1e9), "samples/s")
 			b.ReportMetric(benchNs(b, res[0].output, "bytes-per-op "), "b/step")
+			b.ReportMetric(benchNs(b, res[0].output, "collectives-per-op "), "collectives/step")
 		})
 	}
 }

@@ -75,6 +75,21 @@
 // over the slice (or divided by the global batch size). The owners then sum the ranks'
 // gradients per id, as one process would.
 //
+// # Many tables, few exchanges
+//
+// Every exchange between ranks costs a round trip whatever it carries, so the tables of a
+// model share them. The optimizer's Step sends the pending gradients of all the model's sharded
+// tables in one all-to-all and gathers the owners' verdicts in one more (StepAll, through
+// nn.JointTable), whatever the number of tables; each table still steps or refuses its input as
+// its own Step would. A training Forward fetches its rows when the model calls it, two
+// all-to-alls per lookup; TrainStep fetches the rows of every lookup of a batch in two for all
+// of them before the forward pass, and trains as the plain loop does, bit for bit:
+//
+//	lookups := func(b Batch) []dist.Prefetch { ... } // the model's lookups of b, in its order
+//	loss, err := dist.TrainStep(opt, lookups, lossOf, b)
+//
+// Group.Collectives counts a rank's collectives (per step in the benchmarks).
+//
 // # Sharded tables and dense layers together
 //
 // The two scale a rank's gradients differently: DataParallel averages the dense gradients
@@ -92,8 +107,9 @@
 //
 // # Pipelined training
 //
-// TrainPipeline overlaps the next batch's exchange of ids and rows with the current batch's
-// forward and backward passes, as TorchRec's TrainPipelineSparseDist does. It is exact: after
+// TrainPipeline overlaps the next batch's exchange of ids and rows (TrainStep's, for all its
+// lookups at once) with the current batch's forward and backward passes, as TorchRec's
+// TrainPipelineSparseDist does. It is exact: after
 // the current batch's Step, the owners send again the rows of the next batch's ids that the
 // Step changed (every fetched row with SGD momentum, which moves rows absent from a step), so
 // it trains as the plain loop does, bit for bit. The model code is unchanged; the pipeline is

@@ -40,7 +40,8 @@ type Prefetch struct {
 // lookups listing the same tables in the same order (the ids differ). With
 // TrainPipelineOptions.FetchGroup the fetch runs on that group, during the Step too. The
 // fetch costs two all-to-alls for all the lookups together (the ids', the rows'), off the
-// critical path, and the patch one, of the changed rows only.
+// critical path, and the patch one, of the changed rows only. TrainStep is the step without
+// the overlap.
 //
 // The step's model code must look up the sharded tables exactly as lookups says, in training
 // (nn.Embedding and nn.EmbeddingBag in training mode), in the same order, and run no other
