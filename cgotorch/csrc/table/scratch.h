@@ -227,7 +227,9 @@ struct Scratch {
   explicit Scratch(size_t n) : v(scratch_pool<T>().take(n)) {}
   // n elements, each set to fill.
   Scratch(size_t n, T fill) : Scratch(n) { std::fill(v.begin(), v.end(), fill); }
-  ~Scratch() { scratch_pool<T>().give(std::move(v)); }
+  ~Scratch() { give_back(); }
+  // Gives the vector back now (the Scratch has none after).
+  void give_back() { scratch_pool<T>().give(std::move(v)); }
   Scratch(const Scratch &) = delete;
   Scratch &operator=(const Scratch &) = delete;
   T *data() { return v.data(); }
