@@ -578,8 +578,9 @@ ct_error ct_table_delete(int64_t *deleted, ct_table t, ct_tensor keys);
 ct_error ct_table_clear(ct_table t);
 ct_error ct_table_stats_get(ct_table_stats *out, ct_table t);
 /* The calling thread's scratch vectors of the table calls (kept per thread between calls,
- * bounded): the bytes it keeps, and how many vectors its calls had to allocate since it began
- * (for tests). */
+ * bounded): the bytes it keeps (its pools' vectors and its distinct-id table), and how many
+ * vectors its calls had to allocate since it began (for tests). ct_tensor_cache_release frees
+ * what every thread keeps. */
 ct_error ct_table_scratch_stats(int64_t *kept_bytes, int64_t *allocated);
 /* A consistent snapshot, ids sorted ascending: ids int64 [M], rows float32 [M, dim], and the
  * optimizer states (states[i]: [M, dim] or [M, 1]) into states[0, num_states) (cap must be at

@@ -4,7 +4,8 @@ package ctable
 import "C"
 
 // ScratchStats reports the calling OS thread's scratch vectors of the table calls
-// (ct_table_scratch_stats): the bytes it keeps for reuse, and how many vectors its table calls
+// (ct_table_scratch_stats): the bytes it keeps for reuse (its pools' vectors and its distinct-id
+// table, which cgotorch.ReleaseCachedMemory frees), and how many vectors its table calls
 // have had to allocate since the thread began. The caller locks its goroutine to its thread
 // (runtime.LockOSThread) for the figures to be one thread's. For tests.
 func ScratchStats() (keptBytes, allocated int64, err error) {

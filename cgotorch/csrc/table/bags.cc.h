@@ -23,8 +23,8 @@
 //   (bags_repeats.cc.h).
 //   Threads: forward splits the bags, backward the distinct ids (each range scans every bag):
 //   both give the same numbers at any thread count.
-//   Memory: the per-call scratch (first bags' ids, row pointers and weights) is per thread and
-//   reused (bags_scratch.cc.h), the inverse a tensor buffer: vectors of megabytes a
+//   Memory: the per-call scratch (first bags' ids, row pointers and weights) comes from the
+//   thread's scratch pool (scratch.h), the inverse a tensor buffer: vectors of megabytes a
 //   call were otherwise mapped and page-faulted afresh whenever glibc's mmap threshold stood
 //   below them.
 #include <torch/csrc/autograd/variable.h>
@@ -74,8 +74,10 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   const SumRows sum_rows = sum_rows_kernel(bb.weights == nullptr || !f.padding);
   const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
   // Each bag's rows and weights, padding left out: bag b's are [at[b], at[b + 1]).
-  const float **src = scratch(bag_scratch.src, n);
-  float *w = scratch(bag_scratch.w, n);
+  Scratch<const float *> src_s(static_cast<size_t>(n));
+  Scratch<float> w_s(static_cast<size_t>(n));
+  const float **src = src_s.data();
+  float *w = w_s.data();
   Scratch<int64_t> at_s(static_cast<size_t>(bb.batch) + 1);
   int64_t *at = at_s.data();
   {
@@ -122,8 +124,6 @@ void pool_forward(BagFeature &f, const BagsBatch &bb, const float *rows, float *
   } else {
     at::parallel_for(0, bb.batch, std::max<int64_t>(1, bb.batch * kBagsSerialWork / (4 * n * d)), body);
   }
-  trim_scratch(bag_scratch.src);
-  trim_scratch(bag_scratch.w);
   for (int64_t b = 0; b < bb.batch; b++) {  // repeats: their first's row
     if (!f.repeat(b)) continue;
     const int64_t r = f.same[static_cast<size_t>(b)];
@@ -141,8 +141,10 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
   const SumRows sum_rows = sum_rows_kernel(true);
   const int64_t d = f.dim, n = static_cast<int64_t>(f.inverse.size());
   const int64_t *start = f.start.data();  // (the forward's counting)
-  const float **src = scratch(bag_scratch.src, n);
-  float *scale = scratch(bag_scratch.w, n);
+  Scratch<const float *> src_s(static_cast<size_t>(n));
+  Scratch<float> scale_s(static_cast<size_t>(n));
+  const float **src = src_s.data();
+  float *scale = scale_s.data();
   // A first bag with repeats: its gradient plus theirs, in bag order (gsum's row slot[b]).
   Scratch<int64_t> slot(f.same.empty() ? 0 : static_cast<size_t>(bb.batch), -1);
   std::vector<float> gsum;
@@ -219,8 +221,6 @@ at::Tensor pool_backward(const BagFeature &f, const BagsBatch &bb, const float *
   } else {
     at::parallel_for(0, f.u, std::max<int64_t>(1, f.u * kBagsSerialWork / (4 * n * d)), body);
   }
-  trim_scratch(bag_scratch.src);
-  trim_scratch(bag_scratch.w);
   return grad;
 }
 
@@ -364,8 +364,9 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     const int64_t *all = flat.data_ptr<int64_t>();
     f.same = find_repeats(bb->bounds, f.first_bag, bb->batch, all, bb->weights);
     // The ids of the first bags (every bag's when none repeats), and where each bag's start.
-    std::vector<int64_t> &kept = bag_scratch.kept;
-    reserve_scratch(kept, f.same.empty() ? 0 : end - f.base);  // (from the thread's pool)
+    Scratch<int64_t> kept_s;  // (from the thread's pool, when bags repeat)
+    if (!f.same.empty()) kept_s.v = scratch_pool<int64_t>().reserve(static_cast<size_t>(end - f.base));
+    std::vector<int64_t> &kept = kept_s.v;
     f.pos0.resize(static_cast<size_t>(bb->batch));
     for (int64_t b = 0; b < bb->batch; b++) {
       const int64_t p0 = bb->bounds[static_cast<size_t>(f.first_bag + b)];
@@ -407,7 +408,7 @@ at::Tensor forward_bags(const std::vector<BagsFeatureArg> &args, int64_t segment
     at::Tensor rows = unique_rows(args[i].table, long_tensor(dd.uids), counts.data(), at::kCPU, o);
     f.u = dd.size();
     f.inverse = std::move(dd.inverse);
-    trim_scratch(kept);
+    kept_s.give_back();
     pool_forward(f, *bb, rows.contiguous().data_ptr<float>(), out.data_ptr<float>(), cols);
     if (rows.requires_grad()) {
       edges.push_back(torch::autograd::impl::gradient_edge(rows));

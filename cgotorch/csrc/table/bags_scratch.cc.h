@@ -1,7 +1,7 @@
 // bags_scratch.cc.h: memory of the bags' calls (bags.cc.h) that must not come from malloc
-// afresh each call: per-call buffers from the thread's scratch pool (scratch.h), and LongArray,
-// an int64 array in a tensor's buffer (the tensor-buffer cache, allocator.cc.h). Included by
-// bags.cc.h.
+// afresh each call: LongArray, an int64 array in a tensor's buffer (the tensor-buffer cache,
+// allocator.cc.h). (Their per-call vectors are Scratch vectors from the thread's pool,
+// scratch.h, given back when a call ends or throws.) Included by bags.cc.h.
 //
 // Why: a call over large bags (SVD++'s: 51k ids) needs megabytes of index arrays. glibc maps a
 // block past its mmap threshold, which is dynamic (it rises to the largest mapped block freed),
@@ -26,41 +26,6 @@ struct LongArray {
   const int64_t *begin() const { return p; }
   const int64_t *end() const { return p + n; }
 };
-
-// The buffers a bag call holds between scratch (or reserve_scratch) and trim_scratch: each is
-// used within one step of a call (deduplication, pooling forward, pooling backward), never
-// across them, and is the pool's again after trim_scratch. (A call that throws in between leaves
-// its buffer here until the thread's next call of that step takes it over.)
-struct BagScratch {
-  std::vector<int64_t> kept, uids;
-  std::vector<const float *> src;
-  std::vector<float> w;
-};
-thread_local BagScratch bag_scratch;
-// v's data, at least n elements, from the thread's pool.
-template <class T>
-T *scratch(std::vector<T> &v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) {
-    scratch_pool<T>().give(std::move(v));
-    v = scratch_pool<T>().take(static_cast<size_t>(n));
-  }
-  return v.data();
-}
-// v emptied, with room for n elements, from the thread's pool.
-template <class T>
-void reserve_scratch(std::vector<T> &v, int64_t n) {
-  v.clear();
-  if (v.capacity() < static_cast<size_t>(n)) {
-    scratch_pool<T>().give(std::move(v));
-    v = scratch_pool<T>().reserve(static_cast<size_t>(n));
-  }
-}
-// Gives v back to the thread's pool.
-template <class T>
-void trim_scratch(std::vector<T> &v) {
-  scratch_pool<T>().give(std::move(v));
-  v = std::vector<T>();
-}
 
 }  // namespace
 }  // namespace table

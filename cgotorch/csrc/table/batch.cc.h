@@ -23,7 +23,9 @@ namespace {
 // uids. All slots are free between calls (a call frees those it used), so a call neither
 // allocates nor clears a table; each call sizes its part of the table by the distinct ids
 // it finds (at most a quarter full), from the size the thread's last call of like length
-// ended with (per bit length of n), doubling as they pass a quarter.
+// ended with (per bit length of n), doubling as they pass a quarter. The slots are kept with
+// the thread's scratch (scratch.h: take_distinct_slots), so that releasing the cached memory
+// frees every thread's; a call after that grows them afresh.
 //
 // Why: Dedupe's table had 4 slots of 16 bytes per occurrence, and a separate one for the bags
 // (bags_dedupe.cc.h) stamped slots of 16 bytes per 4 distinct ids. SVD++'s bags hold about 51k
@@ -31,16 +33,25 @@ namespace {
 // 4 MiB (Dedupe's), in the L2 cache, and probes stall far less (a standalone loop: 100 -> 58 us
 // warm, 140 -> 58 us with the table evicted; docs/performance.md, "Large-bag kernels, third
 // round").
-struct DistinctTable {
-  std::vector<uint32_t> slots;  // free (0) between calls
-  uint8_t log_cap[65] = {};     // per bit length of n: log2 of the slots its last call used; 0: none yet
-};
-thread_local DistinctTable distinct_table;
+// Per bit length of n: log2 of the slots its last call used; 0: none yet.
+thread_local uint8_t distinct_log_cap[65] = {};
 
 // A call's first table has at most this many slots (a class of n's first call: it doubles from there).
 constexpr size_t kFirstSlots = size_t{1} << 12;
 // A thread keeps up to this many slots (1 MiB); a call that needs more frees them after it.
 constexpr size_t kKeptSlots = size_t{1} << 18;
+
+// The thread's slots for one call, given back (every slot free) when it ends, or freed when
+// there are more than kKeptSlots.
+struct DistinctSlots {
+  std::vector<uint32_t> slots = take_distinct_slots();
+  DistinctSlots() = default;
+  DistinctSlots(const DistinctSlots &) = delete;
+  DistinctSlots &operator=(const DistinctSlots &) = delete;
+  ~DistinctSlots() {
+    if (slots.size() <= kKeptSlots) give_distinct_slots(std::move(slots));
+  }
+};
 // Slots are prefetched this many ids ahead (the table can be larger than the L1 cache).
 constexpr int64_t kAheadIds = 16;
 
@@ -50,11 +61,12 @@ DistinctCount distinct_ids(const int64_t *ids, int64_t n, const int64_t *skip, i
   if (n < 0 || static_cast<uint64_t>(n) >= UINT32_MAX) {
     throw arg_error("a batch of " + std::to_string(n) + " ids is too large");
   }
-  DistinctTable &tb = distinct_table;
+  DistinctSlots tb;
+  uint8_t *const log_cap = distinct_log_cap;
   const int cls = 64 - __builtin_clzll(static_cast<unsigned long long>(n) | 1);
   size_t most = 16;  // 4 slots per id: every id distinct fits
   while (most < 4 * static_cast<size_t>(n)) most *= 2;
-  size_t cap = tb.log_cap[cls] != 0 ? size_t{1} << tb.log_cap[cls] : kFirstSlots;
+  size_t cap = log_cap[cls] != 0 ? size_t{1} << log_cap[cls] : kFirstSlots;
   cap = std::min(std::max(cap, size_t{16}), most);
   DistinctCount c{0, 0};
   uint32_t nu = 0;
@@ -116,8 +128,7 @@ DistinctCount distinct_ids(const int64_t *ids, int64_t n, const int64_t *skip, i
     std::fill(tb.slots.begin(), tb.slots.end(), 0u);
     throw;
   }
-  tb.log_cap[cls] = static_cast<uint8_t>(__builtin_ctzll(cap));
-  if (tb.slots.size() > kKeptSlots) std::vector<uint32_t>().swap(tb.slots);
+  log_cap[cls] = static_cast<uint8_t>(__builtin_ctzll(cap));
   c.distinct = nu;
   return c;
 }

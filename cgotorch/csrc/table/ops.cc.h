@@ -302,11 +302,12 @@ void Table::step_raw(const StepConsts &c, const float *const *gp, const int64_t 
   const bool exact = !safe || !opt_.tracks_bounds();
   const int ns = nslots();
   const int64_t rowf = width_[0] + width_[1] + width_[2];
-  // Reused by the updates of this thread (a fresh buffer would fault its pages in every time).
-  thread_local std::vector<float> undo;
-  thread_local std::vector<int64_t> undo_stamp;
-  if (!safe && undo.size() < static_cast<size_t>(u * rowf)) undo.resize(static_cast<size_t>(u * rowf));
-  if (!safe && momentum && undo_stamp.size() < static_cast<size_t>(u)) undo_stamp.resize(static_cast<size_t>(u));
+  // From the thread's scratch pool (a fresh buffer would fault its pages in every time; the
+  // pool's are freed by a release), and none for a safe step.
+  Scratch<float> undo;
+  Scratch<int64_t> undo_stamp;
+  if (!safe) undo.v = scratch_pool<float>().take(static_cast<size_t>(u * rowf));
+  if (!safe && momentum) undo_stamp.v = scratch_pool<int64_t>().take(static_cast<size_t>(u));
   float *const saved = undo.data();
   int64_t *const saved_stamp = undo_stamp.data();
   std::atomic<int32_t> most[3] = {{0}, {0}, {0}};

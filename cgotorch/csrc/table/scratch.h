@@ -19,9 +19,13 @@
 // trading places); a give beyond the bounds drops smaller kept vectors of its type to make room,
 // or frees the given one.
 //
+// A thread's distinct-id table (distinct_ids' slots, batch.cc.h: up to 1 MiB, every slot free
+// between calls) is kept here too, apart from the pools: a call takes it and gives it back.
+//
 // Release: every thread's pools are listed in a registry. release_scratch_pools (called through
 // release_table_scratch by the tensor cache's release: ct_tensor_cache_release and the tables'
-// Compact) frees the kept vectors of every thread at once, under each pool's lock. A lock, not
+// Compact) frees the kept vectors and distinct-id tables of every thread at once, under each
+// thread's lock (a vector or table in use is its call's: it goes back after, and stays). A lock, not
 // an epoch each thread checks at its next take (as the tensor cache does): Go keeps OS threads
 // that may never run a table call again, and an epoch would leave their scratch with them. The
 // owner takes its lock (uncontended but for a release: an atomic exchange, then a store) once per
@@ -121,6 +125,7 @@ struct ThreadScratch {
   size_t bytes = 0;        // kept, over every type
   int64_t allocated = 0;   // takes that allocated (ct_table_scratch_stats)
   ScratchTypes pools;
+  std::vector<uint32_t> slots;  // distinct_ids' table, every slot free (empty while a call has it)
   ThreadScratch *prev = nullptr, *next = nullptr;  // the registry's list, under its mutex
   ThreadScratch();
   ~ThreadScratch();
@@ -199,7 +204,7 @@ struct scratch_pool_ref {
   void give(std::vector<T> &&v) const {
     std::vector<T> own(std::move(v));
     std::vector<std::vector<T>> dropped;
-    if (!scratch_thread_gone) {
+    if (own.capacity() != 0 && !scratch_thread_gone) {  // (nothing to keep of an empty one)
       ThreadScratch &s = thread_scratch();
       std::lock_guard<ScratchLock> lock(s.mu);
       std::get<ScratchPool<T>>(s.pools).keep(own, s.bytes, dropped);
@@ -217,36 +222,62 @@ scratch_pool_ref<T> scratch_pool() {
 template <class T>
 struct Scratch {
   std::vector<T> v;
+  // None yet (no take; a vector taken into v later goes back at the end).
+  Scratch() = default;
   explicit Scratch(size_t n) : v(scratch_pool<T>().take(n)) {}
   // n elements, each set to fill.
   Scratch(size_t n, T fill) : Scratch(n) { std::fill(v.begin(), v.end(), fill); }
-  ~Scratch() { scratch_pool<T>().give(std::move(v)); }
+  ~Scratch() { give_back(); }
+  // Gives the vector back now (the Scratch has none after).
+  void give_back() { scratch_pool<T>().give(std::move(v)); }
   Scratch(const Scratch &) = delete;
   Scratch &operator=(const Scratch &) = delete;
   T *data() { return v.data(); }
   size_t size() const { return v.size(); }
 };
 
-// The calling thread's kept bytes and allocating takes, over the pools of every element type.
+// The calling thread's distinct-id table (every slot free), for one call: empty when the thread
+// keeps none (a release freed it, or no call made it yet). One lock, as a take.
+inline std::vector<uint32_t> take_distinct_slots() {
+  std::vector<uint32_t> v;
+  if (scratch_thread_gone) return v;
+  ThreadScratch &s = thread_scratch();
+  std::lock_guard<ScratchLock> lock(s.mu);
+  v.swap(s.slots);
+  return v;
+}
+// Keeps the table of a call that took it (every slot free again) for the thread's next call.
+inline void give_distinct_slots(std::vector<uint32_t> &&v) {
+  std::vector<uint32_t> own(std::move(v));
+  if (own.capacity() == 0 || scratch_thread_gone) return;
+  ThreadScratch &s = thread_scratch();
+  std::lock_guard<ScratchLock> lock(s.mu);
+  own.swap(s.slots);  // (s.slots was empty: the call had it)
+}
+
+// The calling thread's kept bytes (its pools' vectors and its distinct-id table) and allocating
+// takes, over the pools of every element type.
 inline void scratch_stats(int64_t *kept_bytes, int64_t *allocated) {
   *kept_bytes = 0;
   *allocated = 0;
   if (scratch_thread_gone) return;
   ThreadScratch &s = thread_scratch();
   std::lock_guard<ScratchLock> lock(s.mu);
-  *kept_bytes = static_cast<int64_t>(s.bytes);
+  *kept_bytes = static_cast<int64_t>(s.bytes + s.slots.capacity() * sizeof(uint32_t));
   *allocated = s.allocated;
 }
 
-// Frees the kept vectors of every thread's pools (vectors in use stay with their calls, and go
-// back to their pools after).
+// Frees the kept vectors of every thread's pools and its distinct-id table (those in use stay
+// with their calls, and go back to their threads after).
 inline void release_scratch_pools() noexcept {
   ScratchRegistry &r = scratch_registry();
   std::lock_guard<std::mutex> lock(r.mu);
   for (ThreadScratch *s = r.first; s != nullptr; s = s->next) {
-    ScratchTypes drained;  // (freed when this iteration ends, outside the thread's lock)
+    ScratchTypes drained;  // (both freed when this iteration ends, outside the thread's lock)
+    std::vector<uint32_t> slots;
     std::lock_guard<ScratchLock> tl(s->mu);
     std::swap(drained, s->pools);
+    slots.swap(s->slots);
     s->bytes = 0;
   }
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ctable_test
+
+const raceEnabled = false
