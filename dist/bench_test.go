@@ -12,7 +12,7 @@ import (
 )
 
 // benchOps are the collectives BenchmarkCollectives times between 2 local ranks. "barrier" is
-// the agreement alone (one all-gather of a small header), which every other collective pays
+// the agreement alone (one exchange of a small header), which every other collective pays
 // before its data moves.
 var benchOps = []string{"barrier", "all-reduce-1MB", "broadcast-1MB", "all-to-all-ids-4096", "all-to-all-rows-4096x64"}
 

@@ -127,6 +127,7 @@ func (g *Group) collective(op string, t *cgotorch.Tensor, f func(C.ct_dist_group
 	p, _ := ctensor.Handle(op, "tensor", t)
 	h := C.ct_tensor(p)
 	var out C.ct_tensor
+	beforeBlocking()
 	e := f(g.p, h, &out)
 	runtime.KeepAlive(t)
 	if err := toError(op, e); err != nil {
@@ -176,6 +177,7 @@ func (g *Group) AllToAll(t *cgotorch.Tensor, send []int64) (*cgotorch.Tensor, []
 
 // Barrier returns when every rank has called it.
 func (g *Group) Barrier() error {
+	beforeBlocking()
 	return toError("barrier", C.ct_dist_barrier(g.p))
 }
 
@@ -203,6 +205,7 @@ func (g *Group) AllGatherInts(v []int64) ([]int64, error) {
 	if n > 0 {
 		vp = (*C.int64_t)(unsafe.Pointer(&v[0]))
 	}
+	beforeBlocking()
 	e := C.ct_dist_all_gather_ints((*C.int64_t)(unsafe.Pointer(&out[0])), g.p, vp, C.int32_t(n))
 	runtime.KeepAlive(v)
 	if err := toError("all-gather of integers", e); err != nil {

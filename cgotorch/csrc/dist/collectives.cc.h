@@ -7,12 +7,12 @@
 //
 // Ranks agree before data moves. Gloo trusts its callers: ranks that pass different sizes make
 // its I/O thread throw (gloo::EnforceNotMet), which ends the process. So every collective
-// starts with an all-gather of a fixed-size header (the collective, the dtype and shape, the
-// reduction or root, the all-to-all splits, whether this rank's arguments are valid). Every
-// rank then sees every header and takes the same decision: go on, or fail with "mismatch: "
-// (or "invalid argument: " on the rank whose arguments were wrong), all ranks still in step.
-// The header all-gather is the whole of a barrier. Only a failure of Gloo itself (a timeout, a
-// peer that failed) breaks the group.
+// starts with an exchange of a fixed-size header (the collective, the dtype and shape, the
+// reduction or root, the all-to-all splits, whether this rank's arguments are valid), every
+// rank's to every other rank. Every rank then sees every header and takes the same decision:
+// go on, or fail with "mismatch: " (or "invalid argument: " on the rank whose arguments were
+// wrong), all ranks still in step. The header exchange is the whole of a barrier. Only a
+// failure of Gloo itself (a timeout, a peer that failed) breaks the group.
 
 namespace ct {
 namespace dist {
@@ -20,6 +20,10 @@ namespace dist {
 struct mismatch_error : prefixed_error<CT_ERR_MISMATCH> {
   explicit mismatch_error(const std::string &m) : prefixed_error("mismatch: ", m) {}
 };
+
+// The tag of the headers' point-to-point messages. One tag for every exchange: Gloo matches a
+// pair's messages of one tag in the order they were posted, the order every rank runs them in.
+constexpr int kHeaderTag = 0x67726563;  // "grec"
 
 enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, all_to_all, barrier, gather_ints };
 
@@ -85,12 +89,14 @@ inline ct_dist_group_s &usable(ct_dist_group h) {
   return *h;
 }
 
-// Waits for a collective's work within the group's timeout. A failure breaks the group: the
-// tensors in keep live on (retained), since Gloo's threads may still use them.
-inline void wait(ct_dist_group_s &g, const char *what, const std::vector<at::Tensor> &keep,
-                 const std::function<c10::intrusive_ptr<c10d::Work>()> &issue) {
+// Runs body, which moves a collective's data and waits for it within the group's timeout. A
+// failure breaks the group: the tensors in keep live on (retained), since Gloo's threads may
+// still use them.
+template <class Body>
+void guarded(ct_dist_group_s &g, const char *what, const std::vector<at::Tensor> &keep,
+             Body &&body) {
   try {
-    issue()->wait(g.timeout);
+    body();
   } catch (...) {
     g.retained.insert(g.retained.end(), keep.begin(), keep.end());
     try {
@@ -102,21 +108,49 @@ inline void wait(ct_dist_group_s &g, const char *what, const std::vector<at::Ten
   }
 }
 
-// The headers of every rank: [world_size, header size].
+// Waits for a collective's work within the group's timeout (see guarded).
+inline void wait(ct_dist_group_s &g, const char *what, const std::vector<at::Tensor> &keep,
+                 const std::function<c10::intrusive_ptr<c10d::Work>()> &issue) {
+  guarded(g, what, keep, [&] { issue()->wait(g.timeout); });
+}
+
+// The headers of every rank: [world_size, header size]. Each rank sends its header to every
+// other rank and receives theirs, point to point (c10d's send and recv on Gloo's pairs), within
+// one timeout. A Gloo collective would run on a worker thread of the process group, woken for
+// each call and waking the caller at its end; these run on the calling thread, which Gloo's I/O
+// thread wakes when the last header has arrived. The sends go first, as in Gloo's ring
+// all-gather: with the receives posted first the exchange measured slower, and by turns fast
+// and stalled for milliseconds (docs/performance.md has the figures).
 inline at::Tensor exchange(ct_dist_group_s &g, const char *what, const Header &mine) {
   const int64_t n = static_cast<int64_t>(mine.v.size());
-  at::Tensor in = at::from_blob(const_cast<int64_t *>(mine.v.data()), {n}, at::kLong).clone();
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int r = 0; r < g.size; r++) outs[0].push_back(at::empty({n}, at::kLong));
-  std::vector<at::Tensor> keep = outs[0];
-  keep.push_back(in);
-  wait(g, what, keep, [&] {
-    std::vector<at::Tensor> v{in};
-    c10d::AllgatherOptions o;
-    o.timeout = g.timeout;
-    return g.pg->allgather(outs, v, o);
-  });
-  return at::stack(outs[0]);
+  at::Tensor all = at::empty({g.size, n}, at::kLong);
+  std::copy(mine.v.begin(), mine.v.end(), all.data_ptr<int64_t>() + g.rank * n);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  try {
+    guarded(g, what, {all}, [&] {
+      const auto deadline = std::chrono::steady_clock::now() + g.timeout;
+      for (int r = 0; r < g.size; r++) {
+        std::vector<at::Tensor> row{all[g.rank]};
+        if (r != g.rank) works.push_back(g.pg->send(row, r, kHeaderTag));
+      }
+      for (int r = 0; r < g.size; r++) {
+        std::vector<at::Tensor> row{all[r]};
+        if (r != g.rank) works.push_back(g.pg->recv(row, r, kHeaderTag));
+      }
+      for (auto &w : works) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (!w->wait(std::max(left, std::chrono::milliseconds(1)))) {
+          throw std::runtime_error("the header exchange was aborted");
+        }
+      }
+    });
+  } catch (...) {
+    // Gloo's pairs may still hold the buffers of the sends and receives not done.
+    g.retained_work.insert(g.retained_work.end(), works.begin(), works.end());
+    throw;
+  }
+  return all;
 }
 
 // Runs one collective of kind k on h under its mutex. prepare validates this rank's arguments
@@ -420,7 +454,7 @@ ct_error ct_dist_barrier(ct_dist_group g) {
     namespace d = ct::dist;
     d::run(
         g, d::Kind::barrier, [](d::Header &) {}, [](const int64_t *, int64_t) {},
-        [](ct_dist_group_s &) {});  // the header all-gather is the barrier
+        [](ct_dist_group_s &) {});  // the header exchange is the barrier
   });
 }
 
@@ -448,7 +482,7 @@ ct_error ct_dist_all_gather_ints(int64_t *out, ct_dist_group g, const int64_t *v
                        rows + r * stride + d::Header::dims + n);
           }
         },
-        [](ct_dist_group_s &) {});  // the header all-gather moved them
+        [](ct_dist_group_s &) {});  // the header exchange moved them
     std::copy(got.begin(), got.end(), out);
   });
 }

@@ -50,6 +50,7 @@ struct ct_dist_group_s {
   // The tensors of a failed collective: Gloo's threads may still hold their memory, so they
   // live until the process group (its threads and connections) is gone.
   std::vector<at::Tensor> retained;
+  std::vector<c10::intrusive_ptr<c10d::Work>> retained_work;  // their sends and receives
 };
 
 namespace ct {
@@ -333,6 +334,7 @@ void ct_dist_group_free(ct_dist_group g) {
   try {
     ct::dist::stop_nccl(g->nccl, !g->broken.empty());
     g->pg.reset();  // joins Gloo's threads and closes its connections first
+    g->retained_work.clear();
     g->retained.clear();
     g->store.reset();
   } catch (...) {

@@ -1,7 +1,7 @@
 // nccl.cc.h: the NCCL backend of a ct_dist_group (cgotorch.h, ct_dist_config's backend): a
 // c10d ProcessGroupNCCL beside the group's ProcessGroupGloo. NCCL moves the collectives' CUDA
 // tensors; Gloo keeps the CPU tensors and the ranks' agreement before each collective (the
-// header all-gather of collectives.cc.h), as TorchRec keeps a Gloo group for metadata: so
+// header exchange of collectives.cc.h), as TorchRec keeps a Gloo group for metadata: so
 // ranks that disagree still fail alike, with nothing sent to NCCL.
 //
 // Compiled in only with -DGOREC_NCCL (Go's build tag gorec_nccl: flags_nccl.go, which also sets
