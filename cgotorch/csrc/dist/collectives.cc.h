@@ -24,6 +24,8 @@ struct mismatch_error : prefixed_error<CT_ERR_MISMATCH> {
 // The tag of the headers' point-to-point messages. One tag for every exchange: Gloo matches a
 // pair's messages of one tag in the order they were posted, the order every rank runs them in.
 constexpr int kHeaderTag = 0x67726563;  // "grec"
+// The tag of the all-to-all's point-to-point messages of CPU rows.
+constexpr int kDataTag = 0x67726564;
 
 enum class Kind : int64_t { all_reduce = 1, broadcast, all_gather, all_to_all, barrier, gather_ints };
 
@@ -114,34 +116,43 @@ inline void wait(ct_dist_group_s &g, const char *what, const std::vector<at::Ten
   guarded(g, what, keep, [&] { issue()->wait(g.timeout); });
 }
 
-// The headers of every rank: [world_size, header size]. Each rank sends its header to every
-// other rank and receives theirs, point to point (c10d's send and recv on Gloo's pairs), within
-// one timeout. A Gloo collective would run on a worker thread of the process group, woken for
-// each call and waking the caller at its end; these run on the calling thread, which Gloo's I/O
-// thread wakes when the last header has arrived. The sends go first, as in Gloo's ring
-// all-gather: with the receives posted first the exchange measured slower, and by turns fast
-// and stalled for milliseconds (docs/performance.md has the figures).
-inline at::Tensor exchange(ct_dist_group_s &g, const char *what, const Header &mine) {
-  const int64_t n = static_cast<int64_t>(mine.v.size());
-  at::Tensor all = at::empty({g.size, n}, at::kLong);
-  std::copy(mine.v.begin(), mine.v.end(), all.data_ptr<int64_t>() + g.rank * n);
+// A message of point_to_point: a contiguous CPU tensor and the peer it goes to or comes from.
+struct Message {
+  at::Tensor t;
+  int peer;
+};
+
+// Sends and receives messages point to point on the calling thread (c10d's send and recv on
+// Gloo's pairs, with tag), every send first, all within one timeout. A Gloo collective would
+// run on a worker thread of the process group, woken for each call and waking the caller at
+// its end; these run on the calling thread, which Gloo's I/O thread wakes when the last message
+// has arrived. The sends go first, as in Gloo's ring all-gather: with the receives posted first
+// the exchange measured slower, and by turns fast and stalled for milliseconds
+// (docs/performance.md has the figures). Gloo matches a pair's messages of one tag in the
+// order they were posted, the order every rank runs them in. A failure breaks the group (see
+// guarded); the buffers and requests then live on with it.
+inline void point_to_point(ct_dist_group_s &g, const char *what, int tag,
+                           const std::vector<Message> &sends, const std::vector<Message> &recvs) {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::vector<at::Tensor> keep;
+  for (const auto &m : sends) keep.push_back(m.t);
+  for (const auto &m : recvs) keep.push_back(m.t);
   try {
-    guarded(g, what, {all}, [&] {
+    guarded(g, what, keep, [&] {
       const auto deadline = std::chrono::steady_clock::now() + g.timeout;
-      for (int r = 0; r < g.size; r++) {
-        std::vector<at::Tensor> row{all[g.rank]};
-        if (r != g.rank) works.push_back(g.pg->send(row, r, kHeaderTag));
+      for (const auto &m : sends) {
+        std::vector<at::Tensor> v{m.t};
+        works.push_back(g.pg->send(v, m.peer, tag));
       }
-      for (int r = 0; r < g.size; r++) {
-        std::vector<at::Tensor> row{all[r]};
-        if (r != g.rank) works.push_back(g.pg->recv(row, r, kHeaderTag));
+      for (const auto &m : recvs) {
+        std::vector<at::Tensor> v{m.t};
+        works.push_back(g.pg->recv(v, m.peer, tag));
       }
       for (auto &w : works) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (!w->wait(std::max(left, std::chrono::milliseconds(1)))) {
-          throw std::runtime_error("the header exchange was aborted");
+          throw std::runtime_error(std::string(what) + " was aborted");
         }
       }
     });
@@ -150,7 +161,43 @@ inline at::Tensor exchange(ct_dist_group_s &g, const char *what, const Header &m
     g.retained_work.insert(g.retained_work.end(), works.begin(), works.end());
     throw;
   }
+}
+
+// The headers of every rank: [world_size, header size], each rank's sent to every other rank
+// point to point (a lone rank makes no call).
+inline at::Tensor exchange(ct_dist_group_s &g, const char *what, const Header &mine) {
+  const int64_t n = static_cast<int64_t>(mine.v.size());
+  at::Tensor all = at::empty({g.size, n}, at::kLong);
+  std::copy(mine.v.begin(), mine.v.end(), all.data_ptr<int64_t>() + g.rank * n);
+  std::vector<Message> sends, recvs;
+  for (int r = 0; r < g.size; r++) {
+    if (r == g.rank) continue;
+    sends.push_back({all[g.rank], r});
+    recvs.push_back({all[r], r});
+  }
+  if (!sends.empty()) point_to_point(g, what, kHeaderTag, sends, recvs);
   return all;
+}
+
+// The all-to-all of CPU tensors (src contiguous; splits agreed): rows go to and come from
+// each peer point to point on the calling thread, this rank's own rows by a copy; empty
+// blocks are not sent (both ends know they are empty).
+inline void all_to_all_cpu(ct_dist_group_s &g, const at::Tensor &src, const at::Tensor &dst,
+                           const std::vector<int64_t> &send, const std::vector<int64_t> &recv) {
+  std::vector<Message> sends, recvs;
+  int64_t from = 0, to = 0;
+  for (int r = 0; r < g.size; r++) {
+    at::Tensor out = src.narrow(0, from, send[r]), in = dst.narrow(0, to, recv[r]);
+    if (r == g.rank) {
+      in.copy_(out);
+    } else {
+      if (send[r] > 0) sends.push_back({out, r});
+      if (recv[r] > 0) recvs.push_back({in, r});
+    }
+    from += send[r];
+    to += recv[r];
+  }
+  if (!sends.empty() || !recvs.empty()) point_to_point(g, "all-to-all", kDataTag, sends, recvs);
 }
 
 // Runs one collective of kind k on h under its mutex. prepare validates this rank's arguments
@@ -315,6 +362,7 @@ ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_
           d::same_field(rows, stride, g->rank, g->size, d::Header::arg, "all-reduce's reduction");
         },
         [&](ct_dist_group_s &grp) {
+          if (grp.size == 1) return;  // a lone rank's reduction is its own tensor
           d::wait(grp, "all-reduce", {buf}, [&] {
             std::vector<at::Tensor> v{buf};
             c10d::AllreduceOptions o;
@@ -351,6 +399,7 @@ ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t
           d::same_field(rows, stride, g->rank, g->size, d::Header::arg, "broadcast's root");
         },
         [&](ct_dist_group_s &grp) {
+          if (grp.size == 1) return;  // a lone rank is the root
           d::wait(grp, "broadcast", {buf}, [&] {
             std::vector<at::Tensor> v{buf};
             c10d::BroadcastOptions o;
@@ -382,6 +431,10 @@ ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t) {
           d::same_tensor(rows, stride, g->rank, g->size, "all-gather", false);
         },
         [&](ct_dist_group_s &grp) {
+          if (grp.size == 1) {  // a lone rank gathers its own tensor
+            outs[0].push_back(in);  // (the cat below copies it)
+            return;
+          }
           for (int r = 0; r < grp.size; r++) outs[0].push_back(at::empty_like(in));
           std::vector<at::Tensor> keep = outs[0];
           keep.push_back(in);
@@ -434,6 +487,10 @@ ct_error ct_dist_all_to_all(ct_tensor *out, int64_t *recv_splits, ct_dist_group 
           std::vector<int64_t> shape = src.sizes().vec();
           shape[0] = std::accumulate(recv.begin(), recv.end(), int64_t{0});
           dst = at::empty(shape, src.options());
+          if (src.device().is_cpu()) {
+            d::all_to_all_cpu(grp, src, dst, send, recv);
+            return;
+          }
           d::wait(grp, "all-to-all", {src, dst}, [&] {
             // alltoall_base moves its split vectors out (they are empty afterwards): copies.
             std::vector<int64_t> send_copy = send, recv_copy = recv;
