@@ -6,6 +6,7 @@ package dist
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strconv"
@@ -139,6 +140,15 @@ func scenarioCollectives(o Options) error {
 	check("all-reduce max int64", got, err, imax)
 	if v, _ := cgotorch.ToSlice[float32](ft); !reflect.DeepEqual(v, f) {
 		errs = append(errs, fmt.Errorf("all-reduce modified its input: %v", v))
+	}
+	// small and large sums (reduced directly, and by Gloo's ring on the CPU), the same bits on
+	// every rank: rank r holds (r+1)/3 + i/7 at i
+	for _, size := range []int{1000, 400_000} {
+		v := make([]float32, size)
+		for i := range v {
+			v[i] = float32(r+1)/3 + float32(i%100)/7
+		}
+		errs = append(errs, sameSumEverywhere(g, placed(g, tensor(v, int64(size)))))
 	}
 
 	// broadcast from the last rank (not 0): rank r holds 10r+i
@@ -475,4 +485,40 @@ func scenarioDisagree(o Options) error {
 	got, err := values(g.AllReduce(f4, Sum))
 	errs = append(errs, expect("all-reduce after the refused calls", got, err, []float64{0, 0, 0, 0}))
 	return errors.Join(errs...)
+}
+
+// sameSumEverywhere checks that the all-reduce sum of t (closed after) is the sum of every
+// rank's t within float32 rounding, and the same bits on every rank.
+func sameSumEverywhere(g *Group, t *cgotorch.Tensor) error {
+	defer t.Close()
+	what := fmt.Sprintf("all-reduce sum of %d floats", t.Numel())
+	sum, err := g.AllReduce(t, Sum)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer sum.Close()
+	all, err := g.AllGather(sum.Reshape(1, -1))
+	if err != nil {
+		return fmt.Errorf("%s: gathering the results: %w", what, err)
+	}
+	defer all.Close()
+	rows, _ := cgotorch.ToSlice[float32](all)
+	n, w := int(t.Numel()), g.WorldSize()
+	for i := 0; i < n; i += 997 {
+		want := 0.0
+		for q := 0; q < w; q++ {
+			want += float64(q+1)/3 + float64(i%100)/7
+		}
+		if d := math.Abs(float64(rows[i]) - want); d > 1e-5*math.Abs(want) {
+			return fmt.Errorf("%s: [%d] = %v, want %v", what, i, rows[i], want)
+		}
+	}
+	for q := 1; q < w; q++ {
+		for i := 0; i < n; i++ {
+			if math.Float32bits(rows[q*n+i]) != math.Float32bits(rows[i]) {
+				return fmt.Errorf("%s: rank %d has %v at %d, rank 0 %v", what, q, rows[q*n+i], i, rows[i])
+			}
+		}
+	}
+	return nil
 }
