@@ -73,13 +73,7 @@ func walkModules(m Module, f func(Module)) {
 func checkLocalTables(op string, m Module) error {
 	var err error
 	walkModules(m, func(m Module) {
-		var t EmbeddingTable
-		switch e := m.(type) {
-		case *Embedding:
-			t = e.Table
-		case *EmbeddingBag:
-			t = e.Table
-		}
+		t := lookupTable(m)
 		if _, local := t.(*embedding.Table); t != nil && !local && err == nil {
 			err = badCheckpoint(op, "table %q is not in this process (%T): a model checkpoint cannot hold it; "+
 				"checkpoint the model with dist.SaveCheckpoint", t.Name(), t)

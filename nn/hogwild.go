@@ -123,11 +123,10 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 // stepperTables are the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection (none
 // for other Steppers).
 func stepperTables(s Stepper) []EmbeddingTable {
+	if t := lookupTable(s); t != nil {
+		return []EmbeddingTable{t}
+	}
 	switch e := s.(type) {
-	case *Embedding:
-		return []EmbeddingTable{e.Table}
-	case *EmbeddingBag:
-		return []EmbeddingTable{e.Table}
 	case *EmbeddingBagCollection:
 		ts := make([]EmbeddingTable, len(e.tables))
 		for i, t := range e.tables {

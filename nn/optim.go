@@ -232,15 +232,19 @@ func (o *Optimizer) stepCalls() []func() error {
 
 // jointTable is the table of an Embedding or EmbeddingBag when it is a JointTable.
 func jointTable(s Stepper) (JointTable, bool) {
-	var t EmbeddingTable
-	switch e := s.(type) {
-	case *Embedding:
-		t = e.Table
-	case *EmbeddingBag:
-		t = e.Table
-	}
-	j, ok := t.(JointTable)
+	j, ok := lookupTable(s).(JointTable)
 	return j, ok
+}
+
+// lookupTable is the table of an Embedding or EmbeddingBag (nil for anything else).
+func lookupTable(m any) EmbeddingTable {
+	switch e := m.(type) {
+	case *Embedding:
+		return e.Table
+	case *EmbeddingBag:
+		return e.Table
+	}
+	return nil
 }
 
 // stepOwn updates the parameter groups (not the Steppers) from the parameters' own gradients,
