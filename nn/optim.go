@@ -182,10 +182,11 @@ func (o *Optimizer) LR() float64 {
 }
 
 // Step updates every parameter that has a gradient (parameters without one are skipped, as in
-// PyTorch), with gradient recording off, then calls Step of each Stepper. A failing tensor
-// operation (a closed parameter, say) is returned as an error, as are the Steppers' errors.
-// When the model is a GradientSyncer, its gradients are synchronized first; if that fails,
-// Step returns the error and updates nothing.
+// PyTorch), with gradient recording off, then calls Step of each Stepper (one StepTables for
+// the JointTables of a StepGroup: see JointTable). A failing tensor operation (a closed
+// parameter, say) is returned as an error, as are the Steppers' errors. When the model is a
+// GradientSyncer, its gradients are synchronized first; if that fails, Step returns the error
+// and updates nothing.
 func (o *Optimizer) Step() error {
 	if o.syncer != nil {
 		if err := o.syncer.SyncGradients(); err != nil {
@@ -196,38 +197,39 @@ func (o *Optimizer) Step() error {
 	if err := o.stepOwn(); err != nil {
 		return err
 	}
+	return o.stepSteppers()
+}
+
+// stepSteppers calls Step of each Stepper, in order, but StepTables once for the JointTables
+// of a StepGroup (each table once), at the place of the group's first Stepper.
+func (o *Optimizer) stepSteppers() error {
+	var groups map[any][]EmbeddingTable // by StepGroup, made at the first JointTable
+	for _, s := range o.steppers {
+		if t, ok := jointTable(s); ok {
+			if groups == nil {
+				groups = map[any][]EmbeddingTable{}
+			}
+			if g := groups[t.StepGroup()]; !slices.Contains(g, EmbeddingTable(t)) {
+				groups[t.StepGroup()] = append(g, t)
+			}
+		}
+	}
 	var errs []error
-	for _, step := range o.stepCalls() {
+	for _, s := range o.steppers {
+		step := s.Step
+		if t, ok := jointTable(s); ok {
+			g, first := groups[t.StepGroup()]
+			if !first { // stepped with its group already
+				continue
+			}
+			delete(groups, t.StepGroup())
+			step = func() error { return t.StepTables(g) }
+		}
 		if err := step(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// stepCalls are the calls that step the Steppers, in their order: Step of each, but one
-// StepTables for the JointTables of a StepGroup (JointTable), at its first Stepper's place.
-func (o *Optimizer) stepCalls() []func() error {
-	var calls []func() error
-	joint := map[any]*[]EmbeddingTable{}
-	for _, s := range o.steppers {
-		t, ok := jointTable(s)
-		if !ok {
-			calls = append(calls, s.Step)
-			continue
-		}
-		key := t.StepGroup()
-		group := joint[key]
-		if group == nil {
-			group = new([]EmbeddingTable)
-			joint[key] = group
-			calls = append(calls, func() error { return t.StepTables(*group) })
-		}
-		if !slices.Contains(*group, EmbeddingTable(t)) {
-			*group = append(*group, t)
-		}
-	}
-	return calls
 }
 
 // jointTable is the table of an Embedding or EmbeddingBag when it is a JointTable.
