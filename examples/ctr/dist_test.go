@@ -17,8 +17,9 @@ import (
 // (or, without torchrun, 2 processes given RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT), on
 // a short stream: the training loss must fall, the model must learn (AUC above 0.65), and the
 // ranks must end with the same MLP weights and held-out AUC (the program checks it and fails
-// otherwise). With -pipeline (dist.TrainPipeline) it must train exactly as without: the same
-// held-out metrics (its training loss lines cover the batches trained so far, one fewer).
+// otherwise). With -pipeline (dist.TrainPipeline) and with -fetch (dist.TrainStep) it must
+// train exactly as without: the same held-out metrics (the pipeline's training loss lines
+// cover the batches trained so far, one fewer).
 func TestDistributed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the example and runs it on 2 processes")
@@ -35,9 +36,13 @@ func TestDistributed(t *testing.T) {
 	args := []string{"-dist", "-train", "40000", "-test", "8000", "-report", "10000", "-lr", "0.01", "-dense-lr", "0.001"}
 	plain := runDistributed(t, bin, filepath.Join(dir, "plain"), args)
 	piped := runDistributed(t, bin, filepath.Join(dir, "pipelined"), append(args, "-pipeline"))
+	fetched := runDistributed(t, bin, filepath.Join(dir, "fetched"), append(args, "-fetch"))
 	heldOut := regexp.MustCompile(`model +AUC [0-9.]+ +log-loss [0-9.]+`) // (a training loss line's batches lag by one)
 	if a, b := heldOut.FindString(piped), heldOut.FindString(plain); a == "" || a != b {
 		t.Errorf("-pipeline trains otherwise: %q, want %q", a, b)
+	}
+	if a, b := heldOut.FindString(fetched), heldOut.FindString(plain); a == "" || a != b {
+		t.Errorf("-fetch trains otherwise: %q, want %q", a, b)
 	}
 }
 

@@ -42,6 +42,7 @@ func main() {
 	device := flag.String("device", "cpu", "where the model trains: cpu, cuda or cuda:N")
 	distributed := flag.Bool("dist", false, "run as one rank of a job started by torchrun (or with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set)")
 	flag.BoolVar(&cfg.Pipeline, "pipeline", false, "with -dist: fetch the next batch's rows while the current one trains (dist.TrainPipeline)")
+	flag.BoolVar(&cfg.Fetch, "fetch", false, "with -dist: fetch each batch's rows in one exchange before its forward pass (dist.TrainStep)")
 	flag.Parse()
 	var err error
 	if cfg.Device, err = cgotorch.ParseDevice(*device); err != nil {

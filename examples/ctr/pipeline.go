@@ -49,6 +49,29 @@ func batchLoss(m *DeepFM, b *Batch, n int) *cgotorch.Tensor {
 	return cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceSum).DivScalar(float64(n))
 }
 
+// fetchedSteps trains each batch through dist.TrainStep: the rows of all its lookups come in
+// one exchange before the forward pass (-fetch).
+type fetchedSteps struct {
+	m   *DeepFM
+	opt *nn.Optimizer
+	rk  ranks
+}
+
+func (s fetchedSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err error) {
+	var loss float64
+	err = cgotorch.TryWithScope(func() (err error) {
+		b, err := NewBatch(s.rk.slice(samples), cgotorch.CPU)
+		if err != nil {
+			return err
+		}
+		loss, err = dist.TrainStep(s.opt, s.m.Lookups, func(b *Batch) (*cgotorch.Tensor, error) {
+			return batchLoss(s.m, b, len(samples)), nil
+		}, b)
+		return err
+	})
+	return loss * float64(len(samples)), len(samples), err
+}
+
 // pipelinedSteps trains through a dist.TrainPipeline: each step fetches the rows of a batch,
 // on a fork of the group, while it trains on the one before (-pipeline).
 type pipelinedSteps struct {
@@ -119,14 +142,18 @@ func (m *DeepFM) Lookups(b *Batch) []dist.Prefetch {
 		dist.Prefetch{Table: linear, IDs: b.TaggedTags})
 }
 
-// newStepper is the training loop's stepper: pipelined (cfg.Pipeline, a distributed run) or
-// plain.
+// newStepper is the training loop's stepper: pipelined (cfg.Pipeline) or fetched (cfg.Fetch),
+// both for a distributed run, or plain.
 func newStepper(m *DeepFM, opt *nn.Optimizer, rk ranks, cfg Config) (stepper, error) {
-	if !cfg.Pipeline {
+	switch {
+	case !cfg.Pipeline && !cfg.Fetch:
 		return plainSteps{m, opt, rk, cfg.Device}, nil
-	}
-	if rk.g == nil {
-		return nil, fmt.Errorf("-pipeline needs -dist: the pipeline fetches the rows of sharded tables")
+	case cfg.Pipeline && cfg.Fetch:
+		return nil, fmt.Errorf("-pipeline and -fetch are two ways to fetch: choose one")
+	case rk.g == nil:
+		return nil, fmt.Errorf("-pipeline and -fetch need -dist: they fetch the rows of sharded tables")
+	case cfg.Fetch:
+		return fetchedSteps{m, opt, rk}, nil
 	}
 	return newPipelinedSteps(m, opt, rk)
 }

@@ -31,6 +31,9 @@ type Config struct {
 	// the group: the rows of the next batch come while the current one trains and steps, and
 	// the training is the same, bit for bit.
 	Pipeline bool
+	// Fetch trains a distributed run through dist.TrainStep: each batch's lookups fetch their
+	// rows in one exchange before the forward pass.
+	Fetch bool
 }
 
 // DefaultConfig is the configuration of `go run ./examples/ctr`.
