@@ -342,9 +342,10 @@ inline int64_t checked_sum(const int64_t *splits, int32_t n, const char *name) {
 }
 
 // Whether an all-reduce of t on g goes direct (all_reduce_direct): a small dense CPU tensor
-// of a type at::add and at::maximum reduce as Gloo does (bool is left to Gloo).
+// of a type that at::add and at::maximum reduce as Gloo does (bool and half are left to Gloo).
 inline bool direct_reduce(const ct_dist_group_s &g, const at::Tensor &t) {
-  return t.device().is_cpu() && t.scalar_type() != at::kBool &&
+  const auto type = t.scalar_type();
+  return t.device().is_cpu() && type != at::kBool && type != at::kHalf &&
          t.nbytes() * static_cast<int64_t>(g.size - 1) <= kDirectReduceBytes;
 }
 
