@@ -193,7 +193,8 @@ func identicalFloats(what string, a, b []float64) error {
 }
 
 // A step whose lookups differ from those the pipeline fetched (other ids, one lookup more or
-// fewer) fails with ErrInvalidArgument and breaks the pipeline.
+// fewer) fails with ErrInvalidArgument and breaks the pipeline; TrainStep refuses them alike,
+// and trains on at its next call.
 func TestTrainPipelineRefusesOtherLookups(t *testing.T) {
 	g, err := New(Options{WorldSize: 1, Store: FileStore(t.TempDir() + "/store")})
 	if err != nil {
@@ -219,16 +220,20 @@ func TestTrainPipelineRefusesOtherLookups(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := NewTrainPipeline(opt, func(b []sample) []Prefetch {
-				l := listed(b)
-				for i := range l {
-					l[i].Table = st
+			on := func(listed func(b []sample) []Prefetch) func(b []sample) []Prefetch {
+				return func(b []sample) []Prefetch {
+					l := listed(b)
+					for i := range l {
+						l[i].Table = st
+					}
+					return l
 				}
-				return l
-			}, func(b []sample) (*cgotorch.Tensor, error) {
+			}
+			loss := func(b []sample) (*cgotorch.Tensor, error) {
 				x, _ := m.features(b)
 				return x.Sum(), nil
-			}, TrainPipelineOptions{})
+			}
+			p, err := NewTrainPipeline(opt, on(listed), loss, TrainPipelineOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,6 +247,22 @@ func TestTrainPipelineRefusesOtherLookups(t *testing.T) {
 			}
 			if _, _, again := p.Flush(); again == nil {
 				t.Fatal("the pipeline trains on after an error")
+			}
+			// TrainStep refuses the same lookups, and leaves nothing behind: a step with the
+			// model's own lookups trains afterwards.
+			if _, err := TrainStep(opt, on(listed), loss, globalBatch(2)); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("TrainStep: got %v, want ErrInvalidArgument", err)
+			}
+			own := func(b []sample) []Prefetch { ids, _, one := sampleIDs(b); return prefetches(ids, one) }
+			before, err := st.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := TrainStep(opt, on(own), loss, globalBatch(3)); err != nil {
+				t.Fatalf("TrainStep after a refused one: %v", err)
+			}
+			if after, err := st.Stats(); err != nil || after.Step != before.Step+1 {
+				t.Fatalf("TrainStep took %d steps (%v), want 1", after.Step-before.Step, err)
 			}
 		})
 	}
