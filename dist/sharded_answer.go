@@ -88,19 +88,19 @@ func answers(rs []*routed, rows []*cgotorch.Tensor, send []int64) (t *cgotorch.T
 // part's answers) and puts them in the caller's order (pos, as back's). It panics as tensor
 // operations do.
 func answerOf(got *cgotorch.Tensor, rs []*routed, k int, widths, pos []int64) *cgotorch.Tensor {
-	var pieces []*cgotorch.Tensor
-	defer func() { closeAll(pieces) }()
-	at := int64(0)
-	for j := range rs[k].send {
-		for q, r := range rs {
-			if q == k {
-				pieces = append(pieces, got.Narrow(0, at, r.send[j]*widths[q]))
-			}
-			at += r.send[j] * widths[q]
-		}
-	}
 	flat := got // one part: its answers only, in rank order
 	if len(rs) > 1 {
+		var pieces []*cgotorch.Tensor
+		defer func() { closeAll(pieces) }()
+		at := int64(0)
+		for j := range rs[k].send {
+			for q, r := range rs {
+				if q == k {
+					pieces = append(pieces, got.Narrow(0, at, r.send[j]*widths[q]))
+				}
+				at += r.send[j] * widths[q]
+			}
+		}
 		flat = cgotorch.Cat(pieces, 0)
 		defer flat.Close()
 	}

@@ -71,12 +71,16 @@ func positions(ids, u []int64) []int64 {
 // whether each was present (1, in the order of ids). local is this rank's verdict on its
 // input: the ranks agree on theirs as the ids go out.
 func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
-	r, got, present, err := s.fetchRouted(op, ids, local, insert, pos)
-	if err != nil || !found {
-		return got, nil, err
+	rs, rows, present, err := fetchParts(op, []part{{t: s, ids: ids, local: local}}, insert, [][]int64{pos})
+	if err != nil {
+		return nil, nil, err
 	}
-	flags := make([]int64, len(present))
-	for i, p := range present {
+	r, got := rs[0], rows[0]
+	if !found {
+		return got, nil, nil
+	}
+	flags := make([]int64, len(present[0]))
+	for i, p := range present[0] {
 		flags[i] = boolInt(p)
 	}
 	ft, err := cgotorch.FromSlice(flags, int64(len(flags)), 1)
@@ -93,17 +97,6 @@ func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found 
 	defer back.Close()
 	v, err := cgotorch.ToSlice[int64](back)
 	return got, v, err
-}
-
-// fetchRouted is fetch's exchange of the ids and rows: it also returns the ids as routed (what
-// this rank received as an owner: TrainPipeline patches those rows) and, when reading, whether
-// each id the owner received was present.
-func (s *ShardedTable) fetchRouted(op string, ids []int64, local error, insert bool, pos []int64) (*routed, *cgotorch.Tensor, []bool, error) {
-	rs, rows, present, err := fetchParts(op, []part{{t: s, ids: ids, local: local}}, insert, [][]int64{pos})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return rs[0], rows[0], present[0], nil
 }
 
 // fetchParts is the exchange of several lookups' ids and rows: one all-to-all of the ids of
@@ -168,7 +161,7 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 		urows, err = selectRows(values, last)
 		defer urows.Close()
 	}
-	r, got, _, err := s.route1(op, routeWrite, u, urows, err, false)
+	r, got, err := s.route1(op, routeWrite, u, urows, err)
 	if err != nil {
 		return err
 	}
@@ -249,23 +242,8 @@ func applyGrads(op string, parts []part, always bool) (stepped []bool, errs []er
 		if errs[k] = a.err; a.err != nil || !(always || a.anyHas) {
 			continue
 		}
-		t := parts[k].t
-		recv, got := a.r.ids, a.rows
-		if t.fault == faultNoSum {
-			var keep []int64
-			recv, keep = firstOfEach(recv)
-			if got, err = selectRows(got, keep); err == nil {
-				defer got.Close()
-			}
-		}
-		if t.updated != nil {
-			*t.updated = append(*t.updated, recv...)
-		}
-		if err == nil {
-			err = t.onShard(recv, got, t.shard.Update)
-		}
-		applied, tables, locals = append(applied, k), append(tables, t), append(locals, err)
-		err = nil
+		applied, tables = append(applied, k), append(tables, parts[k].t)
+		locals = append(locals, parts[k].t.updateShard(a.r.ids, a.rows))
 	}
 	if applied == nil {
 		return stepped, errs
@@ -274,6 +252,25 @@ func applyGrads(op string, parts []part, always bool) (stepped []bool, errs []er
 		stepped[applied[i]], errs[applied[i]] = true, e
 	}
 	return stepped, errs
+}
+
+// updateShard steps this owner's shard with the gradients it received (grads, one row per id
+// of recv, several per id when several ranks sent one), summed per id by the shard's Update.
+func (s *ShardedTable) updateShard(recv []int64, grads *cgotorch.Tensor) error {
+	if s.fault == faultNoSum {
+		var keep []int64
+		recv, keep = firstOfEach(recv)
+		kept, err := selectRows(grads, keep)
+		if err != nil {
+			return err
+		}
+		defer kept.Close()
+		grads = kept
+	}
+	if s.updated != nil {
+		*s.updated = append(*s.updated, recv...)
+	}
+	return s.onShard(recv, grads, s.shard.Update)
 }
 
 // span is from, from+1, ..., to-1.
@@ -303,7 +300,7 @@ func firstOfEach(ids []int64) (first, at []int64) {
 func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	const op = "delete"
 	v, err := s.idsOf(op, ids)
-	r, _, _, err := s.route1(op, routeDelete, uniqueIDs(v, false, 0), nil, err, false)
+	r, _, err := s.route1(op, routeDelete, uniqueIDs(v, false, 0), nil, err)
 	if err != nil {
 		return 0, err
 	}

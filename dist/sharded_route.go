@@ -313,16 +313,17 @@ func arrive(op string, parts []part, rs []*routed, all []int64, got *cgotorch.Te
 	return out, nil
 }
 
-// route1 is route of one table's ids: the routed ids, the rows this rank received as an owner,
-// whether any rank had data, and the error (the exchange's, or the part's).
-func (s *ShardedTable) route1(op string, kind routeKind, ids []int64, rows *cgotorch.Tensor, local error, has bool) (*routed, *cgotorch.Tensor, bool, error) {
-	width := int64(0) // rows travel with gradients and writes (on every rank, refused or not)
-	if kind == routeGrads || kind == routeWrite {
+// route1 is route of one table's ids for a Write (its rows travel with them) or a Delete: the
+// routed ids, the rows this rank received as an owner, and the error (the exchange's, or the
+// part's).
+func (s *ShardedTable) route1(op string, kind routeKind, ids []int64, rows *cgotorch.Tensor, local error) (*routed, *cgotorch.Tensor, error) {
+	width := int64(0) // a write's rows travel with its ids (on every rank, refused or not)
+	if kind == routeWrite {
 		width = int64(s.cfg.Dim)
 	}
-	as, err := route(op, kind, []part{{t: s, ids: ids, rows: rows, local: local, has: has}}, width, kind == routeGrads)
+	as, err := route(op, kind, []part{{t: s, ids: ids, rows: rows, local: local}}, width, false)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
-	return as[0].r, as[0].rows, as[0].anyHas, as[0].err
+	return as[0].r, as[0].rows, as[0].err
 }

@@ -16,12 +16,15 @@ type stepper interface {
 	step(samples []Sample, last bool) (lossSum float64, n int, err error)
 }
 
-// plainSteps trains each batch when it comes.
+// plainSteps trains each batch when it comes: the plain loop, or, with fetch, through
+// dist.TrainStep, whose lookups fetch their rows in one exchange before the forward pass
+// (-fetch).
 type plainSteps struct {
-	m   *DeepFM
-	opt *nn.Optimizer
-	rk  ranks
-	d   cgotorch.Device
+	m     *DeepFM
+	opt   *nn.Optimizer
+	rk    ranks
+	d     cgotorch.Device
+	fetch bool
 }
 
 func (s plainSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err error) {
@@ -31,8 +34,13 @@ func (s plainSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err 
 		if err != nil {
 			return err
 		}
+		lossOf := func(b *Batch) (*cgotorch.Tensor, error) { return batchLoss(s.m, b, len(samples)), nil }
+		if s.fetch {
+			loss, err = dist.TrainStep(s.opt, s.m.Lookups, lossOf, b)
+			return err
+		}
 		s.opt.ZeroGrad()
-		l := batchLoss(s.m, b, len(samples))
+		l, _ := lossOf(b)
 		l.Backward()
 		if loss, err = l.Item(); err != nil {
 			return err
@@ -47,29 +55,6 @@ func (s plainSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err 
 // loss.
 func batchLoss(m *DeepFM, b *Batch, n int) *cgotorch.Tensor {
 	return cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceSum).DivScalar(float64(n))
-}
-
-// fetchedSteps trains each batch through dist.TrainStep: the rows of all its lookups come in
-// one exchange before the forward pass (-fetch).
-type fetchedSteps struct {
-	m   *DeepFM
-	opt *nn.Optimizer
-	rk  ranks
-}
-
-func (s fetchedSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err error) {
-	var loss float64
-	err = cgotorch.TryWithScope(func() (err error) {
-		b, err := NewBatch(s.rk.slice(samples), cgotorch.CPU)
-		if err != nil {
-			return err
-		}
-		loss, err = dist.TrainStep(s.opt, s.m.Lookups, func(b *Batch) (*cgotorch.Tensor, error) {
-			return batchLoss(s.m, b, len(samples)), nil
-		}, b)
-		return err
-	})
-	return loss * float64(len(samples)), len(samples), err
 }
 
 // pipelinedSteps trains through a dist.TrainPipeline: each step fetches the rows of a batch,
@@ -147,13 +132,13 @@ func (m *DeepFM) Lookups(b *Batch) []dist.Prefetch {
 func newStepper(m *DeepFM, opt *nn.Optimizer, rk ranks, cfg Config) (stepper, error) {
 	switch {
 	case !cfg.Pipeline && !cfg.Fetch:
-		return plainSteps{m, opt, rk, cfg.Device}, nil
+		return plainSteps{m, opt, rk, cfg.Device, false}, nil
 	case cfg.Pipeline && cfg.Fetch:
 		return nil, fmt.Errorf("-pipeline and -fetch are two ways to fetch: choose one")
 	case rk.g == nil:
 		return nil, fmt.Errorf("-pipeline and -fetch need -dist: they fetch the rows of sharded tables")
 	case cfg.Fetch:
-		return fetchedSteps{m, opt, rk}, nil
+		return plainSteps{m, opt, rk, cgotorch.CPU, true}, nil // the lookup lists take CPU ids
 	}
 	return newPipelinedSteps(m, opt, rk)
 }
