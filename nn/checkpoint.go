@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/gorec/gorec/embedding"
 )
@@ -19,7 +20,8 @@ const (
 var reservedFiles = map[string]string{denseFile: "the model's dense state",
 	optimizerFile: "the optimizer's state", rngFile: "the random generator's state"}
 
-// TableModule is implemented by modules that hold embedding tables (Embedding, EmbeddingBag);
+// TableModule is implemented by modules that hold embedding tables (Embedding, EmbeddingBag,
+// EmbeddingBagCollection);
 // a model's own module holding tables implements it to have them checkpointed.
 type TableModule interface {
 	Tables() []*embedding.Table
@@ -31,6 +33,9 @@ func (e *Embedding) Tables() []*embedding.Table { return localTables(e.Table) }
 
 // Tables returns the EmbeddingBag's table when it is an *embedding.Table.
 func (b *EmbeddingBag) Tables() []*embedding.Table { return localTables(b.Table) }
+
+// Tables returns the collection's tables (each once, in the order of first use).
+func (c *EmbeddingBagCollection) Tables() []*embedding.Table { return slices.Clone(c.tables) }
 
 func localTables(t EmbeddingTable) []*embedding.Table {
 	if lt, ok := t.(*embedding.Table); ok {
