@@ -60,8 +60,8 @@ func readModelManifest(dir string) (modelManifest, error) {
 
 // SaveCheckpoint writes a checkpoint of a distributed model into the directory dir
 // (collective: every rank calls it, between training steps): the shards of its sharded tables
-// (every ShardedTable under an nn.Embedding or nn.EmbeddingBag of m, which must all be of g),
-// its dense state (nn.SaveState: the replicated layers, rank 0's) and, when opt is not nil,
+// (every ShardedTable under an nn.Embedding, nn.EmbeddingBag or nn.EmbeddingBagCollection of
+// m, which must all be of g), its dense state (nn.SaveState: the replicated layers, rank 0's) and, when opt is not nil,
 // the optimizer's state (nn.Optimizer.SaveState, rank 0's). m may be the DataParallel that
 // wraps the model.
 //
@@ -151,8 +151,9 @@ func unwrap(m nn.Module) nn.Module {
 	return m
 }
 
-// modelTables returns the sharded tables of m's Embedding and EmbeddingBag modules (each once,
-// in module order), refusing a table of this process or of another group.
+// modelTables returns the sharded tables of m's Embedding, EmbeddingBag and
+// EmbeddingBagCollection modules (each once, in module order), refusing a table of this process
+// or of another group.
 func modelTables(g *Group, m nn.Module) ([]*ShardedTable, error) {
 	bad := func(format string, args ...any) error {
 		return &Error{Op: "checkpoint", Kind: ErrInvalidArgument, Err: fmt.Errorf(format, args...)}
@@ -168,25 +169,29 @@ func modelTables(g *Group, m nn.Module) ([]*ShardedTable, error) {
 	var err error
 	seen := map[*ShardedTable]bool{}
 	walk(m, func(mod nn.Module) {
-		var t nn.EmbeddingTable
+		var ts []nn.EmbeddingTable
 		switch e := mod.(type) {
 		case *nn.Embedding:
-			t = e.Table
+			ts = append(ts, e.Table)
 		case *nn.EmbeddingBag:
-			t = e.Table
-		default:
-			return
+			ts = append(ts, e.Table)
+		case *nn.EmbeddingBagCollection:
+			for _, f := range e.Features() {
+				ts = append(ts, f.Table)
+			}
 		}
-		s, ok := t.(*ShardedTable)
-		switch {
-		case err != nil || seen[s]:
-		case !ok:
-			err = bad("table %q (%T) is not a sharded table", t.Name(), t)
-		case s.g != g:
-			err = bad("table %q is sharded over another group", s.name)
-		default:
-			seen[s] = true
-			out = append(out, s)
+		for _, t := range ts {
+			s, ok := t.(*ShardedTable)
+			switch {
+			case err != nil || seen[s]:
+			case !ok:
+				err = bad("table %q (%T) is not a sharded table", t.Name(), t)
+			case s.g != g:
+				err = bad("table %q is sharded over another group", s.name)
+			default:
+				seen[s] = true
+				out = append(out, s)
+			}
 		}
 	})
 	return out, err

@@ -167,16 +167,27 @@ func sameSnapshot(got, want *embedding.Snapshot) (worst float64, err error) {
 	for i, p := range pairs {
 		g, _ := cgotorch.ToSlice[float32](p[0])
 		w, _ := cgotorch.ToSlice[float32](p[1])
-		if len(g) != len(w) {
-			return 0, fmt.Errorf("%s: %d values, want %d", names[i], len(g), len(w))
+		d, err := closeValues(names[i], g, w)
+		if err != nil {
+			return d, err
 		}
-		for j := range g {
-			d := math.Abs(float64(g[j]-w[j])) / (equalAbs + equalRel*math.Abs(float64(w[j])))
-			if d > 1 {
-				return d, fmt.Errorf("%s[%d] = %v, want %v", names[i], j, g[j], w[j])
-			}
-			worst = max(worst, d)
+		worst = max(worst, d)
+	}
+	return worst, nil
+}
+
+// closeValues compares got with want within the equivalence tolerance; worst is the largest
+// difference, relative to equalAbs + equalRel*|want|.
+func closeValues(what string, got, want []float32) (worst float64, err error) {
+	if len(got) != len(want) {
+		return 0, fmt.Errorf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for j := range got {
+		d := math.Abs(float64(got[j]-want[j])) / (equalAbs + equalRel*math.Abs(float64(want[j])))
+		if d > 1 {
+			return d, fmt.Errorf("%s[%d] = %v, want %v", what, j, got[j], want[j])
 		}
+		worst = max(worst, d)
 	}
 	return worst, nil
 }

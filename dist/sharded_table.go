@@ -217,4 +217,5 @@ func (s *ShardedTable) Stats() (embedding.Stats, error) {
 var (
 	_ nn.EmbeddingTable = (*ShardedTable)(nil)
 	_ nn.JointTable     = (*ShardedTable)(nil)
+	_ nn.JointBagTable  = (*ShardedTable)(nil)
 )

@@ -34,8 +34,9 @@ func (e *Embedding) Tables() []*embedding.Table { return localTables(e.Table) }
 // Tables returns the EmbeddingBag's table when it is an *embedding.Table.
 func (b *EmbeddingBag) Tables() []*embedding.Table { return localTables(b.Table) }
 
-// Tables returns the collection's tables (each once, in the order of first use).
-func (c *EmbeddingBagCollection) Tables() []*embedding.Table { return slices.Clone(c.tables) }
+// Tables returns the collection's tables when they are *embedding.Table (each once, in the
+// order of first use).
+func (c *EmbeddingBagCollection) Tables() []*embedding.Table { return slices.Clone(c.local) }
 
 func localTables(t EmbeddingTable) []*embedding.Table {
 	if lt, ok := t.(*embedding.Table); ok {
@@ -78,10 +79,11 @@ func walkModules(m Module, f func(Module)) {
 func checkLocalTables(op string, m Module) error {
 	var err error
 	walkModules(m, func(m Module) {
-		t := lookupTable(m)
-		if _, local := t.(*embedding.Table); t != nil && !local && err == nil {
-			err = badCheckpoint(op, "table %q is not in this process (%T): a model checkpoint cannot hold it; "+
-				"checkpoint the model with dist.SaveCheckpoint", t.Name(), t)
+		for _, t := range moduleTables(m) {
+			if _, local := t.(*embedding.Table); !local && err == nil {
+				err = badCheckpoint(op, "table %q is not in this process (%T): a model checkpoint cannot hold it; "+
+					"checkpoint the model with dist.SaveCheckpoint", t.Name(), t)
+			}
 		}
 	})
 	return err

@@ -18,7 +18,8 @@
 //
 // EmbeddingBagCollection is TorchRec's: several features' bags (a KeyedJagged input), each
 // pooled from its table, looked up and pooled in one C call and stepped in one, with the numbers
-// of one EmbeddingBag per feature.
+// of one EmbeddingBag per feature. Over sharded tables (dist.ShardedTable, a JointBagTable) it
+// fetches every feature's rows in one exchange.
 //
 // To(model, device, dtype) moves a model's parameters, gradients and buffers to a device (a
 // GPU) and/or a floating-point dtype in place, as PyTorch's module.to: the same tensors, so

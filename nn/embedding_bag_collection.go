@@ -24,10 +24,11 @@ type KeyedJagged struct {
 
 // EmbeddingBagFeature is one feature of an EmbeddingBagCollection: its name (its key in the
 // input), the table its bags pool from (several features may share one) and the pooling (Sum or
-// Mean).
+// Mean). The tables of a collection are all *embedding.Table, or all JointBagTables of one
+// StepGroup (the sharded tables of one group: dist.ShardedTable).
 type EmbeddingBagFeature struct {
 	Name  string
-	Table *embedding.Table
+	Table EmbeddingTable
 	Mode  embedding.BagMode
 }
 
@@ -37,22 +38,30 @@ type EmbeddingBagFeature struct {
 // each. Its numbers and gradients are those of one EmbeddingBag per feature (with the same
 // options), and so is everything else: training and evaluation mode, Fused, padding, MaxNorm,
 // the bound on pending gradients, the error policy.
+//
+// Over sharded tables (JointBagTable), as TorchRec's sharded collection, Forward fetches the
+// rows of every feature in one exchange of ids and one of rows (JointBagTable.ForwardBags), and
+// Step sends every table's gradients in one exchange (JointTable.StepTables): the same model
+// code trains on local or sharded tables.
 type EmbeddingBagCollection struct {
 	Base
 	EmbeddingOptions
 	features []EmbeddingBagFeature
-	tables   []*embedding.Table // distinct, in the order of first use
+	tables   []EmbeddingTable   // distinct, in the order of first use
+	local    []*embedding.Table // the tables, when they are local
+	joint    JointBagTable      // the first table, when they are JointBagTables
 	dims     []int64
 	guard    lookupGuard
 }
 
 // NewEmbeddingBagCollection returns a collection of features (names distinct and not empty,
-// tables not nil, modes Sum or Mean), in training mode.
+// tables not nil and all local or all joint, modes Sum or Mean), in training mode.
 func NewEmbeddingBagCollection(features []EmbeddingBagFeature, opts EmbeddingOptions) (*EmbeddingBagCollection, error) {
 	if len(features) == 0 {
 		return nil, fmt.Errorf("%w: an embedding bag collection needs a feature", cgotorch.ErrInvalidArgument)
 	}
 	c := &EmbeddingBagCollection{EmbeddingOptions: opts, features: slices.Clone(features)}
+	c.joint, _ = features[0].Table.(JointBagTable)
 	for i, f := range features {
 		switch {
 		case f.Name == "" || slices.ContainsFunc(features[:i], func(g EmbeddingBagFeature) bool { return g.Name == f.Name }):
@@ -62,12 +71,39 @@ func NewEmbeddingBagCollection(features []EmbeddingBagFeature, opts EmbeddingOpt
 		case f.Mode != embedding.Sum && f.Mode != embedding.Mean:
 			return nil, fmt.Errorf("%w: feature %q: mode %v (a collection pools by sum or mean)", cgotorch.ErrInvalidArgument, f.Name, f.Mode)
 		}
-		if !slices.Contains(c.tables, f.Table) {
-			c.tables = append(c.tables, f.Table)
+		dim, err := c.add(f.Table)
+		if err != nil {
+			return nil, fmt.Errorf("%w: feature %q: %v", cgotorch.ErrInvalidArgument, f.Name, err)
 		}
-		c.dims = append(c.dims, int64(f.Table.Config().Dim))
+		c.dims = append(c.dims, int64(dim))
 	}
 	return c, nil
+}
+
+// add adds t to the collection's tables, unless there already, and returns its Dim.
+func (c *EmbeddingBagCollection) add(t EmbeddingTable) (int, error) {
+	var dim int
+	switch lt := t.(type) {
+	case *embedding.Table:
+		if c.joint != nil {
+			return 0, fmt.Errorf("table %q is local, and the first feature's is %T", t.Name(), c.joint)
+		}
+		if !slices.Contains(c.local, lt) {
+			c.local = append(c.local, lt)
+		}
+		dim = lt.Config().Dim
+	case JointBagTable:
+		if c.joint == nil || lt.StepGroup() != c.joint.StepGroup() {
+			return 0, fmt.Errorf("table %q (%T) is not of the first feature's table's kind or group", t.Name(), t)
+		}
+		dim = lt.Config().Dim
+	default:
+		return 0, fmt.Errorf("table %q (%T) is neither an *embedding.Table nor a JointBagTable", t.Name(), t)
+	}
+	if !slices.Contains(c.tables, t) {
+		c.tables = append(c.tables, t)
+	}
+	return dim, nil
 }
 
 // Features returns the collection's features, in the order of its output's columns.
@@ -86,15 +122,27 @@ func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
 		panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: "give either Lengths or Offsets"})
 	}
 	fo := c.forward(c.Training())
-	fs := make([]embedding.BagFeature, len(c.features))
+	segs := make([]int, len(c.features))
 	for i, f := range c.features {
-		seg := slices.Index(in.Keys, f.Name)
-		if seg < 0 {
+		if segs[i] = slices.Index(in.Keys, f.Name); segs[i] < 0 {
 			panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: fmt.Sprintf("the input has no key %q", f.Name)})
 		}
-		fs[i] = embedding.BagFeature{Table: f.Table, Mode: f.Mode, Options: fo, Segment: seg}
 	}
-	out, err := embedding.ForwardBags(fs, len(in.Keys), in.Values, bounds, in.Weights, kind)
+	var out *Tensor
+	var err error
+	if c.joint != nil {
+		fs := make([]JointBag, len(c.features))
+		for i, f := range c.features {
+			fs[i] = JointBag{Table: f.Table, Mode: f.Mode, Segment: segs[i]}
+		}
+		out, err = c.joint.ForwardBags(fs, len(in.Keys), in.Values, bounds, in.Weights, kind, fo)
+	} else {
+		fs := make([]embedding.BagFeature, len(c.features))
+		for i, f := range c.features {
+			fs[i] = embedding.BagFeature{Table: f.Table.(*embedding.Table), Mode: f.Mode, Options: fo, Segment: segs[i]}
+		}
+		out, err = embedding.ForwardBags(fs, len(in.Keys), in.Values, bounds, in.Weights, kind)
+	}
 	if err != nil {
 		panic(tensorError(op, err))
 	}
@@ -118,14 +166,25 @@ func (c *EmbeddingBagCollection) Parameters() []NamedParameter { return nil }
 
 // ZeroGrad drops the tables' pending gradients, in one call (idempotent).
 func (c *EmbeddingBagCollection) ZeroGrad() {
-	if err := embedding.ZeroGradAll(c.tables); err != nil && !errors.Is(err, embedding.ErrClosed) {
+	if c.joint != nil {
+		for _, t := range c.tables {
+			zeroTable("embedding bag collection zero grad", t)
+		}
+		return
+	}
+	if err := embedding.ZeroGradAll(c.local); err != nil && !errors.Is(err, embedding.ErrClosed) {
 		panic(tensorError("embedding bag collection zero grad", err))
 	}
 }
 
 // Step applies one step of each table's optimizer from its pending gradients, in one call
 // (nothing for a table without any); every table steps, and the first failure is returned.
-func (c *EmbeddingBagCollection) Step() error { return embedding.StepAll(c.tables) }
+func (c *EmbeddingBagCollection) Step() error {
+	if c.joint != nil {
+		return c.joint.StepTables(c.tables)
+	}
+	return embedding.StepAll(c.local)
+}
 
 // LR is the learning rate of the first feature's table.
 func (c *EmbeddingBagCollection) LR() float64 { return c.tables[0].LR() }

@@ -30,3 +30,47 @@ type JointTable interface {
 	// StepTables steps tables (of this table's group), as Step of each would.
 	StepTables(tables []EmbeddingTable) error
 }
+
+// JointBagTable is a JointTable that pools the bags of several features, whose tables are of its
+// StepGroup, in one lookup: an EmbeddingBagCollection over such tables calls ForwardBags of its
+// first feature's table instead of embedding.ForwardBags (dist.ShardedTable fetches the rows of
+// every feature in one exchange of ids and one of rows).
+type JointBagTable interface {
+	JointTable
+	Config() embedding.Config
+	// ForwardBags is embedding.ForwardBags of features over these tables, every feature with
+	// opts: the bags of segments segments of B bags each in ids, delimited by bounds as kind
+	// says, with per-sample weights (may be nil).
+	ForwardBags(features []JointBag, segments int, ids, bounds, weights *Tensor, kind embedding.BagBounds, opts embedding.ForwardOptions) (*Tensor, error)
+}
+
+// JointBag is one feature of JointBagTable.ForwardBags: the bags of input segment Segment,
+// pooled by Mode (Sum or Mean) from Table.
+type JointBag struct {
+	Table   EmbeddingTable
+	Mode    embedding.BagMode
+	Segment int
+}
+
+// lookupTable is the table of an Embedding or EmbeddingBag (nil for anything else).
+func lookupTable(m any) EmbeddingTable {
+	switch e := m.(type) {
+	case *Embedding:
+		return e.Table
+	case *EmbeddingBag:
+		return e.Table
+	}
+	return nil
+}
+
+// moduleTables returns the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection (nil
+// for anything else).
+func moduleTables(m any) []EmbeddingTable {
+	if c, ok := m.(*EmbeddingBagCollection); ok {
+		return c.tables
+	}
+	if t := lookupTable(m); t != nil {
+		return []EmbeddingTable{t}
+	}
+	return nil
+}

@@ -101,7 +101,7 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 	}
 	tables := map[EmbeddingTable]bool{}
 	for _, s := range opt.steppers {
-		for _, t := range stepperTables(s) {
+		for _, t := range moduleTables(s) {
 			tables[t] = true
 		}
 	}
@@ -118,23 +118,6 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 		h.replicas = append(h.replicas, r)
 	}
 	return h, nil
-}
-
-// stepperTables are the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection (none
-// for other Steppers).
-func stepperTables(s Stepper) []EmbeddingTable {
-	if t := lookupTable(s); t != nil {
-		return []EmbeddingTable{t}
-	}
-	switch e := s.(type) {
-	case *EmbeddingBagCollection:
-		ts := make([]EmbeddingTable, len(e.tables))
-		for i, t := range e.tables {
-			ts[i] = t
-		}
-		return ts
-	}
-	return nil
 }
 
 func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*hogwildReplica[M], error) {
@@ -161,7 +144,7 @@ func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*h
 		default:
 			return nil, invalid("stepper %T is not supported (only Embedding, EmbeddingBag and EmbeddingBagCollection)", s)
 		}
-		for _, t := range stepperTables(s) {
+		for _, t := range moduleTables(s) {
 			if err := fusedTable(t, tables); err != nil {
 				return nil, err
 			}

@@ -78,7 +78,7 @@ func newHWC(t *testing.T, workers int) (*hwcModel, *nn.Optimizer, *nn.Hogwild[*h
 func (m *hwcModel) state(t *testing.T) [][]uint32 {
 	var tables []*embedding.Table
 	for _, f := range m.bags.Features() {
-		tables = append(tables, f.Table)
+		tables = append(tables, f.Table.(*embedding.Table))
 	}
 	return modelState(t, m, tables)
 }

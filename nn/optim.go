@@ -205,25 +205,29 @@ func (o *Optimizer) Step() error {
 func (o *Optimizer) stepSteppers() error {
 	var groups map[any][]EmbeddingTable // by StepGroup, made at the first JointTable
 	for _, s := range o.steppers {
-		if t, ok := jointTable(s); ok {
+		if j, ts := jointTables(s); j != nil {
 			if groups == nil {
 				groups = map[any][]EmbeddingTable{}
 			}
-			if g := groups[t.StepGroup()]; !slices.Contains(g, EmbeddingTable(t)) {
-				groups[t.StepGroup()] = append(g, t)
+			g := groups[j.StepGroup()]
+			for _, t := range ts {
+				if !slices.Contains(g, t) {
+					g = append(g, t)
+				}
 			}
+			groups[j.StepGroup()] = g
 		}
 	}
 	var errs []error
 	for _, s := range o.steppers {
 		step := s.Step
-		if t, ok := jointTable(s); ok {
-			g, first := groups[t.StepGroup()]
+		if j, _ := jointTables(s); j != nil {
+			g, first := groups[j.StepGroup()]
 			if !first { // stepped with its group already
 				continue
 			}
-			delete(groups, t.StepGroup())
-			step = func() error { return t.StepTables(g) }
+			delete(groups, j.StepGroup())
+			step = func() error { return j.StepTables(g) }
 		}
 		if err := step(); err != nil {
 			errs = append(errs, err)
@@ -232,21 +236,19 @@ func (o *Optimizer) stepSteppers() error {
 	return errors.Join(errs...)
 }
 
-// jointTable is the table of an Embedding or EmbeddingBag when it is a JointTable.
-func jointTable(s Stepper) (JointTable, bool) {
-	j, ok := lookupTable(s).(JointTable)
-	return j, ok
-}
-
-// lookupTable is the table of an Embedding or EmbeddingBag (nil for anything else).
-func lookupTable(m any) EmbeddingTable {
-	switch e := m.(type) {
-	case *Embedding:
-		return e.Table
-	case *EmbeddingBag:
-		return e.Table
+// jointTables returns the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection, and
+// the first one, when they are JointTables (a collection's are all of one StepGroup).
+func jointTables(s Stepper) (JointTable, []EmbeddingTable) {
+	if c, ok := s.(*EmbeddingBagCollection); ok {
+		if c.joint == nil {
+			return nil, nil
+		}
+		return c.joint, c.tables
 	}
-	return nil
+	if j, ok := lookupTable(s).(JointTable); ok {
+		return j, []EmbeddingTable{j}
+	}
+	return nil, nil
 }
 
 // stepOwn updates the parameter groups (not the Steppers) from the parameters' own gradients,
