@@ -2,7 +2,8 @@ package dist
 
 // CTR training on 1 and 2 ranks with the same global batch: a DeepFM-like model (four id
 // fields and a bag of tags, dim 16, an MLP) whose tables are local ("1-local") or sharded, its
-// MLP then in a DataParallel.
+// MLP then in a DataParallel. The tables are looked up by an Embedding per field and an
+// EmbeddingBag, or by one EmbeddingBagCollection of the five features ("2-collection").
 
 import (
 	"errors"
@@ -35,12 +36,14 @@ type ctrBenchModel struct {
 	nn.Container
 	fields []*nn.Embedding
 	tags   *nn.EmbeddingBag
+	bags   *nn.EmbeddingBagCollection // instead of fields and tags
 	mlp    *nn.Sequential
 	tables []nn.EmbeddingTable
 }
 
-// newCTRBenchModel makes the model over tables made by table.
-func newCTRBenchModel(table func(name string, cfg embedding.Config) (nn.EmbeddingTable, error)) (*ctrBenchModel, error) {
+// newCTRBenchModel makes the model over tables made by table, looked up by one collection
+// (collection) or by a module per feature.
+func newCTRBenchModel(table func(name string, cfg embedding.Config) (nn.EmbeddingTable, error), collection bool) (*ctrBenchModel, error) {
 	cgotorch.ManualSeed(1)
 	m := &ctrBenchModel{}
 	cfg := embedding.Config{Dim: ctrBenchDim, Seed: 1, Initializer: embedding.Normal{Std: 0.01}, Optimizer: embedding.SparseAdam{LR: 0.01}}
@@ -50,6 +53,9 @@ func newCTRBenchModel(table func(name string, cfg embedding.Config) (nn.Embeddin
 			return nil, errors.Join(err, m.close())
 		}
 		m.tables = append(m.tables, t)
+		if collection {
+			continue
+		}
 		if f < len(ctrBenchIDs) {
 			m.fields = append(m.fields, nn.NewEmbedding(t, nn.EmbeddingOptions{}))
 			m.Add(fmt.Sprint("field", f), m.fields[f])
@@ -57,6 +63,18 @@ func newCTRBenchModel(table func(name string, cfg embedding.Config) (nn.Embeddin
 			m.tags = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
 			m.Add("tags", m.tags)
 		}
+	}
+	if collection {
+		var fs []nn.EmbeddingBagFeature
+		for f, t := range m.tables {
+			fs = append(fs, nn.EmbeddingBagFeature{Name: fmt.Sprint("f", f), Table: t, Mode: embedding.Mean})
+		}
+		bags, err := nn.NewEmbeddingBagCollection(fs, nn.EmbeddingOptions{})
+		if err != nil {
+			return nil, errors.Join(err, m.close())
+		}
+		m.bags = bags
+		m.Add("bags", bags)
 	}
 	m.mlp = nn.NewSequential(nn.NewLinear(ctrBenchDim*(len(ctrBenchIDs)+1), 64, true), &nn.ReLU{},
 		nn.NewLinear(64, 32, true), &nn.ReLU{}, nn.NewLinear(32, 1, true))
@@ -79,6 +97,7 @@ type ctrBenchBatchOf struct {
 	ids        [len(ctrBenchIDs)]*cgotorch.Tensor
 	tags, offs *cgotorch.Tensor
 	labels     *cgotorch.Tensor
+	kjt        nn.KeyedJagged // all of them, for the collection: a bag of one id per field
 }
 
 func newCTRBenchBatch(step, from, to int) *ctrBenchBatchOf {
@@ -117,6 +136,22 @@ func newCTRBenchBatch(step, from, to int) *ctrBenchBatchOf {
 	}
 	b.tags, b.offs = cgotorch.MustFromSlice(tags), cgotorch.MustFromSlice(offs)
 	b.labels = cgotorch.MustFromSlice(labels, int64(len(labels)), 1)
+	var values, lengths []int64
+	for f := range ids {
+		values = append(values, ids[f]...)
+		for range ids[f] {
+			lengths = append(lengths, 1)
+		}
+	}
+	for i, o := range offs {
+		end := int64(len(tags))
+		if i+1 < len(offs) {
+			end = offs[i+1]
+		}
+		lengths = append(lengths, end-o)
+	}
+	b.kjt = nn.KeyedJagged{Keys: []string{"f0", "f1", "f2", "f3", "f4"},
+		Values: cgotorch.MustFromSlice(append(values, tags...)), Lengths: cgotorch.MustFromSlice(lengths)}
 	return b
 }
 
@@ -131,12 +166,17 @@ func (m *ctrBenchModel) step(opt *nn.Optimizer, b *ctrBenchBatchOf) error {
 
 // loss is the loss on b, summed over b and divided by the global batch size.
 func (m *ctrBenchModel) loss(b *ctrBenchBatchOf) *cgotorch.Tensor {
-	embs := make([]*cgotorch.Tensor, 0, len(m.fields)+1)
-	for f, e := range m.fields {
-		embs = append(embs, e.Forward(b.ids[f]))
+	var x *cgotorch.Tensor
+	if m.bags != nil {
+		x = m.bags.Forward(b.kjt)
+	} else {
+		embs := make([]*cgotorch.Tensor, 0, len(m.fields)+1)
+		for f, e := range m.fields {
+			embs = append(embs, e.Forward(b.ids[f]))
+		}
+		x = cgotorch.Cat(append(embs, m.tags.Forward(b.tags, b.offs)), 1)
 	}
-	embs = append(embs, m.tags.Forward(b.tags, b.offs))
-	logits := m.mlp.Forward(cgotorch.Cat(embs, 1))
+	logits := m.mlp.Forward(x)
 	return cgotorch.BCEWithLogitsLoss(logits, b.labels, cgotorch.ReduceSum).DivScalar(ctrBenchBatch)
 }
 
@@ -151,8 +191,8 @@ func (m *ctrBenchModel) lookups(b *ctrBenchBatchOf) []Prefetch {
 
 // scenarioCTRBench trains the model $GOREC_DIST_BENCH_N steps after 3 of warm-up, each rank on
 // its slice of every global batch, with local tables ($GOREC_CTR_MODE=local, one rank) or
-// sharded ones (sharded; pipelined: through a TrainPipeline; pipelined-fork: fetching on a fork of
-// the group); rank 0 prints the time of a step
+// sharded ones (sharded; collection: looked up by one collection; pipelined: through a
+// TrainPipeline; pipelined-fork: fetching on a fork of the group); rank 0 prints the time of a step
 // and the bytes it sent per step.
 func scenarioCTRBench(o Options) error {
 	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
@@ -166,7 +206,7 @@ func scenarioCTRBench(o Options) error {
 			return embedding.NewNamed(name, cfg)
 		}
 		return NewShardedTable(g, name, cfg)
-	})
+	}, os.Getenv("GOREC_CTR_MODE") == "collection")
 	if err != nil {
 		return err
 	}
@@ -245,7 +285,8 @@ func scenarioCTRBench(o Options) error {
 
 // BenchmarkCTRTrainRanks trains the CTR model on global batches of 1,024 samples: on one
 // process with local tables (1-local), and with sharded tables and a DataParallel MLP on 1 and
-// 2 local rank processes (2-fused: through TrainStep; 2-pipelined: through a TrainPipeline;
+// 2 local rank processes (2-fused: through TrainStep; 2-collection: the plain loop with the
+// tables in one EmbeddingBagCollection; 2-pipelined: through a TrainPipeline;
 // -fork: fetching on a fork of the group, concurrently with the Step), each rank on its slice
 // of every batch. It reports the samples/s of the whole job, the time of a step, and the bytes
 // a rank sends and the collectives it runs per step (b/step, collectives/step). The ranks share this machine's cores, so 2 ranks show the
@@ -256,7 +297,7 @@ func BenchmarkCTRTrainRanks(b *testing.B) {
 		world int
 		mode  string
 	}{{"1-local", 1, "local"}, {"1", 1, "sharded"}, {"2", 2, "sharded"},
-		{"2-fused", 2, "fused"}, {"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
+		{"2-fused", 2, "fused"}, {"2-collection", 2, "collection"}, {"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 20)
 			res := launch(b, "ctr-bench", c.world, store(b, "file"), time.Minute, func(int) []string {
