@@ -235,6 +235,11 @@ func segmentSpans(n int64, bounds []int64, kind embedding.BagBounds, segments in
 		}
 		return spans, nil
 	}
+	for i, o := range bounds {
+		if o < 0 || o > n || (i > 0 && o < bounds[i-1]) {
+			return nil, fmt.Errorf("offset %d is %d: offsets rise from 0 to at most the %d ids", i, o, n)
+		}
+	}
 	edge := func(i int) int64 { // the offset of bag i; the last bag ends at n
 		if i < len(bounds) {
 			return bounds[i]
@@ -243,9 +248,6 @@ func segmentSpans(n int64, bounds []int64, kind embedding.BagBounds, segments in
 	}
 	for k := range spans {
 		spans[k] = [2]int64{edge(k * b), edge((k + 1) * b)}
-		if spans[k][0] < 0 || spans[k][0] > spans[k][1] || spans[k][1] > n {
-			return nil, fmt.Errorf("segment %d spans ids %d to %d of %d", k, spans[k][0], spans[k][1], n)
-		}
 	}
 	return spans, nil
 }

@@ -396,3 +396,67 @@ func TestOptimizerStepsCollectionWithTables(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// segmentSpans cuts the ids into segments of bags by any form of bounds, and refuses bounds
+// that do not fit the ids.
+func TestSegmentSpans(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		n        int64
+		bounds   []int64
+		kind     embedding.BagBounds
+		segments int
+		want     string // fmt of the spans, or "error"
+	}{
+		{"lengths", 7, []int64{1, 2, 0, 4}, embedding.Lengths, 2, "[[0 3] [3 7]]"},
+		{"offsets", 7, []int64{0, 1, 3, 3}, embedding.Offsets, 2, "[[0 3] [3 7]]"},
+		{"offsets with the last", 7, []int64{0, 1, 3, 3, 7}, embedding.OffsetsIncludeLast, 2, "[[0 3] [3 7]]"},
+		{"no bags", 0, nil, embedding.Offsets, 3, "[[0 0] [0 0] [0 0]]"},
+		{"one segment", 5, []int64{0, 2}, embedding.Offsets, 1, "[[0 5]]"},
+		{"lengths short", 7, []int64{1, 2, 0, 3}, embedding.Lengths, 2, "error"},
+		{"negative length", 1, []int64{2, -1}, embedding.Lengths, 1, "error"},
+		{"not segments", 7, []int64{1, 2, 4}, embedding.Lengths, 2, "error"},
+		{"offsets past the ids", 7, []int64{0, 8}, embedding.Offsets, 2, "error"},
+		{"offsets falling", 7, []int64{0, 5, 3, 7}, embedding.Offsets, 2, "error"},
+		{"no segment", 0, nil, embedding.Lengths, 0, "error"},
+	} {
+		spans, err := segmentSpans(c.n, c.bounds, c.kind, c.segments)
+		got := fmt.Sprint(spans)
+		if err != nil {
+			got = "error"
+		}
+		if got != c.want {
+			t.Errorf("%s: %s (%v), want %s", c.name, got, err, c.want)
+		}
+	}
+}
+
+// A collection over sharded tables pools the same bags given by offsets as by lengths.
+func TestShardedBagCollectionOffsets(t *testing.T) {
+	g := oneRank(t)
+	users, items := shardedPair(t, g, "")
+	m, err := newBagsModel(users, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLengths := bagsInput(globalBatch(3))
+	lengths, _ := cgotorch.ToSlice[int64](byLengths.Lengths)
+	offsets := []int64{0}
+	for _, l := range lengths {
+		offsets = append(offsets, offsets[len(offsets)-1]+l)
+	}
+	byOffsets := byLengths
+	byOffsets.Lengths, byOffsets.Offsets = nil, cgotorch.MustFromSlice(offsets)
+	var a, b []float32
+	err = cgotorch.TryWithScope(func() error {
+		a, _ = cgotorch.ToSlice[float32](m.bags.Forward(byLengths))
+		b, _ = cgotorch.ToSlice[float32](m.bags.Forward(byOffsets))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 12*(trainDim+6) || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("by offsets %v, by lengths %v", b, a)
+	}
+}
