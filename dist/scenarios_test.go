@@ -172,6 +172,9 @@ func scenarioCollectives(o Options) error {
 	got, err = values(g.AllGather(at))
 	check("all-gather", got, err, want)
 
+	// empty tensors ([0, 3]): empty results, with their shapes
+	errs = append(errs, emptyCollectives(g))
+
 	// uneven all-to-all: rank r sends rank j sendCount(r, j) rows of 1000r+10j+k; int64 [N]
 	// with the receive splits from ExchangeSplits, float32 [N, 2] with them given
 	var ids []int64
@@ -519,6 +522,31 @@ func sameSumEverywhere(g *Group, t *cgotorch.Tensor) error {
 				return fmt.Errorf("%s: rank %d has %v at %d, rank 0 %v", what, q, rows[q*n+i], i, rows[i])
 			}
 		}
+	}
+	return nil
+}
+
+// emptyCollectives checks the collectives of tensors with no elements: they give empty results
+// of the right shape ([0, 3], and [0, 3] gathered from every rank).
+func emptyCollectives(g *Group) error {
+	e := placed(g, cgotorch.Zeros([]int64{0, 3}))
+	defer e.Close()
+	for _, c := range []struct {
+		what string
+		f    func() (*cgotorch.Tensor, error)
+	}{
+		{"all-reduce", func() (*cgotorch.Tensor, error) { return g.AllReduce(e, Sum) }},
+		{"broadcast", func() (*cgotorch.Tensor, error) { return g.Broadcast(e, 0) }},
+		{"all-gather", func() (*cgotorch.Tensor, error) { return g.AllGather(e) }},
+	} {
+		got, err := c.f()
+		if err != nil {
+			return fmt.Errorf("%s of an empty tensor: %w", c.what, err)
+		}
+		if sh := got.Shape(); fmt.Sprint(sh) != "[0 3]" {
+			return fmt.Errorf("%s of an empty tensor: shape %v, want [0 3]", c.what, sh)
+		}
+		got.Close()
 	}
 	return nil
 }

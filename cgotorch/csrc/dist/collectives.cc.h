@@ -402,7 +402,9 @@ ct_error ct_dist_all_reduce(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_
           d::same_field(rows, stride, g->rank, g->size, d::Header::arg, "all-reduce's reduction");
         },
         [&](ct_dist_group_s &grp) {
-          if (grp.size == 1) return;  // a lone rank's reduction is its own tensor
+          // a lone rank's reduction is its own tensor; an empty one is empty (Gloo divides by
+          // the element count: SIGFPE)
+          if (grp.size == 1 || buf.numel() == 0) return;
           if (d::direct_reduce(grp, buf)) {
             d::all_reduce_direct(grp, buf, op == CT_DIST_MAX);
             return;
@@ -443,7 +445,7 @@ ct_error ct_dist_broadcast(ct_tensor *out, ct_dist_group g, ct_tensor t, int32_t
           d::same_field(rows, stride, g->rank, g->size, d::Header::arg, "broadcast's root");
         },
         [&](ct_dist_group_s &grp) {
-          if (grp.size == 1) return;  // a lone rank is the root
+          if (grp.size == 1 || buf.numel() == 0) return;  // a lone rank is the root
           d::wait(grp, "broadcast", {buf}, [&] {
             std::vector<at::Tensor> v{buf};
             c10d::BroadcastOptions o;
@@ -480,6 +482,7 @@ ct_error ct_dist_all_gather(ct_tensor *out, ct_dist_group g, ct_tensor t) {
             return;
           }
           for (int r = 0; r < grp.size; r++) outs[0].push_back(at::empty_like(in));
+          if (in.numel() == 0) return;  // empty: nothing moves (Gloo would divide by zero)
           std::vector<at::Tensor> keep = outs[0];
           keep.push_back(in);
           d::wait(grp, "all-gather", keep, [&] {
