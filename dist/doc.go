@@ -144,6 +144,16 @@
 //	err := dist.SaveCheckpoint(ctx, g, dir, ddp, opt) // every rank, between steps
 //	err := dist.LoadCheckpoint(ctx, g, dir, ddp, opt) // a restarted job, before training
 //
+// # Keeping a table within bounds
+//
+// ShardedTable.Evict removes rows by embedding's policies across the shards (collective, with
+// Config.TrackAccess): TTL by each row's age, as one table would; KeepRecent and KeepFrequent
+// keep the n rows of the whole table that one table's ranking keeps, found in 16 small
+// all-reduces of byte counts; MemoryBudget bounds each rank's shard, as a process's memory.
+// Compact compacts every shard. Evict between steps:
+//
+//	_, removed, err := users.Evict(ctx, embedding.KeepRecent(50_000_000), false)
+//
 // # Who may join
 //
 // c10d's TCPStore and Gloo authenticate nobody: anyone who can reach the store's port or Gloo's

@@ -54,6 +54,27 @@ func KeepFrequent(n int) EvictPolicy { return EvictPolicy{ctable.EvictLFU, int64
 // until a Compact succeeds.
 func MemoryBudget(bytes int64) EvictPolicy { return EvictPolicy{ctable.EvictBytes, bytes, true} }
 
+// String names the policy as it was built: "TTL(5)", "KeepRecent(1000)", "KeepFrequent(1000)",
+// "MemoryBudget(1048576)", or "EvictPolicy{}".
+func (p EvictPolicy) String() string {
+	if !p.set {
+		return "EvictPolicy{}"
+	}
+	name := map[ctable.EvictPolicy]string{ctable.EvictTTL: "TTL", ctable.EvictLRU: "KeepRecent",
+		ctable.EvictLFU: "KeepFrequent", ctable.EvictBytes: "MemoryBudget"}[p.kind]
+	return fmt.Sprintf("%s(%d)", name, p.param)
+}
+
+// Keeps reports what KeepRecent and KeepFrequent keep: n rows, ranked by frequency first
+// (KeepFrequent) or by last step first (KeepRecent); ok is false for the other policies. A
+// sharded table (package dist) ranks the rows of all its shards this way.
+func (p EvictPolicy) Keeps() (n int64, byFrequency, ok bool) {
+	if !p.set || (p.kind != ctable.EvictLRU && p.kind != ctable.EvictLFU) {
+		return 0, false, false
+	}
+	return p.param, p.kind == ctable.EvictLFU, true
+}
+
 // Evicted are the ids an eviction removed, ascending, with their rows as they were (nil
 // tensors unless rows were asked for).
 type Evicted struct {

@@ -1,0 +1,226 @@
+package dist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+// Evict removes the rows p selects from the table (collective: every rank passes the same
+// policy) and returns those this rank's shard removed (ascending, with their rows when rows),
+// and how many the whole table removed. The table needs Config.TrackAccess.
+//
+//   - TTL(steps): every shard removes its rows not seen during the last steps steps, as one
+//     table would: the shards step together, so a row's age is the same.
+//   - KeepRecent(n), KeepFrequent(n): the table keeps n rows, ranked by embedding's rule across
+//     every shard: the ranks find the n-th row's rank in a few small all-reduces, and each shard
+//     removes the rows ranked below it. (A sharded row's frequency counts each rank's lookups of
+//     it once per batch, not each occurrence.)
+//   - MemoryBudget(bytes): bounds each rank's shard, as a process's memory: each shard keeps its
+//     most recently seen rows that fit bytes, and compacts.
+//
+// ctx is checked on every rank, with the ranks' policies and shards, before any shard changes:
+// a rank whose ctx is done, or whose policy differs, fails the call on every rank and nothing is
+// removed. Once agreed, the eviction runs to its end. Evict between training steps: a
+// TrainPipeline's rows fetched for a batch it has not trained yet would lose their ids (Flush it
+// first).
+func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows bool) (*embedding.Evicted, int, error) {
+	const op = "evict"
+	n, byFreq, ranked := p.Keeps()
+	var keys []key128
+	local := ctx.Err()
+	if local == nil && ranked {
+		if n < 0 {
+			local = s.badInput(op, "%v keeps a negative number of rows", p)
+		} else {
+			keys, local = s.shardKeys(byFreq)
+		}
+	}
+	if local != nil {
+		local = fmt.Errorf("table %q: %s: %w", s.name, op, local)
+	}
+	if err := s.agreePolicy(op, p, local); err != nil {
+		return nil, 0, err
+	}
+	ctx = context.WithoutCancel(ctx) // agreed: it runs to its end on every rank
+	var out *embedding.Evicted
+	var err error
+	if !ranked {
+		out, err = s.shard.Evict(ctx, p, rows)
+	} else {
+		var cut key128
+		var none bool
+		if cut, none, err = s.rankedCut(op, keys, n); err == nil && !none {
+			out, err = s.shard.EvictIf(ctx, func(id, last, freq int64) bool { return !cut.less(keyOf(id, last, freq, byFreq)) })
+			if err == nil && !rows {
+				out.Rows.Close()
+				out.Rows = nil
+			}
+		}
+		if err == nil && out == nil { // nothing to evict
+			out = &embedding.Evicted{}
+			out.IDs, err = cgotorch.FromSlice([]int64{})
+		}
+	}
+	count := 0
+	if out != nil {
+		count = out.N
+	}
+	total, err := s.settleCount(op, err, count)
+	if err != nil {
+		out.Close()
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
+// Compact compacts every shard (embedding.Table.Compact; collective).
+func (s *ShardedTable) Compact() error {
+	_, err := s.settleCount("compact", s.shard.Compact(), 0)
+	return err
+}
+
+// agreePolicy fails on every rank unless every rank passed policy p and accepts the call
+// (local: its verdict), in one exchange.
+func (s *ShardedTable) agreePolicy(op string, p embedding.EvictPolicy, local error) error {
+	h := fnv.New64a()
+	h.Write([]byte(p.String()))
+	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), int64(h.Sum64())})
+	if err != nil || local != nil {
+		return errors.Join(err, local)
+	}
+	var refused []int
+	for r := 0; r < s.g.WorldSize(); r++ {
+		switch {
+		case all[2*r] != 0:
+			refused = append(refused, r)
+		case all[2*r+1] != all[1]:
+			return &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d's policy differs from rank 0's (this rank's: %v)", s.name, r, p)}
+		}
+	}
+	if refused != nil {
+		return &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused", s.name, refused)}
+	}
+	return nil
+}
+
+// settleCount settles a change every owner applied to its shard (local: its error) and sums
+// count, what it changed, over the ranks, in one exchange.
+func (s *ShardedTable) settleCount(op string, local error, count int) (int, error) {
+	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), int64(count)})
+	if err != nil || local != nil {
+		return 0, errors.Join(err, local)
+	}
+	total := 0
+	var failed []int
+	for r := 0; r < s.g.WorldSize(); r++ {
+		if all[2*r] != 0 {
+			failed = append(failed, r)
+		}
+		total += int(all[2*r+1])
+	}
+	if failed != nil {
+		return 0, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v failed to apply it on their shard", s.name, failed)}
+	}
+	return total, nil
+}
+
+// key128 ranks a row for KeepRecent and KeepFrequent: the larger key is kept first.
+type key128 struct{ hi, lo uint64 }
+
+func (a key128) less(b key128) bool { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo) }
+
+// byteAt is byte i of the key, from the most significant (0) to the least (15).
+func (a key128) byteAt(i int) uint8 {
+	if i < 8 {
+		return uint8(a.hi >> (56 - 8*i))
+	}
+	return uint8(a.lo >> (56 - 8*(i-8)))
+}
+
+// keyOf is a row's key: its last step, then its frequency (the other way round byFreq), then
+// the smaller id first. Both are kept in 32 bits by the table.
+func keyOf(id, last, freq int64, byFreq bool) key128 {
+	clamp := func(v int64) uint64 { return uint64(min(max(v, 0), math.MaxUint32)) }
+	first, second := clamp(last), clamp(freq)
+	if byFreq {
+		first, second = second, first
+	}
+	return key128{hi: first<<32 | second, lo: ^(uint64(id) ^ 1<<63)}
+}
+
+// shardKeys returns the key of every row of this rank's shard.
+func (s *ShardedTable) shardKeys(byFreq bool) ([]key128, error) {
+	ids, last, freq, err := s.shard.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]key128, len(ids))
+	for i, id := range ids {
+		keys[i] = keyOf(id, last[i], freq[i], byFreq)
+	}
+	return keys, nil
+}
+
+// rankedCut finds the (n+1)-th largest key over every rank's keys (collective), the largest
+// to evict, byte by byte from the most significant: each round all-reduces how many of the keys
+// still in the running have each value of the next byte. It returns that key, or none when the
+// ranks hold n keys or fewer (nothing to evict).
+func (s *ShardedTable) rankedCut(op string, keys []key128, n int64) (cut key128, none bool, err error) {
+	hist := make([]int64, 257) // the counts of the next byte's values, then the number of keys
+	hist[256] = int64(len(keys))
+	in := keys    // those equal to cut in the bytes found so far
+	need := n + 1 // the rank of the first key to evict: the (n+1)-th largest
+	for i := 0; i < 16; i++ {
+		if i > 0 {
+			clear(hist)
+		}
+		for _, k := range in {
+			hist[k.byteAt(i)]++
+		}
+		sum, err := s.sumInt64s(op, hist)
+		if err != nil {
+			return cut, false, err
+		}
+		if i == 0 && sum[256] <= n {
+			return cut, true, nil
+		}
+		b := 255
+		for ; b > 0 && need > sum[b]; b-- {
+			need -= sum[b]
+		}
+		if i < 8 {
+			cut.hi |= uint64(b) << (56 - 8*i)
+		} else {
+			cut.lo |= uint64(b) << (56 - 8*(i-8))
+		}
+		kept := in[:0] // in place: the keys are this call's
+		for _, k := range in {
+			if k.byteAt(i) == uint8(b) {
+				kept = append(kept, k)
+			}
+		}
+		in = kept
+	}
+	return cut, false, nil
+}
+
+// sumInt64s returns the element-wise sum of v over every rank (collective).
+func (s *ShardedTable) sumInt64s(op string, v []int64) ([]int64, error) {
+	t, err := cgotorch.FromSlice(v)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	sum, err := s.g.AllReduce(t, Sum)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %s: %w", s.name, op, err)
+	}
+	defer sum.Close()
+	return cgotorch.ToSlice[int64](sum)
+}
