@@ -63,12 +63,14 @@ func TestTableCallsReuseScratch(t *testing.T) {
 		t.Errorf("%d scratch vectors allocated in %d warm steps, want 0", after-before, steps)
 	}
 	if kept <= 0 || kept > scratchThreadBytes {
-		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 8 MiB", kept)
+		t.Errorf("the thread keeps %d bytes of scratch vectors, want some and at most 9 MiB", kept)
 	}
 }
 
-// scratchThreadBytes is the most a thread keeps (scratch.h, kScratchThreadBytes).
-const scratchThreadBytes = 8 << 20
+// scratchThreadBytes is the most a thread keeps: its pools' vectors (scratch.h,
+// kScratchThreadBytes: 8 MiB) and its distinct-id table (up to 1 MiB), which ScratchStats
+// counts too.
+const scratchThreadBytes = 8<<20 + 1<<20
 
 // bagCall runs a training call over large bags (200k ids of 7.5k distinct: 1.6 MB of row
 // pointers alone) and its backward pass, on the calling thread.
@@ -132,7 +134,7 @@ func TestBagCallsKeepBuffersInThePool(t *testing.T) {
 		t.Errorf("%d scratch vectors allocated in 3 warm bag calls, want 0", after-before)
 	}
 	if kept <= 1<<20 || kept > scratchThreadBytes {
-		t.Errorf("the thread keeps %d bytes of scratch after bag calls of 200k ids, want over 1 MiB and at most 8 MiB", kept)
+		t.Errorf("the thread keeps %d bytes of scratch after bag calls of 200k ids, want over 1 MiB and at most 9 MiB", kept)
 	}
 }
 
