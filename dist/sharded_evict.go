@@ -57,14 +57,16 @@ func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows 
 		var none bool
 		if cut, none, err = s.rankedCut(op, keys, n); err == nil && !none {
 			out, err = s.shard.EvictIf(ctx, func(id, last, freq int64) bool { return !cut.less(keyOf(id, last, freq, byFreq)) })
-			if err == nil && !rows {
-				out.Rows.Close()
-				out.Rows = nil
-			}
 		}
 		if err == nil && out == nil { // nothing to evict
 			out = &embedding.Evicted{}
-			out.IDs, err = cgotorch.FromSlice([]int64{})
+			if out.IDs, err = cgotorch.FromSlice([]int64{}); err == nil {
+				out.Rows, err = cgotorch.FromSlice([]float32{}, 0, int64(s.cfg.Dim))
+			}
+		}
+		if err == nil && !rows { // as embedding.Table.Evict: the count alone
+			out.Close()
+			out.IDs, out.Rows = nil, nil
 		}
 	}
 	count := 0
