@@ -50,6 +50,7 @@ awk '$1 == "BENCH" { v[$2] = $3; vu[$2 " " $4] = $3 }
        if (("IDBits/lookup-high ns/op" in vu) && ("IDBits/lookup-low ns/op" in vu)) printf "BENCH lookup_high_bit_ids_over_low %.2f x\n", vu["IDBits/lookup-high ns/op"] / vu["IDBits/lookup-low ns/op"]
        if (("IDBits/bag-high ns/op" in vu) && ("IDBits/bag-low ns/op" in vu)) printf "BENCH bag_high_bit_ids_over_low %.2f x\n", vu["IDBits/bag-high ns/op"] / vu["IDBits/bag-low ns/op"]
        if (("CTRTrainRanks/2-fused samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_fused_over_plain %.2f x\n", vu["CTRTrainRanks/2-fused samples/s"] / vu["CTRTrainRanks/2 samples/s"]
+       if (("ShardedEvict ns/op" in vu) && ("ShardedEvict local-ns/op" in vu)) printf "BENCH sharded_evict_over_local %.2f x\n", vu["ShardedEvict ns/op"] / vu["ShardedEvict local-ns/op"]
        if (("CTRTrainRanks/2-collection samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_collection_over_plain %.2f x\n", vu["CTRTrainRanks/2-collection samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        if (("CTRTrainRanks/2-pipelined samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined samples/s"] / vu["CTRTrainRanks/2 samples/s"]
        if (("CTRTrainRanks/2-pipelined-fork samples/s" in vu) && ("CTRTrainRanks/2 samples/s" in vu)) printf "BENCH ctr_2_pipelined_fork_over_plain %.2f x\n", vu["CTRTrainRanks/2-pipelined-fork samples/s"] / vu["CTRTrainRanks/2 samples/s"]
