@@ -32,13 +32,13 @@ import (
 func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows bool) (*embedding.Evicted, int, error) {
 	const op = "evict"
 	n, byFreq, ranked := p.Keeps()
-	var keys []key128
+	var meta shardRows
 	local := ctx.Err()
 	if local == nil && ranked {
 		if n < 0 {
 			local = s.badInput(op, "%v keeps a negative number of rows", p)
 		} else {
-			keys, local = s.shardKeys(byFreq)
+			meta, local = s.shardRows(byFreq)
 		}
 	}
 	if local != nil {
@@ -55,8 +55,9 @@ func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows 
 	} else {
 		var cut key128
 		var none bool
-		if cut, none, err = s.rankedCut(op, keys, n); err == nil && !none {
-			out, err = s.shard.EvictIf(ctx, func(id, last, freq int64) bool { return !cut.less(keyOf(id, last, freq, byFreq)) })
+		if cut, none, err = s.rankedCut(op, meta.keys, n); err == nil && !none {
+			ids, last, freq := meta.atOrBelow(cut)
+			out, err = s.shard.EvictUnchanged(ctx, ids, last, freq)
 		}
 		if err == nil && out == nil { // nothing to evict
 			out = &embedding.Evicted{}
@@ -156,17 +157,35 @@ func keyOf(id, last, freq int64, byFreq bool) key128 {
 	return key128{hi: first<<32 | second, lo: ^(uint64(id) ^ 1<<63)}
 }
 
-// shardKeys returns the key of every row of this rank's shard.
-func (s *ShardedTable) shardKeys(byFreq bool) ([]key128, error) {
-	ids, last, freq, err := s.shard.Metadata()
-	if err != nil {
-		return nil, err
+// shardRows is the metadata of this rank's shard, with each row's key.
+type shardRows struct {
+	ids, last, freq []int64
+	keys            []key128
+}
+
+// shardRows reads the metadata of this rank's shard.
+func (s *ShardedTable) shardRows(byFreq bool) (shardRows, error) {
+	var r shardRows
+	var err error
+	if r.ids, r.last, r.freq, err = s.shard.Metadata(); err != nil {
+		return r, err
 	}
-	keys := make([]key128, len(ids))
-	for i, id := range ids {
-		keys[i] = keyOf(id, last[i], freq[i], byFreq)
+	r.keys = make([]key128, len(r.ids))
+	for i, id := range r.ids {
+		r.keys[i] = keyOf(id, r.last[i], r.freq[i], byFreq)
 	}
-	return keys, nil
+	return r, nil
+}
+
+// atOrBelow returns the rows whose key is at or below cut, with the metadata they were read
+// with (embedding.Table.EvictUnchanged's arguments).
+func (r shardRows) atOrBelow(cut key128) (ids, last, freq []int64) {
+	for i, k := range r.keys {
+		if !cut.less(k) {
+			ids, last, freq = append(ids, r.ids[i]), append(last, r.last[i]), append(freq, r.freq[i])
+		}
+	}
+	return ids, last, freq
 }
 
 // rankedCut finds the (n+1)-th largest key over every rank's keys (collective), the largest
@@ -201,7 +220,10 @@ func (s *ShardedTable) rankedCut(op string, keys []key128, n int64) (cut key128,
 		} else {
 			cut.lo |= uint64(b) << (56 - 8*(i-8))
 		}
-		kept := in[:0] // in place: the keys are this call's
+		kept := in[:0] // in place, but for the caller's keys
+		if i == 0 {
+			kept = nil
+		}
 		for _, k := range in {
 			if k.byteAt(i) == uint8(b) {
 				kept = append(kept, k)

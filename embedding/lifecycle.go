@@ -150,8 +150,30 @@ func (t *Table) EvictIf(ctx context.Context, evict func(id, lastStep, frequency 
 			victims[2] = append(victims[2], freq[i])
 		}
 	}
+	return t.evictUnchanged(ctx, op, victims[0], victims[1], victims[2])
+}
+
+// EvictUnchanged removes, in one batch, the rows of ids whose last step and frequency are still
+// lastStep and frequency (what Metadata returned for them), returning their ids (ascending) and
+// rows as they were when removed: a row trained since stays, as with EvictIf, and an id not in
+// the table is skipped. It is EvictIf's removal, for callers that choose the rows from
+// Metadata themselves (a sharded table ranking the rows of every shard). ctx is checked before
+// the removal.
+func (t *Table) EvictUnchanged(ctx context.Context, ids, lastStep, frequency []int64) (*Evicted, error) {
+	if t == nil {
+		return nil, errNilTable
+	}
+	const op = "evict"
+	if len(lastStep) != len(ids) || len(frequency) != len(ids) {
+		return nil, badInput(op, t.name, "%d ids with %d last steps and %d frequencies", len(ids), len(lastStep), len(frequency))
+	}
+	return t.evictUnchanged(ctx, op, ids, lastStep, frequency)
+}
+
+func (t *Table) evictUnchanged(ctx context.Context, op string, ids, lastStep, frequency []int64) (*Evicted, error) {
 	var k [3]*cgotorch.Tensor
-	for j, v := range victims {
+	var err error
+	for j, v := range [][]int64{ids, lastStep, frequency} {
 		if k[j], err = t.idsTensor(op, v); err != nil {
 			break
 		}

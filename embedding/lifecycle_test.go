@@ -244,6 +244,35 @@ func TestEvictIfKeepsRowsTrainedMeanwhile(t *testing.T) {
 	}
 }
 
+// EvictUnchanged removes the rows whose metadata is still what the caller read: not a row
+// trained since, nor an id not in the table; lengths that differ are refused.
+func TestEvictUnchanged(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Zeros{}, TrackAccess: true})
+	stepEach(t, tbl, 6) // ids 0..5
+	ids, last, freq, err := tbl.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.UpdateIDs([]int64{2}, ones(2)); err != nil { // trained since
+		t.Fatal(err)
+	}
+	ids, last, freq = append(ids, 99), append(last, 0), append(freq, 0) // not in the table
+	if _, err := tbl.EvictUnchanged(context.Background(), ids, last[:2], freq); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("2 last steps for %d ids: %v, want ErrBadInput", len(ids), err)
+	}
+	ev, err := tbl.EvictUnchanged(context.Background(), ids, last, freq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if got, want := int64s(t, ev.IDs), []int64{0, 1, 3, 4, 5}; !reflect.DeepEqual(got, want) || ev.N != 5 {
+		t.Errorf("evicted %v (N %d), want %v", got, ev.N, want)
+	}
+	if left, _, _, _ := tbl.Metadata(); !reflect.DeepEqual(left, []int64{2}) {
+		t.Errorf("left %v, want [2]", left)
+	}
+}
+
 // A byte budget holds, within a block of rows, whether the eviction removes most rows or a
 // tenth (the id map is rebuilt smaller whenever it holds more than the budget counted for it).
 func TestEvictMemoryBudgetReturnsMemory(t *testing.T) {
