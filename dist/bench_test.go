@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -108,18 +107,18 @@ func BenchmarkCollectives(b *testing.B) {
 // the mean time of one that rank 0 printed.
 func benchRanks(b *testing.B, scenario, op string) {
 	n := max(b.N, 200)
-	res := launch(b, scenario, 2, store(b, "file"), time.Minute, func(int) []string {
-		return []string{"GOREC_DIST_BENCH_OP=" + op, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
-	})
+	out := rankOutput(b, scenario, 2, time.Minute, []string{"GOREC_DIST_BENCH_OP=" + op, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)})
+	b.ReportMetric(benchNs(b, out, "bench-ns-per-op "), "ns/op")
+}
+
+// rankOutput runs scenario as world rank processes with env, fails b if a rank fails, and
+// returns rank 0's output.
+func rankOutput(b *testing.B, scenario string, world int, timeout time.Duration, env []string) string {
+	res := launch(b, scenario, world, store(b, "file"), timeout, func(int) []string { return env })
 	for _, r := range res {
 		if r.err != nil {
 			b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
 		}
 	}
-	_, v, ok := strings.Cut(res[0].output, "bench-ns-per-op ")
-	ns, err := strconv.ParseFloat(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 64)
-	if !ok || err != nil {
-		b.Fatalf("no timing in rank 0's output:\n%s", res[0].output)
-	}
-	b.ReportMetric(ns, "ns/op")
+	return res[0].output
 }

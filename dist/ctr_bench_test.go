@@ -300,19 +300,12 @@ func BenchmarkCTRTrainRanks(b *testing.B) {
 		{"2-fused", 2, "fused"}, {"2-collection", 2, "collection"}, {"2-pipelined", 2, "pipelined"}, {"2-pipelined-fork", 2, "pipelined-fork"}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 20)
-			res := launch(b, "ctr-bench", c.world, store(b, "file"), time.Minute, func(int) []string {
-				return []string{"GOREC_CTR_MODE=" + c.mode, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
-			})
-			for _, r := range res {
-				if r.err != nil {
-					b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
-				}
-			}
-			ns := benchNs(b, res[0].output, "bench-ns-per-op ")
+			out := rankOutput(b, "ctr-bench", c.world, time.Minute, []string{"GOREC_CTR_MODE=" + c.mode, "GOREC_DIST_BENCH_N=" + strconv.Itoa(n)})
+			ns := benchNs(b, out, "bench-ns-per-op ")
 			b.ReportMetric(ns, "ns/op")
 			b.ReportMetric(ctrBenchBatch/(ns/1e9), "samples/s")
-			b.ReportMetric(benchNs(b, res[0].output, "bytes-per-op "), "b/step")
-			b.ReportMetric(benchNs(b, res[0].output, "collectives-per-op "), "collectives/step")
+			b.ReportMetric(benchNs(b, out, "bytes-per-op "), "b/step")
+			b.ReportMetric(benchNs(b, out, "collectives-per-op "), "collectives/step")
 		})
 	}
 }

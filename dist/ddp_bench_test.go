@@ -96,15 +96,8 @@ func BenchmarkDataParallelSync(b *testing.B) {
 	for _, c := range []struct{ name, bucket string }{{"cap25MiB", "0"}, {"cap1MiB", strconv.Itoa(1 << 20)}} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 50)
-			res := launch(b, "ddp-bench", 2, store(b, "file"), time.Minute, func(int) []string {
-				return []string{"GOREC_DDP_BUCKET=" + c.bucket, "GOREC_DDP_BENCH_N=" + strconv.Itoa(n)}
-			})
-			for _, r := range res {
-				if r.err != nil {
-					b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
-				}
-			}
-			sync, raw := benchNs(b, res[0].output, "bench-ns-per-op "), benchNs(b, res[0].output, "raw-ns-per-op ")
+			out := rankOutput(b, "ddp-bench", 2, time.Minute, []string{"GOREC_DDP_BUCKET=" + c.bucket, "GOREC_DDP_BENCH_N=" + strconv.Itoa(n)})
+			sync, raw := benchNs(b, out, "bench-ns-per-op "), benchNs(b, out, "raw-ns-per-op ")
 			b.ReportMetric(sync, "ns/op")
 			b.ReportMetric(raw, "raw-ns/op")
 			b.ReportMetric(sync/raw, "x-raw")

@@ -140,19 +140,12 @@ func rawExchange(g *Group, ids, grads *cgotorch.Tensor, send []int64) error {
 // ratio to the raw form (floor-x-raw) is the least x-raw can be without the table's work.
 func BenchmarkShardedTable(b *testing.B) {
 	n := max(b.N, 200)
-	res := launch(b, "sharded-bench", 2, store(b, "file"), 2*time.Minute, func(int) []string {
-		return []string{"GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
-	})
-	for _, r := range res {
-		if r.err != nil {
-			b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
-		}
-	}
-	sharded, raw := benchNs(b, res[0].output, "bench-ns-per-op "), benchNs(b, res[0].output, "raw-ns-per-op ")
+	out := rankOutput(b, "sharded-bench", 2, 2*time.Minute, []string{"GOREC_DIST_BENCH_N=" + strconv.Itoa(n)})
+	sharded, raw := benchNs(b, out, "bench-ns-per-op "), benchNs(b, out, "raw-ns-per-op ")
 	b.ReportMetric(sharded, "ns/op")
 	b.ReportMetric(raw, "raw-ns/op")
-	floor := benchNs(b, res[0].output, "floor-ns-per-op ")
+	floor := benchNs(b, out, "floor-ns-per-op ")
 	b.ReportMetric(sharded/raw, "x-raw")
 	b.ReportMetric(floor/raw, "floor-x-raw")
-	b.ReportMetric(benchNs(b, res[0].output, "bytes-per-op "), "b/op")
+	b.ReportMetric(benchNs(b, out, "bytes-per-op "), "b/op")
 }

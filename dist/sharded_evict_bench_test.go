@@ -82,15 +82,8 @@ func scenarioEvictBench(o Options) error {
 // (x-local).
 func BenchmarkShardedEvict(b *testing.B) {
 	n := max(b.N, 20)
-	res := launch(b, "evict-bench", 2, store(b, "file"), 2*time.Minute, func(int) []string {
-		return []string{"GOREC_DIST_BENCH_N=" + strconv.Itoa(n)}
-	})
-	for _, r := range res {
-		if r.err != nil {
-			b.Fatalf("rank %d: %v\n%s", r.rank, r.err, r.output)
-		}
-	}
-	global, local := benchNs(b, res[0].output, "bench-ns-per-op "), benchNs(b, res[0].output, "local-ns-per-op ")
+	out := rankOutput(b, "evict-bench", 2, 2*time.Minute, []string{"GOREC_DIST_BENCH_N=" + strconv.Itoa(n)})
+	global, local := benchNs(b, out, "bench-ns-per-op "), benchNs(b, out, "local-ns-per-op ")
 	b.ReportMetric(global, "ns/op")
 	b.ReportMetric(local, "local-ns/op")
 	b.ReportMetric(global/local, "x-local")
