@@ -150,7 +150,8 @@
 // Config.TrackAccess): TTL by each row's age, as one table would; KeepRecent and KeepFrequent
 // keep the n rows of the whole table that one table's ranking keeps, found in 16 small
 // all-reduces of byte counts; MemoryBudget bounds each rank's shard, as a process's memory.
-// Compact compacts every shard. Evict between steps:
+// Compact compacts every shard. SetAdmission gives a new id its row at its k-th training
+// lookup, each rank's batch counting once. Evict between steps:
 //
 //	_, removed, err := users.Evict(ctx, embedding.KeepRecent(50_000_000), false)
 //

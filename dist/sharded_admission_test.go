@@ -1,0 +1,79 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+)
+
+func init() { scenarios["admission"] = scenarioAdmission }
+
+// Admission on a sharded table: a new id gets its row at its k-th training lookup, each rank's
+// batch counting once (id 1006: rank 0 alone, twice a batch: admitted at the third step; id
+// 1012: both ranks: at the second); before, its lookups give zero rows and its gradients are
+// dropped. Ranks passing another k fail with ErrMismatch and change nothing.
+func TestShardedAdmission(t *testing.T) {
+	requirePassed(t, runSharded(t, "admission", 2, time.Minute))
+}
+
+func scenarioAdmission(o Options) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	tbl, err := NewShardedTable(g, "admission", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}, Optimizer: embedding.SGD{LR: 1}})
+	if err != nil {
+		return err
+	}
+	defer tbl.Close()
+	if err := tbl.SetAdmission(3 + g.Rank()); !errors.Is(err, ErrMismatch) {
+		return fmt.Errorf("ranks passing 3 and 4: %v, want ErrMismatch", err)
+	}
+	if k, _, err := tbl.Admission(); err != nil || k > 1 {
+		return fmt.Errorf("after the refusal the threshold is %d (%v), want none", k, err)
+	}
+	if err := tbl.SetAdmission(3); err != nil {
+		return err
+	}
+	const a, b = 1006, 1012 // a: rank 0's batches only (twice each); b: both ranks'
+	ids := []int64{b}
+	if g.Rank() == 0 {
+		ids = []int64{a, b, a}
+	}
+	for step, want := range []struct {
+		len, counted int
+		rowA, rowB   float32 // the rows rank 0 looks up, before this step's update (SGD, rate 1:
+		// the ranks' gradients, 2 for each id, come off an admitted row)
+	}{{0, 2, 0, 0}, {1, 1, 0, 1}, {2, 0, 1, -1}, {2, 0, -1, -3}} {
+		rows, err := tbl.Lookup(cgotorch.MustFromSlice(ids))
+		if err != nil {
+			return err
+		}
+		v, _ := cgotorch.ToSlice[float32](rows)
+		rows.Close()
+		if g.Rank() == 0 && (v[0] != want.rowA || v[2] != want.rowB) {
+			return fmt.Errorf("step %d: rows of a and b %v, want %v and %v", step, v, want.rowA, want.rowB)
+		}
+		grads := make([]float32, 2*len(ids))
+		for i := range grads {
+			grads[i] = 1
+		}
+		if err := tbl.Update(cgotorch.MustFromSlice(ids), cgotorch.MustFromSlice(grads, int64(len(ids)), 2)); err != nil {
+			return err
+		}
+		n, err := tbl.Len()
+		if err != nil {
+			return err
+		}
+		_, counted, err := tbl.Admission()
+		if err != nil || n != want.len || counted != want.counted {
+			return fmt.Errorf("step %d: %d ids, %d counted (%v), want %d and %d", step, n, counted, err, want.len, want.counted)
+		}
+	}
+	return nil
+}
