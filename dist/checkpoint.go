@@ -288,7 +288,7 @@ func (r *restore) takeOwnIDs(ctx context.Context, g *Group, path string) error {
 		}
 		if r.fresh[i] == nil {
 			if r.fresh[i], err = embedding.NewNamed(s.name+suffix+"-mine", t.Config()); err == nil {
-				err = r.fresh[i].SetLR(t.LR())
+				err = sameRateAndAdmission(r.fresh[i], t)
 			}
 			if err != nil {
 				return err
@@ -303,6 +303,20 @@ func (r *restore) takeOwnIDs(ctx context.Context, g *Group, path string) error {
 		}
 	}
 	return nil
+}
+
+// sameRateAndAdmission gives dst the learning rate and admission threshold of src (a saved
+// shard): a delta applied without a chain carries neither (nor the admission counts, which a
+// load does not restore).
+func sameRateAndAdmission(dst, src *embedding.Table) error {
+	k, _, err := src.Admission()
+	if err == nil {
+		err = dst.SetLR(src.LR())
+	}
+	if err == nil {
+		err = dst.SetAdmission(k)
+	}
+	return err
 }
 
 // compatibleShard checks that a saved shard fits the model's table: the same dim and
@@ -337,7 +351,7 @@ func (r *restore) apply(g *Group) error {
 			err = s.shard.ApplyDelta(d)
 		}
 		if err == nil {
-			err = s.shard.SetLR(r.fresh[i].LR())
+			err = sameRateAndAdmission(s.shard, r.fresh[i])
 		}
 		errs = append(errs, err, s.ZeroGrad())
 	}

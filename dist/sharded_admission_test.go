@@ -1,13 +1,17 @@
 package dist
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/nn"
 )
 
 func init() { scenarios["admission"] = scenarioAdmission }
@@ -15,9 +19,10 @@ func init() { scenarios["admission"] = scenarioAdmission }
 // Admission on a sharded table: a new id gets its row at its k-th training lookup, each rank's
 // batch counting once (id 1006: rank 0 alone, twice a batch: admitted at the third step; id
 // 1012: both ranks: at the second); before, its lookups give zero rows and its gradients are
-// dropped. Ranks passing another k fail with ErrMismatch and change nothing.
+// dropped. Ranks passing another k fail with ErrMismatch and change nothing. A table's
+// checkpoint and a model's keep the threshold.
 func TestShardedAdmission(t *testing.T) {
-	requirePassed(t, runSharded(t, "admission", 2, time.Minute))
+	requirePassed(t, runSharded(t, "admission", 2, time.Minute, "GOREC_TEST_DIR="+t.TempDir()))
 }
 
 func scenarioAdmission(o Options) error {
@@ -74,6 +79,40 @@ func scenarioAdmission(o Options) error {
 		if err != nil || n != want.len || counted != want.counted {
 			return fmt.Errorf("step %d: %d ids, %d counted (%v), want %d and %d", step, n, counted, err, want.len, want.counted)
 		}
+	}
+	return admissionLoads(g, tbl)
+}
+
+// admissionLoads checks that a model's checkpoint and a table's carry the threshold (it closes
+// tbl).
+func admissionLoads(g *Group, tbl *ShardedTable) error {
+	ctx := context.Background()
+	dir := os.Getenv("GOREC_TEST_DIR")
+	m := &nn.Container{}
+	m.Add("emb", nn.NewEmbedding(tbl, nn.EmbeddingOptions{}))
+	if err := SaveCheckpoint(ctx, g, filepath.Join(dir, "model"), m, nil); err != nil {
+		return err
+	}
+	if err := tbl.SetAdmission(1); err != nil {
+		return err
+	}
+	if err := LoadCheckpoint(ctx, g, filepath.Join(dir, "model"), m, nil); err != nil {
+		return err
+	}
+	if k, _, err := tbl.Admission(); err != nil || k != 3 {
+		return fmt.Errorf("LoadCheckpoint: threshold %d (%v), want 3", k, err)
+	}
+	if err := tbl.Save(ctx, filepath.Join(dir, "table")); err != nil {
+		return err
+	}
+	tbl.Close() // its name is the loaded one's
+	loaded, err := LoadShardedTable(ctx, g, filepath.Join(dir, "table"))
+	if err != nil {
+		return err
+	}
+	defer loaded.Close()
+	if k, _, err := loaded.Admission(); err != nil || k != 3 {
+		return fmt.Errorf("LoadShardedTable: threshold %d (%v), want 3", k, err)
 	}
 	return nil
 }

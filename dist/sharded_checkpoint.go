@@ -174,15 +174,19 @@ func removeOtherGenerations(dir string, gen int64) {
 // LoadShardedTable opens the sharded table that Save committed in dir, on g (collective),
 // whatever the world size that saved it: every rank reads every saved shard and keeps the ids
 // it owns in g (Owner), with their rows, optimizer states and metadata; the step counter,
-// configuration and learning rate are the saved ones. The table takes its saved name. A rank
+// configuration, learning rate and admission threshold are the saved ones (not the admission
+// counts). The table takes its saved name. A rank
 // whose ctx is done stops its reads (embedding.Load), and the load fails on every rank.
 func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable, error) {
 	const op = "load"
 	m, err := readShardedManifest(dir)
+	var saved *embedding.Table // shard 0, for the configuration, rate and admission threshold
 	var cfg embedding.Config
-	var lr float64
 	if err == nil {
-		cfg, lr, err = savedConfig(ctx, dir, m)
+		if saved, err = loadShard(ctx, filepath.Join(dir, m.Shards[0])); err == nil {
+			defer saved.Close()
+			cfg = saved.Config()
+		}
 	}
 	if _, err := verdicts(g, fmt.Sprintf("table %q", m.Table), op, err, false, "could not read it"); err != nil {
 		return nil, err
@@ -191,7 +195,7 @@ func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable,
 	if err != nil {
 		return nil, err
 	}
-	err = s.shard.SetLR(lr)
+	err = sameRateAndAdmission(s.shard, saved)
 	for k := 0; err == nil && k < len(m.Shards); k++ {
 		err = s.takeOwnIDs(ctx, filepath.Join(dir, m.Shards[k]))
 	}
@@ -199,16 +203,6 @@ func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable,
 		return nil, errors.Join(err, s.Close())
 	}
 	return s, nil
-}
-
-// savedConfig is the configuration and learning rate of the saved table (its shard 0's).
-func savedConfig(ctx context.Context, dir string, m shardedManifest) (embedding.Config, float64, error) {
-	t, err := loadShard(ctx, filepath.Join(dir, m.Shards[0]))
-	if err != nil {
-		return embedding.Config{}, 0, err
-	}
-	defer t.Close()
-	return t.Config(), t.LR(), nil
 }
 
 // loadShard opens the one table of a saved shard, unnamed.
