@@ -96,12 +96,9 @@ func BagPrefetches(c *nn.EmbeddingBagCollection, in nn.KeyedJagged) ([]Prefetch,
 	if c == nil {
 		return nil, bad("nil collection")
 	}
-	bounds, kind := in.Lengths, embedding.Lengths
-	if in.Offsets != nil {
-		bounds, kind = in.Offsets, embedding.OffsetsIncludeLast
-	}
-	if bounds == nil || (in.Lengths != nil && in.Offsets != nil) {
-		return nil, bad("give either Lengths or Offsets")
+	bounds, kind, err := in.Bounds()
+	if err != nil {
+		return nil, bad("%v", err)
 	}
 	fs := c.Features()
 	features := make([]nn.JointBag, len(fs))

@@ -22,6 +22,18 @@ type KeyedJagged struct {
 	Weights *Tensor
 }
 
+// Bounds returns the bags' bounds, Lengths or Offsets (with its last offset), and their form;
+// an error when both or neither are given.
+func (in KeyedJagged) Bounds() (*Tensor, embedding.BagBounds, error) {
+	switch {
+	case in.Lengths != nil && in.Offsets != nil, in.Lengths == nil && in.Offsets == nil:
+		return nil, 0, errors.New("give either Lengths or Offsets")
+	case in.Offsets != nil:
+		return in.Offsets, embedding.OffsetsIncludeLast, nil
+	}
+	return in.Lengths, embedding.Lengths, nil
+}
+
 // EmbeddingBagFeature is one feature of an EmbeddingBagCollection: its name (its key in the
 // input), the table its bags pool from (several features may share one) and the pooling (Sum or
 // Mean). The tables of a collection are all *embedding.Table, or all JointBagTables of one
@@ -114,12 +126,9 @@ func (c *EmbeddingBagCollection) Features() []EmbeddingBagFeature { return slice
 // any order; keys of no feature are ignored).
 func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
 	const op = "embedding bag collection forward"
-	bounds, kind := in.Lengths, embedding.Lengths
-	if in.Offsets != nil {
-		bounds, kind = in.Offsets, embedding.OffsetsIncludeLast
-	}
-	if bounds == nil || (in.Lengths != nil && in.Offsets != nil) {
-		panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: "give either Lengths or Offsets"})
+	bounds, kind, err := in.Bounds()
+	if err != nil {
+		panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: err.Error()})
 	}
 	fo := c.forward(c.Training())
 	segs := make([]int, len(c.features))
@@ -129,7 +138,6 @@ func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
 		}
 	}
 	var out *Tensor
-	var err error
 	if c.joint != nil {
 		fs := make([]JointBag, len(c.features))
 		for i, f := range c.features {
