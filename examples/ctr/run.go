@@ -211,7 +211,12 @@ func evaluate(m *DeepFM, gen *Generator, n int, d cgotorch.Device, clickRate flo
 			if err != nil {
 				return err
 			}
-			cgotorch.NoGrad(func() { probs, err = cgotorch.ToSlice[float32](m.Logits(b).Sigmoid()) })
+			cgotorch.NoGrad(func() {
+				var logits *cgotorch.Tensor
+				if logits, err = m.Logits(b); err == nil {
+					probs, err = cgotorch.ToSlice[float32](logits.Sigmoid())
+				}
+			})
 			return err
 		})
 		if err != nil {
