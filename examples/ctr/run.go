@@ -93,8 +93,8 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 
 	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
 		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.Launch, 100*cfg.Gen.FreshShare, cfg.Gen.Fresh)
-	fmt.Fprintf(out, "DeepFM on %v: %d fields (tags an EmbeddingBag), dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
-		cfg.Device, numTables, cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
+	fmt.Fprintf(out, "DeepFM on %v: %d fields (tags a mean bag), %d features of one EmbeddingBagCollection, dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
+		cfg.Device, numTables, len(featureNames), cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
 	fmt.Fprintf(out, "training: one pass over %d samples in time order, batch %d; held out: the next %d samples\n\n",
 		cfg.Train, cfg.BatchSize, cfg.Test)
 
