@@ -19,7 +19,8 @@ import (
 // ranks must end with the same MLP weights and held-out AUC (the program checks it and fails
 // otherwise). With -pipeline (dist.TrainPipeline) and with -fetch (dist.TrainStep) it must
 // train exactly as without: the same held-out metrics (the pipeline's training loss lines
-// cover the batches trained so far, one fewer).
+// cover the batches trained so far, one fewer). The plain loop must call as many collectives a
+// step as -fetch: its collection fetches every table's rows in one exchange, as TrainStep does.
 func TestDistributed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the example and runs it on 2 processes")
@@ -43,6 +44,10 @@ func TestDistributed(t *testing.T) {
 	}
 	if a, b := heldOut.FindString(fetched), heldOut.FindString(plain); a == "" || a != b {
 		t.Errorf("-fetch trains otherwise: %q, want %q", a, b)
+	}
+	calls := regexp.MustCompile(`collectives: [0-9.]+ a training step`)
+	if a, b := calls.FindString(plain), calls.FindString(fetched); a == "" || a != b {
+		t.Errorf("the plain loop: %q, want as many as -fetch: %q", a, b)
 	}
 }
 

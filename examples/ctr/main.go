@@ -1,12 +1,14 @@
-// Command ctr trains a DeepFM click-through-rate model over several hash embedding tables on a
-// synthetic click log: Zipf-distributed user and item ids whose popular heads keep moving to
-// ids never seen before, and labels drawn from a hidden logistic model, so that the best
-// achievable AUC (that of the true probabilities) is known and printed next to the model's.
+// Command ctr trains a DeepFM click-through-rate model over several hash embedding tables, looked
+// up by one nn.EmbeddingBagCollection, on a synthetic click log: Zipf-distributed user and item
+// ids whose popular heads keep moving to ids never seen before, and labels drawn from a hidden
+// logistic model, so that the best achievable AUC (that of the true probabilities) is known and
+// printed next to the model's.
 //
 // With -dist it runs as one rank of a distributed job, started the way PyTorch jobs are (the
 // torchrun environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the tables are sharded by
-// id across the ranks (dist.ShardedTable), the MLP is replicated (dist.DataParallel), every
-// rank trains on its slice of each batch, and rank 0 prints. On 2 local processes:
+// id across the ranks (dist.ShardedTable; the collection fetches all their rows in one exchange),
+// the MLP is replicated (dist.DataParallel), every rank trains on its slice of each batch, and
+// rank 0 prints. On 2 local processes:
 //
 //	go build -o ctr ./examples/ctr
 //	torchrun --no_python --nproc_per_node 2 --redirects 1 --tee 1 ./ctr -dist

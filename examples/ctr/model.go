@@ -9,85 +9,20 @@ import (
 	"github.com/gorec/gorec/nn"
 )
 
-// Batch holds a batch of samples as tensors: IDs[f] int64 [B] for each single-valued field,
-// the tags as a flat int64 [N] with offsets [B], the same ids tagged with their field for the
-// shared first-order table (tagged), and the labels float32 [B, 1].
-type Batch struct {
-	IDs, Tagged      [numFields]*nn.Tensor
-	Tags, TaggedTags *nn.Tensor
-	Offs             *nn.Tensor
-	Labels           *nn.Tensor
-}
-
-// NewBatch converts samples to tensors on device d (the ids too: a table looks them up on the
-// host and returns rows on the ids' device).
-func NewBatch(samples []Sample, d cgotorch.Device) (*Batch, error) {
-	n := len(samples)
-	var ids [numFields][]int64
-	for f := range ids {
-		ids[f] = make([]int64, n)
-	}
-	var tags, offs []int64
-	labels := make([]float32, n)
-	for i, s := range samples {
-		for f := range ids {
-			ids[f][i] = s.IDs[f]
-		}
-		offs = append(offs, int64(len(tags)))
-		tags = append(tags, s.Tags...)
-		if s.Click {
-			labels[i] = 1
-		}
-	}
-	b := &Batch{
-		Tags:       cgotorch.MustFromSlice(tags),
-		TaggedTags: cgotorch.MustFromSlice(tagged(tags, numFields)),
-		Offs:       cgotorch.MustFromSlice(offs),
-		Labels:     cgotorch.MustFromSlice(labels, int64(n), 1),
-	}
-	for f := range ids {
-		b.IDs[f] = cgotorch.MustFromSlice(ids[f])
-		b.Tagged[f] = cgotorch.MustFromSlice(tagged(ids[f], f))
-	}
-	if d.Type == cgotorch.DeviceCPU {
-		return b, nil
-	}
-	ptrs := []**nn.Tensor{&b.Tags, &b.TaggedTags, &b.Offs, &b.Labels}
-	for f := range b.IDs {
-		ptrs = append(ptrs, &b.IDs[f], &b.Tagged[f])
-	}
-	for _, p := range ptrs {
-		moved, err := (*p).To(d, cgotorch.KeepDType)
-		if err != nil {
-			return nil, err
-		}
-		*p = moved
-	}
-	return b, nil
-}
-
-// tagged returns ids with field's number in the high bits, which keeps the fields apart in the
-// shared first-order table.
-func tagged(ids []int64, field int) []int64 {
-	out := make([]int64, len(ids))
-	for i, id := range ids {
-		out[i] = int64(field+1)<<48 ^ id
-	}
-	return out
-}
-
 // DeepFM (Guo et al., 2017) over hash embedding tables: a first-order term (one weight per
 // field value, from a shared dim-1 table keyed by field-tagged ids), FM's pairwise interactions
 // of the fields' Dim-wide embeddings, and an MLP over their concatenation; the logit is the
-// sum of the three. Each field has its own table; the tags field is an EmbeddingBag (mean).
+// sum of the three. Each field has its own table, and one EmbeddingBagCollection looks up every
+// table for a batch (TorchRec's way): 12 features over 7 tables, each single-valued field a sum
+// bag of one id (its row), the tags a mean bag, and the first-order table serving all six
+// fields.
 type DeepFM struct {
 	nn.Container
-	fields    [numFields]*nn.Embedding
-	tags      *nn.EmbeddingBag
-	linear    *nn.Embedding    // first-order weights of the single-valued fields
-	linearBag *nn.EmbeddingBag // first-order weights of the tags, in the same table
-	mlp       *nn.Sequential
-	tables    []Table
+	bags   *nn.EmbeddingBagCollection // the features of featureNames
+	mlp    *nn.Sequential
+	dim    int64
+	device cgotorch.Device
+	tables []Table
 }
 
 // Table is what the model keeps of each of its tables: an *embedding.Table in one process, a
@@ -108,41 +43,46 @@ func LocalTable(_ string, cfg embedding.Config) (Table, error) { return embeddin
 // numTables is the number of field tables (the single-valued fields and the tags).
 const numTables = numFields + 1
 
+// tableNames name the field tables, then the first-order table.
+var tableNames = append(fieldNames[:], "linear")
+
 // NewDeepFM creates the model on device: its tables (made by newTable, names prefixed by prefix,
 // with the sparse optimizer opt; each with its own seed, seed, seed+1, ..., so that id 42 of
-// two fields starts apart) and its MLP (built on the CPU, then moved).
+// two fields starts apart), the collection that looks them up, and its MLP (built on the CPU,
+// then moved).
 func NewDeepFM(newTable NewTable, prefix string, dim int, hidden []int, opt embedding.Optimizer, seed uint64, device cgotorch.Device) (*DeepFM, error) {
-	m := &DeepFM{}
-	table := func(name string, d int) (Table, error) {
+	m := &DeepFM{dim: int64(dim), device: device}
+	for _, name := range tableNames {
+		d := dim
+		if name == "linear" {
+			d = 1
+		}
 		t, err := newTable(prefix+name, embedding.Config{
 			Dim: d, Optimizer: opt, Seed: seed + uint64(len(m.tables)), Initializer: embedding.Normal{Std: 0.01}, Device: device,
 		})
-		if err == nil {
-			m.tables = append(m.tables, t)
-		}
-		return t, err
-	}
-	for f := range m.fields {
-		t, err := table(fieldNames[f], dim)
 		if err != nil {
 			return nil, errors.Join(err, m.Close())
 		}
-		m.fields[f] = nn.NewEmbedding(t, nn.EmbeddingOptions{})
-		m.Add(fieldNames[f], m.fields[f])
+		m.tables = append(m.tables, t)
 	}
-	t, err := table("tags", dim)
+	features := make([]nn.EmbeddingBagFeature, len(featureNames))
+	for i, name := range featureNames {
+		f := i % numTables
+		t, mode := m.tables[f], embedding.Sum
+		if i >= numTables {
+			t = m.tables[numTables] // linear
+		}
+		if f == numFields {
+			mode = embedding.Mean // the tags
+		}
+		features[i] = nn.EmbeddingBagFeature{Name: name, Table: t, Mode: mode}
+	}
+	bags, err := nn.NewEmbeddingBagCollection(features, nn.EmbeddingOptions{})
 	if err != nil {
 		return nil, errors.Join(err, m.Close())
 	}
-	m.tags = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
-	m.Add("tags", m.tags)
-	if t, err = table("linear", 1); err != nil {
-		return nil, errors.Join(err, m.Close())
-	}
-	m.linear = nn.NewEmbedding(t, nn.EmbeddingOptions{})
-	m.linearBag = nn.NewEmbeddingBag(t, embedding.Mean, nn.EmbeddingOptions{})
-	m.Add("linear", m.linear)
-	m.Add("linear_bag", m.linearBag)
+	m.bags = bags
+	m.Add("bags", m.bags)
 
 	m.mlp = nn.NewSequential()
 	in := numTables * dim
@@ -158,37 +98,32 @@ func NewDeepFM(newTable NewTable, prefix string, dim int, hidden []int, opt embe
 	return m, nil
 }
 
-// Logits returns the model's logits, float32 [B, 1].
-func (m *DeepFM) Logits(b *Batch) *nn.Tensor {
-	embs := make([]*nn.Tensor, 0, numTables)
-	first := make([]*nn.Tensor, 0, numTables)
-	for f, e := range m.fields {
-		embs = append(embs, e.Forward(b.IDs[f]))             // [B, dim]
-		first = append(first, m.linear.Forward(b.Tagged[f])) // [B, 1]
+// Logits returns the model's logits, float32 [B, 1], on its device.
+func (m *DeepFM) Logits(b *Batch) (*nn.Tensor, error) {
+	x, err := m.bags.Forward(b.KJT).To(m.device, cgotorch.KeepDType) // [B, numTables*dim + numTables]
+	if err != nil {
+		return nil, err
 	}
-	embs = append(embs, m.tags.Forward(b.Tags, b.Offs))
-	first = append(first, m.linearBag.Forward(b.TaggedTags, b.Offs))
-
-	e := cgotorch.Stack(embs, 1) // [B, F, dim]
+	e := x.Narrow(1, 0, numTables*m.dim).Reshape(-1, numTables, m.dim) // [B, F, dim]
+	first := x.Narrow(1, numTables*m.dim, numTables).SumDim([]int64{1}, true)
 	sum := e.SumDim([]int64{1}, false)
 	fm := sum.Square().Sub(e.Square().SumDim([]int64{1}, false)).SumDim([]int64{1}, true).MulScalar(0.5)
 	deep := m.mlp.Forward(e.Flatten(1, 2))
-	return cgotorch.Cat(first, 1).SumDim([]int64{1}, true).Add(fm).Add(deep)
+	return first.Add(fm).Add(deep), nil
 }
 
 // TableStats returns the stats of each field table and of the first-order table, named (of
 // the whole table when it is sharded).
 func (m *DeepFM) TableStats() ([]string, []embedding.Stats, error) {
-	names := append(fieldNames[:numTables:numTables], "linear")
 	stats := make([]embedding.Stats, len(m.tables))
 	for i, t := range m.tables {
 		st, err := t.Stats()
 		if err != nil {
-			return nil, nil, fmt.Errorf("stats of %s: %w", names[i], err)
+			return nil, nil, fmt.Errorf("stats of %s: %w", tableNames[i], err)
 		}
 		stats[i] = st
 	}
-	return names, stats, nil
+	return tableNames, stats, nil
 }
 
 // Close closes the model's tables.

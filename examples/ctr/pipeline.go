@@ -34,13 +34,20 @@ func (s plainSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err 
 		if err != nil {
 			return err
 		}
-		lossOf := func(b *Batch) (*cgotorch.Tensor, error) { return batchLoss(s.m, b, len(samples)), nil }
+		lossOf := func(b *Batch) (*cgotorch.Tensor, error) { return batchLoss(s.m, b, len(samples)) }
 		if s.fetch {
-			loss, err = dist.TrainStep(s.opt, s.m.Lookups, lossOf, b)
+			lookups, err := dist.BagPrefetches(s.m.bags, b.KJT)
+			if err != nil {
+				return err
+			}
+			loss, err = dist.TrainStep(s.opt, func(*Batch) []dist.Prefetch { return lookups }, lossOf, b)
 			return err
 		}
 		s.opt.ZeroGrad()
-		l, _ := lossOf(b)
+		l, err := lossOf(b)
+		if err != nil {
+			return err
+		}
 		l.Backward()
 		if loss, err = l.Item(); err != nil {
 			return err
@@ -53,8 +60,12 @@ func (s plainSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err 
 // batchLoss is the loss of b, this rank's slice of a batch of n samples: summed over the
 // slice and divided by n, so that the ranks' gradients add up to those of the batch's mean
 // loss.
-func batchLoss(m *DeepFM, b *Batch, n int) *cgotorch.Tensor {
-	return cgotorch.BCEWithLogitsLoss(m.Logits(b), b.Labels, cgotorch.ReduceSum).DivScalar(float64(n))
+func batchLoss(m *DeepFM, b *Batch, n int) (*cgotorch.Tensor, error) {
+	logits, err := m.Logits(b)
+	if err != nil {
+		return nil, err
+	}
+	return cgotorch.BCEWithLogitsLoss(logits, b.Labels, cgotorch.ReduceSum).DivScalar(float64(n)), nil
 }
 
 // pipelinedSteps trains through a dist.TrainPipeline: each step fetches the rows of a batch,
@@ -62,14 +73,17 @@ func batchLoss(m *DeepFM, b *Batch, n int) *cgotorch.Tensor {
 type pipelinedSteps struct {
 	p     *dist.TrainPipeline[*pipeBatch]
 	fetch *dist.Group // the fork the pipeline fetches on
+	m     *DeepFM
 	rk    ranks
 	prev  int // the samples of the batch in the pipeline
 }
 
-// pipeBatch is a batch in the pipeline: this rank's slice, and the samples of the whole batch.
+// pipeBatch is a batch in the pipeline: this rank's slice, its lookups, and the samples of the
+// whole batch.
 type pipeBatch struct {
-	b *Batch
-	n int
+	b       *Batch
+	lookups []dist.Prefetch
+	n       int
 }
 
 func newPipelinedSteps(m *DeepFM, opt *nn.Optimizer, rk ranks) (*pipelinedSteps, error) {
@@ -77,13 +91,13 @@ func newPipelinedSteps(m *DeepFM, opt *nn.Optimizer, rk ranks) (*pipelinedSteps,
 	if err != nil {
 		return nil, err
 	}
-	p, err := dist.NewTrainPipeline(opt, func(b *pipeBatch) []dist.Prefetch { return m.Lookups(b.b) },
-		func(b *pipeBatch) (*cgotorch.Tensor, error) { return batchLoss(m, b.b, b.n), nil },
+	p, err := dist.NewTrainPipeline(opt, func(b *pipeBatch) []dist.Prefetch { return b.lookups },
+		func(b *pipeBatch) (*cgotorch.Tensor, error) { return batchLoss(m, b.b, b.n) },
 		dist.TrainPipelineOptions{FetchGroup: fetch})
 	if err != nil {
 		return nil, errors.Join(err, fetch.Close())
 	}
-	return &pipelinedSteps{p: p, fetch: fetch, rk: rk}, nil
+	return &pipelinedSteps{p: p, fetch: fetch, m: m, rk: rk}, nil
 }
 
 // Close closes the pipeline and its fork of the group.
@@ -97,7 +111,11 @@ func (s *pipelinedSteps) step(samples []Sample, last bool) (lossSum float64, n i
 	if err != nil {
 		return 0, 0, err
 	}
-	loss, trained, err := s.p.Progress(&pipeBatch{b, len(samples)})
+	lookups, err := dist.BagPrefetches(s.m.bags, b.KJT)
+	if err != nil {
+		return 0, 0, err
+	}
+	loss, trained, err := s.p.Progress(&pipeBatch{b, lookups, len(samples)})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -114,19 +132,6 @@ func (s *pipelinedSteps) step(samples []Sample, last bool) (lossSum float64, n i
 	return lossSum, n, nil
 }
 
-// Lookups are the sharded tables' lookups of b, in the order Logits runs them (the tables must
-// be *dist.ShardedTable: a distributed run).
-func (m *DeepFM) Lookups(b *Batch) []dist.Prefetch {
-	linear := m.tables[numTables].(*dist.ShardedTable)
-	out := make([]dist.Prefetch, 0, 2*numTables)
-	for f := range m.fields {
-		out = append(out, dist.Prefetch{Table: m.tables[f].(*dist.ShardedTable), IDs: b.IDs[f]},
-			dist.Prefetch{Table: linear, IDs: b.Tagged[f]})
-	}
-	return append(out, dist.Prefetch{Table: m.tables[numFields].(*dist.ShardedTable), IDs: b.Tags},
-		dist.Prefetch{Table: linear, IDs: b.TaggedTags})
-}
-
 // newStepper is the training loop's stepper: pipelined (cfg.Pipeline) or fetched (cfg.Fetch),
 // both for a distributed run, or plain.
 func newStepper(m *DeepFM, opt *nn.Optimizer, rk ranks, cfg Config) (stepper, error) {
@@ -138,7 +143,7 @@ func newStepper(m *DeepFM, opt *nn.Optimizer, rk ranks, cfg Config) (stepper, er
 	case rk.g == nil:
 		return nil, fmt.Errorf("-pipeline and -fetch need -dist: they fetch the rows of sharded tables")
 	case cfg.Fetch:
-		return plainSteps{m, opt, rk, cgotorch.CPU, true}, nil // the lookup lists take CPU ids
+		return plainSteps{m, opt, rk, cfg.Device, true}, nil
 	}
 	return newPipelinedSteps(m, opt, rk)
 }

@@ -29,6 +29,14 @@ func (r ranks) world() int {
 	return r.g.WorldSize()
 }
 
+// collectives is how many collectives this rank has called on the group (0 in one process).
+func (r ranks) collectives() int64 {
+	if r.g == nil {
+		return 0
+	}
+	return r.g.Collectives()
+}
+
 // check refuses what a distributed run cannot do.
 func (r ranks) check(cfg Config) error {
 	if r.g == nil {

@@ -56,6 +56,10 @@ type Result struct {
 	// UnseenUsers and UnseenItems are the shares of held-out samples whose user (item) id is
 	// not in the table: never seen in training.
 	UnseenUsers, UnseenItems float64
+	// CollectivesPerStep is how many collectives a training step called on the group, on
+	// average (the steps' own: the tables' and the DataParallel's; a TrainPipeline's fetches
+	// run on a fork, not counted); 0 in one process.
+	CollectivesPerStep float64
 }
 
 // run trains DeepFM on a stream of synthetic clicks, one pass in time order, then evaluates it
@@ -89,8 +93,8 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 
 	fmt.Fprintf(out, "synthetic click log: %d users and %d items with Zipf(%.2f) frequencies; a new item every %d samples, %.0f%% of impressions on the %d newest\n",
 		cfg.Gen.Users, cfg.Gen.Items, cfg.Gen.Zipf, cfg.Gen.Launch, 100*cfg.Gen.FreshShare, cfg.Gen.Fresh)
-	fmt.Fprintf(out, "DeepFM on %v: %d fields (tags an EmbeddingBag), dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
-		cfg.Device, numTables, cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
+	fmt.Fprintf(out, "DeepFM on %v: %d fields (tags a mean bag), %d features of one EmbeddingBagCollection, dim %d, MLP %v; SparseAdam lr %g on the tables, Adam lr %g on the MLP\n",
+		cfg.Device, numTables, len(featureNames), cfg.Dim, cfg.Hidden, cfg.LR, cfg.DenseLR)
 	fmt.Fprintf(out, "training: one pass over %d samples in time order, batch %d; held out: the next %d samples\n\n",
 		cfg.Train, cfg.BatchSize, cfg.Test)
 
@@ -112,6 +116,7 @@ func run(cfg Config, out io.Writer) (res Result, err error) {
 	fmt.Fprintf(out, "  click rate AUC 0.5000   log-loss %.4f   (the training click rate for everyone)\n", res.BaseLogLoss)
 	fmt.Fprintf(out, "  training: %.0f samples/s\n", res.SamplesPerSec)
 	if rk.world() > 1 {
+		fmt.Fprintf(out, "  collectives: %.1f a training step on the group\n", res.CollectivesPerStep)
 		fmt.Fprintf(out, "  the %d ranks agree: equal MLP weights and held-out AUC on every rank\n", rk.world())
 	}
 	return res, nil
@@ -130,7 +135,8 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, o
 	start := time.Now()
 	samples := make([]Sample, 0, cfg.BatchSize)
 	var lossSum float64
-	var lossN, nextReport int
+	var lossN, nextReport, stepsN int
+	var calls int64 // the steps' collectives
 	nextReport = cfg.ReportEvery
 	for done := 0; done < cfg.Train; {
 		samples = samples[:0]
@@ -141,10 +147,12 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, o
 			}
 			samples = append(samples, s)
 		}
+		before := rk.collectives()
 		sum, n, err := steps.step(samples, done+len(samples) == cfg.Train)
 		if err != nil {
 			return 0, fmt.Errorf("step at sample %d: %w", done, err)
 		}
+		calls, stepsN = calls+rk.collectives()-before, stepsN+1
 		done += len(samples)
 		lossSum += sum
 		lossN += n
@@ -162,6 +170,7 @@ func train(m *DeepFM, opt *nn.Optimizer, gen *Generator, rk ranks, cfg Config, o
 		}
 	}
 	res.SamplesPerSec = rate(cfg.Train, start)
+	res.CollectivesPerStep = float64(calls) / float64(stepsN)
 	return clicks, nil
 }
 
@@ -211,7 +220,12 @@ func evaluate(m *DeepFM, gen *Generator, n int, d cgotorch.Device, clickRate flo
 			if err != nil {
 				return err
 			}
-			cgotorch.NoGrad(func() { probs, err = cgotorch.ToSlice[float32](m.Logits(b).Sigmoid()) })
+			cgotorch.NoGrad(func() {
+				var logits *cgotorch.Tensor
+				if logits, err = m.Logits(b); err == nil {
+					probs, err = cgotorch.ToSlice[float32](logits.Sigmoid())
+				}
+			})
 			return err
 		})
 		if err != nil {
