@@ -357,6 +357,11 @@ ct_error ct_shape_op(ct_tensor *out, int32_t op, ct_tensor a, const int64_t *arg
                      int32_t nargs);
 /* The view of a made of entries start .. start+length-1 along dim. */
 ct_error ct_narrow(ct_tensor *out, ct_tensor a, int64_t dim, int64_t start, int64_t length);
+/* Splits a along dim into n (>= 1) views of sizes[0..n-1] entries, which add up to a's size
+   there, into outs[0..n-1] (all of them, or none on an error). One autograd node makes them:
+   its backward joins the pieces' gradients in one concatenation (n narrows would each fill a
+   zeroed gradient of a's size). */
+ct_error ct_split(ct_tensor *outs, int32_t n, ct_tensor a, const int64_t *sizes, int64_t dim);
 
 typedef enum {
   CT_JOIN_CAT = 256, /* along an existing dimension */

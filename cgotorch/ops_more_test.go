@@ -1,6 +1,8 @@
 package cgotorch_test
 
 import (
+	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -83,6 +85,26 @@ func TestDropoutTrain(t *testing.T) {
 	cgotorch.ManualSeed(7)
 	if b := values(t, x.Dropout(0.5, true)); !slices.Equal(a, b) {
 		t.Error("the same seed gave another mask")
+	}
+}
+
+// Split cuts views of the given sizes, and its backward pass joins their gradients: a piece
+// without a gradient contributes zeros. Sizes that do not add up are refused.
+func TestSplit(t *testing.T) {
+	x := cgotorch.MustFromSlice([]float32{1, 2, 3, 4, 5, 6, 7, 8}, 2, 4).SetRequiresGrad(true)
+	p := x.Split([]int64{1, 2, 1}, 1)
+	if len(p) != 3 || fmt.Sprint(p[1].Shape()) != "[2 2]" || !slices.Equal(values(t, p[1]), []float64{2, 3, 6, 7}) {
+		t.Fatalf("pieces %v", p)
+	}
+	p[0].MulScalar(2).Sum().Add(p[1].MulScalar(3).Sum()).Backward() // p[2] unused
+	if got := values(t, x.Grad()); !slices.Equal(got, []float64{2, 3, 3, 0, 2, 3, 3, 0}) {
+		t.Errorf("gradient %v", got)
+	}
+	if err := cgotorch.Try(func() { x.Split([]int64{1, 1}, 1) }); !errors.Is(err, cgotorch.ErrTorch) {
+		t.Errorf("sizes adding up to 2 of 4: %v, want ErrTorch", err)
+	}
+	if err := cgotorch.Try(func() { x.Split(nil, 1) }); !errors.Is(err, cgotorch.ErrInvalidArgument) {
+		t.Errorf("no sizes: %v, want ErrInvalidArgument", err)
 	}
 }
 

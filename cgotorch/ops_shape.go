@@ -75,6 +75,25 @@ func (t *Tensor) Narrow(dim, start, length int64) *Tensor {
 	return newTensor(out)
 }
 
+// Split cuts t along dim into views of sizes entries each (they add up to t's size there),
+// made by one autograd node: the backward pass joins their gradients in one concatenation,
+// where a Narrow per piece would fill a zeroed gradient of t's whole size for each.
+func (t *Tensor) Split(sizes []int64, dim int64) []*Tensor {
+	if len(sizes) == 0 {
+		panic(&Error{Op: "split", Kind: ErrInvalidArgument, Msg: "no sizes"})
+	}
+	outs := make([]C.ct_tensor, len(sizes))
+	p, n := cShape(sizes)
+	must("split", C.ct_split(&outs[0], n, t.c(), p, C.int64_t(dim)))
+	runtime.KeepAlive(t)
+	runtime.KeepAlive(sizes)
+	pieces := make([]*Tensor, len(outs))
+	for i, o := range outs {
+		pieces[i] = newTensor(o)
+	}
+	return pieces
+}
+
 // join concatenates (CT_JOIN_CAT) or stacks (CT_JOIN_STACK) ts along dim.
 func join(ts []*Tensor, dim int64, op C.int32_t, name string) *Tensor {
 	handles := make([]C.ct_tensor, len(ts))

@@ -147,6 +147,19 @@ static void test_ops(void) {
   list[1] = b;
   CHECK(ok(ct_join(&r, CT_JOIN_STACK, list, 2, 0)));
   ct_tensor_free(r);
+  {
+    ct_tensor pieces[2] = {NULL, NULL};
+    int64_t sizes[2] = {1, 2}, bad[2] = {1, 1};
+    CHECK(ok(ct_split(pieces, 2, a, sizes, 1)));
+    CHECK(ok(ct_tensor_shape(got, 2, pieces[1])) && got[0] == 2 && got[1] == 2);
+    CHECK(ok(ct_tensor_copy_to(out, 4 * sizeof(float), pieces[1], CT_FLOAT32)) && out[0] == -2 && out[3] == -6);
+    ct_tensor_free(pieces[0]);
+    ct_tensor_free(pieces[1]);
+    pieces[0] = pieces[1] = NULL;
+    CHECK(fails_with(ct_split(pieces, 2, a, bad, 1), "") && pieces[0] == NULL && pieces[1] == NULL);
+    CHECK(fails_with(ct_split(NULL, 2, a, sizes, 1), "NULL"));
+    CHECK(fails_with(ct_split(pieces, 0, a, sizes, 1), "no pieces"));
+  }
   CHECK(ok(ct_reduce_with_indices(NULL, &i, CT_REDUCE_MAX, a, 1, 0)));
   ct_tensor_free(i);
   i = NULL;
@@ -530,6 +543,10 @@ static void test_bad_tensor_handles(void) {
     CHECK(fails_with(ct_sort(&a, &b, h, 0, 0), "closed: "));
     CHECK(fails_with(ct_shape_op(&a, CT_SHAPE_CLONE, h, NULL, 0), "closed: "));
     CHECK(fails_with(ct_narrow(&a, h, 0, 0, 1), "closed: "));
+    {
+      int64_t sizes[1] = {1};
+      CHECK(fails_with(ct_split(&a, 1, h, sizes, 0), "closed: "));
+    }
     CHECK(fails_with(ct_join(&a, CT_JOIN_CAT, list, 2, 0), "closed: "));
     CHECK(fails_with(ct_index(&a, CT_INDEX_SELECT, good, 0, h), "closed: "));
     CHECK(fails_with(ct_index_update(&a, CT_INDEX_ADD, good, 0, h, good, 0), "closed: "));

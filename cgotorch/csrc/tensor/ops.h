@@ -62,7 +62,7 @@ inline void need_nargs(const char *op, at::IntArrayRef args, size_t want) {
 
 // Wraps several results: each (out-parameter, tensor) pair whose pointer is not NULL gets a new
 // handle. Either all of them are written or, on failure, none is and no handle leaks.
-inline void wrap_outputs(std::initializer_list<std::pair<ct_tensor *, at::Tensor>> outs) {
+inline void wrap_outputs(const std::vector<std::pair<ct_tensor *, at::Tensor>> &outs) {
   std::vector<ct_tensor> made;
   try {
     for (const auto &o : outs) made.push_back(o.first != nullptr ? wrap(o.second) : nullptr);

@@ -50,6 +50,18 @@ ct_error ct_narrow(ct_tensor *out, ct_tensor a, int64_t dim, int64_t start, int6
   return guard([&] { need_out(out); *out = wrap(at::narrow(get(a), dim, start, length)); });
 }
 
+ct_error ct_split(ct_tensor *outs, int32_t n, ct_tensor a, const int64_t *sizes, int64_t dim) {
+  return guard([&] {
+    if (outs == nullptr || sizes == nullptr) throw ct::arg_error("outs or sizes is NULL");
+    if (n <= 0) throw ct::arg_error("split into no pieces");
+    std::vector<int64_t> sz(sizes, sizes + n);
+    std::vector<at::Tensor> pieces = at::split_with_sizes(get(a), sz, dim);
+    std::vector<std::pair<ct_tensor *, at::Tensor>> wrapped;
+    for (int32_t i = 0; i < n; i++) wrapped.emplace_back(&outs[i], pieces[static_cast<size_t>(i)]);
+    ct::wrap_outputs(wrapped);
+  });
+}
+
 ct_error ct_join(ct_tensor *out, int32_t op, const ct_tensor *ts, int32_t n, int64_t dim) {
   return guard([&] {
     need_out(out);
