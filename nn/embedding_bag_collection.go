@@ -158,16 +158,9 @@ func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
 	return out
 }
 
-// Split cuts Forward's output into one [B, dim] view per feature.
-func (c *EmbeddingBagCollection) Split(out *Tensor) []*Tensor {
-	parts := make([]*Tensor, len(c.dims))
-	var col int64
-	for i, d := range c.dims {
-		parts[i] = out.Narrow(1, col, d)
-		col += d
-	}
-	return parts
-}
+// Split cuts Forward's output into one [B, dim] view per feature (Tensor.Split: the backward
+// pass joins their gradients in one concatenation).
+func (c *EmbeddingBagCollection) Split(out *Tensor) []*Tensor { return out.Split(c.dims, 1) }
 
 // Parameters returns nil: the rows live in the tables, which its Steppers update.
 func (c *EmbeddingBagCollection) Parameters() []NamedParameter { return nil }

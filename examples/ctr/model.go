@@ -104,8 +104,9 @@ func (m *DeepFM) Logits(b *Batch) (*nn.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := x.Narrow(1, 0, numTables*m.dim).Reshape(-1, numTables, m.dim) // [B, F, dim]
-	first := x.Narrow(1, numTables*m.dim, numTables).SumDim([]int64{1}, true)
+	parts := x.Split([]int64{numTables * m.dim, numTables}, 1) // (one concatenation back)
+	e := parts[0].Reshape(-1, numTables, m.dim)                // [B, F, dim]
+	first := parts[1].SumDim([]int64{1}, true)
 	sum := e.SumDim([]int64{1}, false)
 	fm := sum.Square().Sub(e.Square().SumDim([]int64{1}, false)).SumDim([]int64{1}, true).MulScalar(0.5)
 	deep := m.mlp.Forward(e.Flatten(1, 2))
