@@ -21,8 +21,8 @@ var reservedFiles = map[string]string{denseFile: "the model's dense state",
 	optimizerFile: "the optimizer's state", rngFile: "the random generator's state"}
 
 // TableModule is implemented by modules that hold embedding tables (Embedding, EmbeddingBag,
-// EmbeddingBagCollection);
-// a model's own module holding tables implements it to have them checkpointed.
+// EmbeddingBagCollection); a model's own module holding tables implements it to have them
+// checkpointed.
 type TableModule interface {
 	Tables() []*embedding.Table
 }

@@ -20,9 +20,9 @@ var _ EmbeddingTable = (*embedding.Table)(nil)
 
 // JointTable is an EmbeddingTable that steps best together with other tables: the sharded
 // tables of one process group (dist.ShardedTable) send all their gradients to their owners in
-// one exchange, instead of one per table. Optimizer.Step steps the tables of its Embeddings
-// and EmbeddingBags that are JointTables with the same StepGroup in one StepTables call (each
-// table once), where it would have called the first one's Step.
+// one exchange, instead of one per table. Optimizer.Step steps the tables of its Embeddings,
+// EmbeddingBags and EmbeddingBagCollections that are JointTables with the same StepGroup in
+// one StepTables call (each table once), where it would have called the first one's Step.
 type JointTable interface {
 	EmbeddingTable
 	// StepGroup says which tables step together: those returning the same key.
