@@ -188,7 +188,7 @@ func bagIDs(ids []int64, bounds *cgotorch.Tensor, kind embedding.BagBounds, segm
 	if err != nil {
 		return nil, err
 	}
-	spans, err := segmentSpans(int64(len(ids)), b, kind, segments)
+	spans, err := embedding.SegmentSpans(int64(len(ids)), b, kind, segments)
 	if err != nil {
 		return nil, err
 	}
@@ -201,50 +201,4 @@ func bagIDs(ids []int64, bounds *cgotorch.Tensor, kind embedding.BagBounds, segm
 		out[k] = append(out[k], ids[spans[f.Segment][0]:spans[f.Segment][1]]...)
 	}
 	return out, nil
-}
-
-// segmentSpans returns where each of segments segments of bags starts and ends among n ids,
-// from the bags' bounds of kind.
-func segmentSpans(n int64, bounds []int64, kind embedding.BagBounds, segments int) ([][2]int64, error) {
-	m := len(bounds)
-	if kind == embedding.OffsetsIncludeLast {
-		m--
-	}
-	if segments <= 0 || m < 0 || m%segments != 0 {
-		return nil, fmt.Errorf("%d bounds do not make %d segments of bags", len(bounds), segments)
-	}
-	b := m / segments
-	spans := make([][2]int64, segments)
-	if kind == embedding.Lengths {
-		var at int64
-		for k := range spans {
-			start := at
-			for _, l := range bounds[k*b : (k+1)*b] {
-				if l < 0 {
-					return nil, fmt.Errorf("a bag of length %d", l)
-				}
-				at += l
-			}
-			spans[k] = [2]int64{start, at}
-		}
-		if at != n {
-			return nil, fmt.Errorf("the bags' lengths add up to %d, not to the %d ids", at, n)
-		}
-		return spans, nil
-	}
-	for i, o := range bounds {
-		if o < 0 || o > n || (i > 0 && o < bounds[i-1]) {
-			return nil, fmt.Errorf("offset %d is %d: offsets rise from 0 to at most the %d ids", i, o, n)
-		}
-	}
-	edge := func(i int) int64 { // the offset of bag i; the last bag ends at n
-		if i < len(bounds) {
-			return bounds[i]
-		}
-		return n
-	}
-	for k := range spans {
-		spans[k] = [2]int64{edge(k * b), edge((k + 1) * b)}
-	}
-	return spans, nil
 }
