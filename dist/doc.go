@@ -88,10 +88,11 @@
 //	lookups := func(b Batch) []dist.Prefetch { ... } // the model's lookups of b, in its order
 //	loss, err := dist.TrainStep(opt, lookups, lossOf, b)
 //
-// An nn.EmbeddingBagCollection over sharded tables (TorchRec's sharded collection) needs no
-// list: its Forward fetches the rows of all its features in two all-to-alls (ForwardBags), so
-// the plain loop of a model whose tables sit in one collection runs 4 collectives per step for
-// them, however many. BagPrefetches lists its lookups for TrainStep and TrainPipeline.
+// An nn.EmbeddingBagCollection or nn.EmbeddingCollection over sharded tables (TorchRec's
+// sharded collections) needs no list: its Forward fetches the rows of all its features in two
+// all-to-alls (ForwardBags, ForwardEach), so the plain loop of a model whose tables sit in one
+// collection runs 4 collectives per step for them, however many. CollectionPrefetches lists a
+// collection's lookups for TrainStep and TrainPipeline.
 //
 // Group.Collectives counts a rank's collectives (per step in the benchmarks).
 //

@@ -215,7 +215,7 @@ func (s *ShardedTable) Stats() (embedding.Stats, error) {
 }
 
 var (
-	_ nn.EmbeddingTable = (*ShardedTable)(nil)
-	_ nn.JointTable     = (*ShardedTable)(nil)
-	_ nn.JointBagTable  = (*ShardedTable)(nil)
+	_ nn.EmbeddingTable   = (*ShardedTable)(nil)
+	_ nn.JointTable       = (*ShardedTable)(nil)
+	_ nn.JointLookupTable = (*ShardedTable)(nil)
 )

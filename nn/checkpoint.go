@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/gorec/gorec/embedding"
 )
@@ -33,10 +32,6 @@ func (e *Embedding) Tables() []*embedding.Table { return localTables(e.Table) }
 
 // Tables returns the EmbeddingBag's table when it is an *embedding.Table.
 func (b *EmbeddingBag) Tables() []*embedding.Table { return localTables(b.Table) }
-
-// Tables returns the collection's tables when they are *embedding.Table (each once, in the
-// order of first use).
-func (c *EmbeddingBagCollection) Tables() []*embedding.Table { return slices.Clone(c.local) }
 
 func localTables(t EmbeddingTable) []*embedding.Table {
 	if lt, ok := t.(*embedding.Table); ok {

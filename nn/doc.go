@@ -18,7 +18,9 @@
 //
 // EmbeddingBagCollection is TorchRec's: several features' bags (a KeyedJagged input), each
 // pooled from its table, looked up and pooled in one C call and stepped in one, with the numbers
-// of one EmbeddingBag per feature. Over sharded tables (dist.ShardedTable, a JointBagTable) it
+// of one EmbeddingBag per feature. EmbeddingCollection is TorchRec's too: several features'
+// ids looked up without pooling, one [N, Dim] tensor per feature, with the numbers of one
+// Embedding per feature. Over sharded tables (dist.ShardedTable, a JointLookupTable) either
 // fetches every feature's rows in one exchange.
 //
 // To(model, device, dtype) moves a model's parameters, gradients and buffers to a device (a

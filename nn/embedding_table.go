@@ -31,20 +31,23 @@ type JointTable interface {
 	StepTables(tables []EmbeddingTable) error
 }
 
-// JointBagTable is a JointTable that pools the bags of several features, whose tables are of its
-// StepGroup, in one lookup: an EmbeddingBagCollection over such tables calls ForwardBags of its
-// first feature's table instead of embedding.ForwardBags (dist.ShardedTable fetches the rows of
-// every feature in one exchange of ids and one of rows).
-type JointBagTable interface {
+// JointLookupTable is a JointTable that looks up the features of a collection, whose tables are
+// of its StepGroup, in one call: an EmbeddingBagCollection over such tables calls ForwardBags of
+// its first feature's table instead of embedding.ForwardBags, and an EmbeddingCollection calls
+// ForwardEach (dist.ShardedTable fetches the rows of every feature in one exchange of ids and
+// one of rows).
+type JointLookupTable interface {
 	JointTable
 	Config() embedding.Config
 	// ForwardBags is embedding.ForwardBags of features over these tables, every feature with
 	// opts: the bags of segments segments of B bags each in ids, delimited by bounds as kind
 	// says, with per-sample weights (may be nil).
 	ForwardBags(features []JointBag, segments int, ids, bounds, weights *Tensor, kind embedding.BagBounds, opts embedding.ForwardOptions) (*Tensor, error)
+	// ForwardEach is Forward of ids[i] on tables[i] (these tables), for every i, with opts.
+	ForwardEach(tables []EmbeddingTable, ids []*Tensor, opts embedding.ForwardOptions) ([]*Tensor, error)
 }
 
-// JointBag is one feature of JointBagTable.ForwardBags: the bags of input segment Segment,
+// JointBag is one feature of JointLookupTable.ForwardBags: the bags of input segment Segment,
 // pooled by Mode (Sum or Mean) from Table.
 type JointBag struct {
 	Table   EmbeddingTable
@@ -66,7 +69,10 @@ func lookupTable(m any) EmbeddingTable {
 // moduleTables returns the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection (nil
 // for anything else).
 func moduleTables(m any) []EmbeddingTable {
-	if c, ok := m.(*EmbeddingBagCollection); ok {
+	switch c := m.(type) {
+	case *EmbeddingBagCollection:
+		return c.tables
+	case *EmbeddingCollection:
 		return c.tables
 	}
 	if t := lookupTable(m); t != nil {

@@ -20,7 +20,7 @@ import (
 // Each worker trains a replica of the model: replica builds it over the same embedding tables
 // as the model, with dense parameters of its own (the same names and shapes). A worker step
 // zeroes the replica's dense gradients, runs step (forward and loss) on a batch and backward:
-//   - the tables: every replica's Embedding, EmbeddingBag and EmbeddingBagCollection is made
+//   - the tables: every replica's Embedding, EmbeddingBag and collection is made
 //     Fused, so each backward pass applies its own batch's table gradients (one optimizer step
 //     per table and pass) at its end, each table's update whole under that table's lock. Workers' table gradients never mix (the pending
 //     gradients that Step applies are kept per table, not per pass: the trainer does not use
@@ -82,7 +82,7 @@ type hogwildReplica[M Module] struct {
 // when a replica's parameters or buffers differ from the model's in names or shapes (or are the
 // model's own), when a replica's tables are not the model's *embedding.Table tables (every
 // table of a collection included), or when a replica has Steppers other than Embedding,
-// EmbeddingBag and EmbeddingBagCollection. Sharded tables (package dist) are refused: their
+// EmbeddingBag, EmbeddingBagCollection and EmbeddingCollection. Sharded tables (package dist) are refused: their
 // lookups and updates are collectives that every rank must call in the same order.
 func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica func() (M, error), step func(m M, batch B) *Tensor) (*Hogwild[M, B], error) {
 	if workers < 1 {
@@ -141,8 +141,10 @@ func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*h
 			opts = &e.EmbeddingOptions
 		case *EmbeddingBagCollection:
 			opts = &e.EmbeddingOptions
+		case *EmbeddingCollection:
+			opts = &e.EmbeddingOptions
 		default:
-			return nil, invalid("stepper %T is not supported (only Embedding, EmbeddingBag and EmbeddingBagCollection)", s)
+			return nil, invalid("stepper %T is not supported (only Embedding, EmbeddingBag and the collections)", s)
 		}
 		for _, t := range moduleTables(s) {
 			if err := fusedTable(t, tables); err != nil {

@@ -236,10 +236,17 @@ func (o *Optimizer) stepSteppers() error {
 	return errors.Join(errs...)
 }
 
-// jointTables returns the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection, and
-// the first one, when they are JointTables (a collection's are all of one StepGroup).
+// jointTables returns the tables of an Embedding, EmbeddingBag or collection, and the first one,
+// when they are JointTables (a collection's are all of one StepGroup).
 func jointTables(s Stepper) (JointTable, []EmbeddingTable) {
-	if c, ok := s.(*EmbeddingBagCollection); ok {
+	var c *collectionTables
+	switch e := s.(type) {
+	case *EmbeddingBagCollection:
+		c = &e.collectionTables
+	case *EmbeddingCollection:
+		c = &e.collectionTables
+	}
+	if c != nil {
 		if c.joint == nil {
 			return nil, nil
 		}

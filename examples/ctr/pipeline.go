@@ -36,7 +36,7 @@ func (s plainSteps) step(samples []Sample, _ bool) (lossSum float64, n int, err 
 		}
 		lossOf := func(b *Batch) (*cgotorch.Tensor, error) { return batchLoss(s.m, b, len(samples)) }
 		if s.fetch {
-			lookups, err := dist.BagPrefetches(s.m.bags, b.KJT)
+			lookups, err := dist.CollectionPrefetches(s.m.bags, b.KJT)
 			if err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ func (s *pipelinedSteps) step(samples []Sample, last bool) (lossSum float64, n i
 	if err != nil {
 		return 0, 0, err
 	}
-	lookups, err := dist.BagPrefetches(s.m.bags, b.KJT)
+	lookups, err := dist.CollectionPrefetches(s.m.bags, b.KJT)
 	if err != nil {
 		return 0, 0, err
 	}

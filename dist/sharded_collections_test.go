@@ -1,7 +1,7 @@
 package dist
 
-// An nn.EmbeddingBagCollection over sharded tables: every feature's rows fetched in one
-// exchange, the tables stepped in one.
+// An nn.EmbeddingBagCollection and an nn.EmbeddingCollection over sharded tables: every
+// feature's rows fetched in one exchange, the tables stepped in one.
 
 import (
 	"errors"
@@ -19,28 +19,50 @@ func init() {
 	scenarios["bags-train"] = scenarioBagsTrain
 }
 
-// bagsModel pools three features through one collection: the user (one id, table users), the
-// history (a bag, mean) and the candidate (the history's last id) of table items.
+// bagsModel looks up three features through one collection: the user (one id, table users),
+// the history (a bag, mean) and the candidate (the history's last id) of table items; pooled
+// (bags) or not (seq: each row then projected on its own).
 type bagsModel struct {
 	nn.Container
 	bags *nn.EmbeddingBagCollection
+	seq  *nn.EmbeddingCollection
 }
 
 // bagsPadding is the collection's padding id, among the ids the batches draw.
 var bagsPadding = trainID(5)
 
-func newBagsModel(users, items nn.EmbeddingTable) (*bagsModel, error) {
-	c, err := nn.NewEmbeddingBagCollection([]nn.EmbeddingBagFeature{
-		{Name: "user", Table: users, Mode: embedding.Sum},
-		{Name: "history", Table: items, Mode: embedding.Mean},
-		{Name: "candidate", Table: items, Mode: embedding.Sum},
-	}, nn.EmbeddingOptions{Padding: true, PaddingID: bagsPadding})
-	if err != nil {
-		return nil, err
+func newBagsModel(users, items nn.EmbeddingTable, seq bool) (*bagsModel, error) {
+	opts := nn.EmbeddingOptions{Padding: true, PaddingID: bagsPadding}
+	m := &bagsModel{}
+	var err error
+	if seq {
+		m.seq, err = nn.NewEmbeddingCollection([]nn.EmbeddingFeature{
+			{Name: "user", Table: users}, {Name: "history", Table: items}, {Name: "candidate", Table: items}}, opts)
+		m.Add("seq", m.seq)
+	} else {
+		m.bags, err = nn.NewEmbeddingBagCollection([]nn.EmbeddingBagFeature{
+			{Name: "user", Table: users, Mode: embedding.Sum},
+			{Name: "history", Table: items, Mode: embedding.Mean},
+			{Name: "candidate", Table: items, Mode: embedding.Sum},
+		}, opts)
+		m.Add("bags", m.bags)
 	}
-	m := &bagsModel{bags: c}
-	m.Add("bags", c)
-	return m, nil
+	return m, err
+}
+
+func (m *bagsModel) collection() nn.Collection {
+	if m.seq != nil {
+		return m.seq
+	}
+	return m.bags
+}
+
+// forward is the collection's output: the pooled [B, 10], or the three features' rows.
+func (m *bagsModel) forward(in nn.KeyedJagged) []*cgotorch.Tensor {
+	if m.seq != nil {
+		return m.seq.Forward(in)
+	}
+	return []*cgotorch.Tensor{m.bags.Forward(in)}
 }
 
 // bagsInput is samples' input, its keys in another order than the features.
@@ -61,19 +83,34 @@ func bagsInput(samples []sample) nn.KeyedJagged {
 		Values: cgotorch.MustFromSlice(ids), Lengths: cgotorch.MustFromSlice(lengths)}
 }
 
-// loss is the squared error of the pooled features' projection, summed over samples.
+// loss is the squared error of the pooled features' projection, summed over samples; without
+// pooling, that of each row's projection against 0.5, summed over the rows.
 func (m *bagsModel) loss(samples []sample) (*cgotorch.Tensor, error) {
+	proj := []float32{0.5, -1, 0.25, 2, 1, -0.5, 0.75, -0.25, 0.5, 1.5}
+	outs := m.forward(bagsInput(samples))
+	if m.seq != nil {
+		var l *cgotorch.Tensor
+		for f, at := range [][2]int{{0, 4}, {4, 7}, {7, 10}} {
+			p := cgotorch.MustFromSlice(proj[at[0]:at[1]], int64(at[1]-at[0]), 1)
+			e := outs[f].MM(p).SubScalar(0.5).Square().Sum()
+			if l == nil {
+				l = e
+			} else {
+				l = l.Add(e)
+			}
+		}
+		return l, nil
+	}
 	ys := make([]float32, len(samples))
 	for i, s := range samples {
 		ys[i] = s.y
 	}
-	x := m.bags.Forward(bagsInput(samples))
-	proj := cgotorch.MustFromSlice([]float32{0.5, -1, 0.25, 2, 1, -0.5, 0.75, -0.25, 0.5, 1.5}, trainDim+6, 1)
-	return x.MM(proj).Sub(cgotorch.MustFromSlice(ys, int64(len(ys)), 1)).Square().Sum(), nil
+	x := outs[0].MM(cgotorch.MustFromSlice(proj, trainDim+6, 1))
+	return x.Sub(cgotorch.MustFromSlice(ys, int64(len(ys)), 1)).Square().Sum(), nil
 }
 
 func (m *bagsModel) lookups(samples []sample) []Prefetch {
-	p, err := BagPrefetches(m.bags, bagsInput(samples))
+	p, err := CollectionPrefetches(m.collection(), bagsInput(samples))
 	if err != nil {
 		panic(err)
 	}
@@ -89,11 +126,12 @@ const (
 	bagsPipeline
 )
 
-// bagsTrain trains a bagsModel over users and items for trainSteps steps on this rank's slices
-// of the global batches; g (nil: local tables) checks that a plain step runs 4 collectives for
-// both tables and all three features (2 to fetch the rows, 2 to step), and a TrainStep as many.
-func bagsTrain(g *Group, users, items nn.EmbeddingTable, rank, world int, mode bagsTrainMode) error {
-	m, err := newBagsModel(users, items)
+// bagsTrain trains a bagsModel (seq: unpooled) over users and items for trainSteps steps on
+// this rank's slices of the global batches; g (nil: local tables) checks that a plain step runs
+// 4 collectives for both tables and all three features (2 to fetch the rows, 2 to step), and a
+// TrainStep as many.
+func bagsTrain(g *Group, users, items nn.EmbeddingTable, rank, world int, mode bagsTrainMode, seq bool) error {
+	m, err := newBagsModel(users, items, seq)
 	if err != nil {
 		return err
 	}
@@ -139,17 +177,20 @@ func bagsTrain(g *Group, users, items nn.EmbeddingTable, rank, world int, mode b
 	return nil
 }
 
-// Training a collection of three features over two sharded tables on 2 ranks ends with the
-// tables of one process trained on the whole batches (within the equivalence tolerance);
-// TrainStep and TrainPipeline (with BagPrefetches) train as the plain loop does, bit for bit;
-// an evaluation lookup gives one process's output and inserts nothing.
-func TestShardedBagCollection(t *testing.T) {
-	for _, opt := range []string{"sgd", "adagrad", "sparseadam"} {
-		t.Run(opt, func(t *testing.T) {
-			res := runSharded(t, "bags-train", 2, time.Minute, "GOREC_SHARD_OPT="+opt)
-			requirePassed(t, res)
-			t.Log(res[0].output)
-		})
+// Training a collection of three features over two sharded tables on 2 ranks, pooled (an
+// EmbeddingBagCollection) or not (an EmbeddingCollection), ends with the tables of one process
+// trained on the whole batches (within the equivalence tolerance); TrainStep and TrainPipeline
+// (with CollectionPrefetches) train as the plain loop does, bit for bit; an evaluation lookup
+// gives one process's output and inserts nothing.
+func TestShardedCollections(t *testing.T) {
+	for _, kind := range []string{"bags", "seq"} {
+		for _, opt := range []string{"sgd", "adagrad", "sparseadam"} {
+			t.Run(kind+"/"+opt, func(t *testing.T) {
+				res := runSharded(t, "bags-train", 2, time.Minute, "GOREC_SHARD_OPT="+opt, "GOREC_SHARD_COLLECTION="+kind)
+				requirePassed(t, res)
+				t.Log(res[0].output)
+			})
+		}
 	}
 }
 
@@ -158,6 +199,7 @@ func scenarioBagsTrain(o Options) error {
 	if !ok {
 		return fmt.Errorf("bad $GOREC_SHARD_OPT")
 	}
+	seq := os.Getenv("GOREC_SHARD_COLLECTION") == "seq"
 	g, err := New(o)
 	if err != nil {
 		return err
@@ -194,10 +236,10 @@ func scenarioBagsTrain(o Options) error {
 		refs = append(refs, t)
 	}
 	r, w := g.Rank(), g.WorldSize()
-	if err := bagsTrain(g, tables[0], tables[1], r, w, bagsPlain); err != nil {
+	if err := bagsTrain(g, tables[0], tables[1], r, w, bagsPlain, seq); err != nil {
 		return fmt.Errorf("plain loop: %w", err)
 	}
-	if err := bagsTrain(nil, refs[0], refs[1], 0, 1, bagsPlain); err != nil {
+	if err := bagsTrain(nil, refs[0], refs[1], 0, 1, bagsPlain, seq); err != nil {
 		return fmt.Errorf("one process: %w", err)
 	}
 	for k := range 2 {
@@ -209,7 +251,7 @@ func scenarioBagsTrain(o Options) error {
 	}
 	for i, mode := range []bagsTrainMode{bagsTrainStep, bagsPipeline} {
 		a, b := tables[2+2*i], tables[3+2*i]
-		if err := bagsTrain(g, a, b, r, w, mode); err != nil {
+		if err := bagsTrain(g, a, b, r, w, mode, seq); err != nil {
 			return fmt.Errorf("mode %d: %w", mode, err)
 		}
 		for k, t := range []*ShardedTable{a, b} {
@@ -218,18 +260,18 @@ func scenarioBagsTrain(o Options) error {
 			}
 		}
 	}
-	return bagsEval(g, tables[:2], refs)
+	return bagsEval(g, tables[:2], refs, seq)
 }
 
 // bagsEval checks an evaluation lookup of the collection over sharded tables against the
 // same over local ones, on a batch of seen and unseen ids: the same output (within the
 // equivalence tolerance), 2 collectives, and no id inserted.
-func bagsEval(g *Group, tables []*ShardedTable, refs []*embedding.Table) error {
-	sharded, err := newBagsModel(tables[0], tables[1])
+func bagsEval(g *Group, tables []*ShardedTable, refs []*embedding.Table, seq bool) error {
+	sharded, err := newBagsModel(tables[0], tables[1], seq)
 	if err != nil {
 		return err
 	}
-	local, err := newBagsModel(refs[0], refs[1])
+	local, err := newBagsModel(refs[0], refs[1], seq)
 	if err != nil {
 		return err
 	}
@@ -246,9 +288,9 @@ func bagsEval(g *Group, tables []*ShardedTable, refs []*embedding.Table) error {
 		}
 	}
 	return cgotorch.TryWithScope(func() error {
-		var got *cgotorch.Tensor
+		var got []*cgotorch.Tensor
 		calls := collectivesOf(g, func() error {
-			return cgotorch.Try(func() { got = sharded.bags.Forward(bagsInput(samples)) })
+			return cgotorch.Try(func() { got = sharded.forward(bagsInput(samples)) })
 		}, &err)
 		if err != nil {
 			return err
@@ -256,16 +298,18 @@ func bagsEval(g *Group, tables []*ShardedTable, refs []*embedding.Table) error {
 		if calls != 2 {
 			return fmt.Errorf("an evaluation lookup ran %d collectives, want 2", calls)
 		}
-		want := local.bags.Forward(bagsInput(samples))
-		if got.RequiresGrad() {
-			return errors.New("an evaluation lookup requires a gradient")
-		}
-		gv, _ := cgotorch.ToSlice[float32](got)
-		wv, _ := cgotorch.ToSlice[float32](want)
-		worst, err := closeValues("output", gv, wv)
-		fmt.Printf("rank %d: evaluation against one process: %.3g of the tolerance\n", g.Rank(), worst)
-		if err != nil {
-			return fmt.Errorf("evaluation: %w", err)
+		want := local.forward(bagsInput(samples))
+		for i := range want {
+			if got[i].RequiresGrad() {
+				return errors.New("an evaluation lookup requires a gradient")
+			}
+			gv, _ := cgotorch.ToSlice[float32](got[i])
+			wv, _ := cgotorch.ToSlice[float32](want[i])
+			worst, err := closeValues(fmt.Sprint("output ", i), gv, wv)
+			fmt.Printf("rank %d: evaluation against one process: %.3g of the tolerance\n", g.Rank(), worst)
+			if err != nil {
+				return fmt.Errorf("evaluation: %w", err)
+			}
 		}
 		for k, t := range tables {
 			if n, err := t.Len(); err != nil || n != before[k] {
@@ -309,7 +353,7 @@ func TestShardedBagCollectionTables(t *testing.T) {
 			t.Errorf("a collection over %T and %T: %v, want ErrInvalidArgument", pair[0], pair[1], err)
 		}
 	}
-	m, err := newBagsModel(users, items)
+	m, err := newBagsModel(users, items, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,12 +366,12 @@ func TestShardedBagCollectionTables(t *testing.T) {
 }
 
 // Bad input to a collection over sharded tables is refused before anything moves, inserts
-// nothing, and the next lookup works; BagPrefetches refuses what Forward would (but the
+// nothing, and the next lookup works; CollectionPrefetches refuses what Forward would (but the
 // weights, which it does not read).
 func TestShardedBagCollectionBadInput(t *testing.T) {
 	g := oneRank(t)
 	users, items := shardedPair(t, g, "")
-	m, err := newBagsModel(users, items)
+	m, err := newBagsModel(users, items, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,8 +390,8 @@ func TestShardedBagCollectionBadInput(t *testing.T) {
 		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: Forward: %v, want ErrInvalidArgument", name, err)
 		}
-		if _, err := BagPrefetches(m.bags, in); name != "weights" && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, embedding.ErrBadInput) {
-			t.Errorf("%s: BagPrefetches: %v, want an error", name, err)
+		if _, err := CollectionPrefetches(m.bags, in); name != "weights" && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, embedding.ErrBadInput) {
+			t.Errorf("%s: CollectionPrefetches: %v, want an error", name, err)
 		}
 		for _, st := range []*ShardedTable{users, items} {
 			if n, err := st.Len(); err != nil || n != 0 {
@@ -401,7 +445,7 @@ func TestOptimizerStepsCollectionWithTables(t *testing.T) {
 func TestShardedBagCollectionOffsets(t *testing.T) {
 	g := oneRank(t)
 	users, items := shardedPair(t, g, "")
-	m, err := newBagsModel(users, items)
+	m, err := newBagsModel(users, items, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,242 @@
+package dist
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/gorec/gorec/cgotorch"
+	"github.com/gorec/gorec/embedding"
+	"github.com/gorec/gorec/nn"
+)
+
+// ForwardBags is embedding.ForwardBags on sharded tables (collective): the bags of several
+// features, each from its table (sharded tables of s's group; a table may serve several), pooled
+// on this rank from rows fetched in one exchange of ids and one of rows for all the tables,
+// instead of two per feature. An nn.EmbeddingBagCollection over sharded tables calls it
+// (nn.JointLookupTable). Each feature's numbers and gradients are those of ForwardBag of its
+// segment, and so are training and inference: see Forward. Fused and a MaxNorm in training are
+// refused (ErrBadInput).
+func (s *ShardedTable) ForwardBags(features []nn.JointBag, segments int, ids, bounds, weights *cgotorch.Tensor, kind embedding.BagBounds, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+	const op = "forward bags"
+	of := make([]nn.EmbeddingTable, len(features))
+	for i, f := range features {
+		of[i] = f.Table
+	}
+	tables, err := distinctTables(op, s.g, of)
+	if err != nil {
+		return nil, err
+	}
+	pool := func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+		fs := make([]embedding.BagFeature, len(features))
+		for i, f := range features {
+			fs[i] = embedding.BagFeature{Table: local(f.Table.(*ShardedTable)), Mode: f.Mode, Options: o, Segment: f.Segment}
+		}
+		return embedding.ForwardBags(fs, segments, ids, bounds, weights, kind)
+	}
+	// the input is checked by the pooling of every table's empty view (checkForward's dry run)
+	v, err := s.checkForward(op, ids, o, func(_ *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+		return pool(func(t *ShardedTable) *embedding.Table { return t.view }, dry)
+	})
+	var byTable [][]int64 // by table, the ids of its features
+	if err == nil {
+		if byTable, err = bagIDs(v, bounds, kind, segments, features, tables); err != nil {
+			err = s.badInput(op, "%v", err)
+		}
+	}
+	return lookUpFetched(op, tables, byTable, err, o, func(local func(*ShardedTable) *embedding.Table) (*cgotorch.Tensor, error) {
+		return pool(local, o)
+	})
+}
+
+// ForwardEach is Forward of ids[i] on tables[i] for every i (sharded tables of s's group; a
+// table may serve several), with the rows of all of them fetched in one exchange of ids and one
+// of rows (collective), instead of two per lookup. An nn.EmbeddingCollection over sharded
+// tables calls it (nn.JointLookupTable). Each result is Forward's, and so are its gradients.
+func (s *ShardedTable) ForwardEach(tables []nn.EmbeddingTable, ids []*cgotorch.Tensor, o embedding.ForwardOptions) ([]*cgotorch.Tensor, error) {
+	const op = "forward each"
+	if len(ids) != len(tables) {
+		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("%d ids for %d tables", len(ids), len(tables))}
+	}
+	distinct, err := distinctTables(op, s.g, tables)
+	if err != nil {
+		return nil, err
+	}
+	byTable := make([][]int64, len(distinct)) // by table, the ids of its lookups
+	var local error
+	for i, t := range tables {
+		st := t.(*ShardedTable)
+		v, err := st.checkForward(op, ids[i], o, func(view *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+			return view.Forward(ids[i], dry)
+		})
+		if err != nil {
+			local = err
+			break
+		}
+		k := slices.Index(distinct, st)
+		byTable[k] = append(byTable[k], v...)
+	}
+	return lookUpFetched(op, distinct, byTable, local, o, func(local func(*ShardedTable) *embedding.Table) ([]*cgotorch.Tensor, error) {
+		outs := make([]*cgotorch.Tensor, len(tables))
+		for i, t := range tables {
+			var err error
+			if outs[i], err = local(t.(*ShardedTable)).Forward(ids[i], o); err != nil {
+				closeAll(outs)
+				return nil, err
+			}
+		}
+		return outs, nil
+	})
+}
+
+// lookUpFetched fetches the rows of the ids of tables (byTable[k]: table k's, with repeats;
+// failed: this rank's verdict on its input) from their owners, in one exchange of ids and one of
+// rows, or takes those a TrainPipeline fetched for its step; then it runs look on the tables'
+// caches (training: the owners insert absent ids) or on their views (inference: the owners read
+// them; the views are cleared after).
+func lookUpFetched[T any](op string, tables []*ShardedTable, byTable [][]int64, failed error, o embedding.ForwardOptions, look func(func(*ShardedTable) *embedding.Table) (T, error)) (T, error) {
+	var zero T
+	us := make([][]int64, len(tables)) // by table, its distinct ids
+	for k := range us {
+		if byTable != nil {
+			us[k] = uniqueIDs(byTable[k], o.Padding, o.PaddingID)
+		}
+	}
+	cache := func(t *ShardedTable) *embedding.Table { return t.cache }
+	if tables[0].pipe != nil { // in a TrainPipeline's step: the rows are here already
+		if failed == nil {
+			failed = useFetched(op, tables, us, o.Train)
+		}
+		if failed != nil {
+			return zero, failed
+		}
+		return look(cache)
+	}
+	if err := fetchInto(op, tables, us, failed, o.Train); err != nil {
+		return zero, err
+	}
+	if o.Train {
+		return look(cache)
+	}
+	defer func() {
+		for _, t := range tables {
+			t.view.Clear()
+		}
+	}()
+	return look(func(t *ShardedTable) *embedding.Table { return t.view })
+}
+
+// distinctTables returns the distinct tables of of, in the order of first use: sharded tables
+// of g.
+func distinctTables(op string, g *Group, of []nn.EmbeddingTable) ([]*ShardedTable, error) {
+	var out []*ShardedTable
+	for _, t := range of {
+		st, ok := t.(*ShardedTable)
+		if !ok || st.g != g {
+			return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("table %T is not a sharded table of this group", t)}
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	if len(out) == 0 {
+		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("no feature")}
+	}
+	return out, nil
+}
+
+// CollectionPrefetches lists the lookups that c.Forward(in) runs on its sharded tables (an
+// nn.EmbeddingBagCollection's or an nn.EmbeddingCollection's), in its order, for TrainStep and
+// TrainPipeline: one per table, of the ids of every feature that looks it up (c's padding id
+// left out). The IDs tensors are the caller's.
+func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error) {
+	const op = "collection prefetches"
+	if c == nil {
+		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("nil collection")}
+	}
+	tables, ids, err := c.TableIDs(in)
+	if err != nil {
+		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: err}
+	}
+	out := make([]Prefetch, len(tables))
+	for k, t := range tables {
+		st, ok := t.(*ShardedTable)
+		var it *cgotorch.Tensor
+		if ok {
+			it, err = cgotorch.FromSlice(ids[k])
+		} else {
+			err = &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("table %q (%T) is not a sharded table", t.Name(), t)}
+		}
+		if err != nil {
+			for _, p := range out[:k] {
+				p.IDs.Close()
+			}
+			return nil, err
+		}
+		out[k] = Prefetch{Table: st, IDs: it}
+	}
+	return out, nil
+}
+
+// fetchInto fetches the rows of ids[k] (distinct) of each of tables from their owners, in one
+// exchange of ids and one of rows, into the table's cache (train: the owners insert absent
+// ids) or its view (inference: they read them). local is this rank's verdict on its input.
+func fetchInto(op string, tables []*ShardedTable, ids [][]int64, local error, train bool) error {
+	parts := make([]part, len(tables))
+	for k, t := range tables {
+		parts[k] = part{t: t}
+		parts[k].ids = ids[k]
+	}
+	parts[0].local = local
+	_, rows, _, err := fetchParts(op, parts, train, make([][]int64, len(parts)))
+	if err != nil {
+		return err
+	}
+	defer closeAll(rows)
+	for k, t := range tables {
+		into := t.cache
+		if !train {
+			into = t.view
+		}
+		if err := t.onShard(ids[k], rows[k], into.Write); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// useFetched puts the rows a TrainPipeline fetched for tables (ids[k]: the distinct ids of
+// table k's lookup) into their caches; every table must be in the pipeline's lookups.
+func useFetched(op string, tables []*ShardedTable, ids [][]int64, train bool) error {
+	for k, t := range tables {
+		if t.pipe == nil {
+			return &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: fmt.Errorf("table %q: %s: not in the pipeline's lookups", t.name, op)}
+		}
+		if err := t.pipe.use(t, op, ids[k], train); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bagIDs returns, for each of tables, the ids of its features' segments (ids cut by bounds of
+// kind into segments of B bags each), with repeats.
+func bagIDs(ids []int64, bounds *cgotorch.Tensor, kind embedding.BagBounds, segments int, features []nn.JointBag, tables []*ShardedTable) ([][]int64, error) {
+	b, err := cgotorch.ToSlice[int64](bounds)
+	if err != nil {
+		return nil, err
+	}
+	spans, err := embedding.SegmentSpans(int64(len(ids)), b, kind, segments)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]int64, len(tables))
+	for _, f := range features {
+		if f.Segment < 0 || f.Segment >= segments {
+			return nil, fmt.Errorf("segment %d of %d", f.Segment, segments)
+		}
+		k := slices.Index(tables, f.Table.(*ShardedTable))
+		out[k] = append(out[k], ids[spans[f.Segment][0]:spans[f.Segment][1]]...)
+	}
+	return out, nil
+}
