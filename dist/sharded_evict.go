@@ -12,14 +12,15 @@ import (
 )
 
 // Evict removes the rows p selects from the table (collective: every rank passes the same
-// policy) and returns those this rank's shard removed (ascending, with their rows when rows),
-// and how many the whole table removed. The table needs Config.TrackAccess.
+// policy) and returns those this rank's shard removed (ids ascending and rows; with rows false,
+// their count alone, as embedding.Table.Evict), and how many the whole table removed. The table
+// needs Config.TrackAccess.
 //
 //   - TTL(steps): every shard removes its rows not seen during the last steps steps, as one
 //     table would: the shards step together, so a row's age is the same.
 //   - KeepRecent(n), KeepFrequent(n): the table keeps n rows, ranked by embedding's rule across
-//     every shard: the ranks find the n-th row's rank in a few small all-reduces, and each shard
-//     removes the rows ranked below it. (A sharded row's frequency counts each rank's lookups of
+//     every shard: the ranks find the (n+1)-th row's rank in 16 small all-reduces, and each
+//     shard removes the rows ranked there or below. (A sharded row's frequency counts each rank's lookups of
 //     it once per batch, not each occurrence.)
 //   - MemoryBudget(bytes): bounds each rank's shard, as a process's memory: each shard keeps its
 //     most recently seen rows that fit bytes, and compacts.
