@@ -60,9 +60,9 @@ func readModelManifest(dir string) (modelManifest, error) {
 
 // SaveCheckpoint writes a checkpoint of a distributed model into the directory dir
 // (collective: every rank calls it, between training steps): the shards of its sharded tables
-// (every ShardedTable under an nn.Embedding, nn.EmbeddingBag or nn.EmbeddingBagCollection of
-// m, which must all be of g), its dense state (nn.SaveState: the replicated layers, rank 0's) and, when opt is not nil,
-// the optimizer's state (nn.Optimizer.SaveState, rank 0's). m may be the DataParallel that
+// (every ShardedTable an nn.Embedding, nn.EmbeddingBag or collection of m looks up, which must
+// all be of g), its dense state (nn.SaveState: the replicated layers, rank 0's) and, when opt
+// is not nil, the optimizer's state (nn.Optimizer.SaveState, rank 0's). m may be the DataParallel that
 // wraps the model.
 //
 // Each rank writes an embedding checkpoint of its shards under dir/gen-N/rank-R (rank 0's also
@@ -151,9 +151,8 @@ func unwrap(m nn.Module) nn.Module {
 	return m
 }
 
-// modelTables returns the sharded tables of m's Embedding, EmbeddingBag and
-// EmbeddingBagCollection modules (each once, in module order), refusing a table of this process
-// or of another group.
+// modelTables returns the sharded tables that m's modules look up (nn.LookupTables: each once,
+// in module order), refusing a table of this process or of another group.
 func modelTables(g *Group, m nn.Module) ([]*ShardedTable, error) {
 	bad := func(format string, args ...any) error {
 		return &Error{Op: "checkpoint", Kind: ErrInvalidArgument, Err: fmt.Errorf(format, args...)}
@@ -169,18 +168,7 @@ func modelTables(g *Group, m nn.Module) ([]*ShardedTable, error) {
 	var err error
 	seen := map[*ShardedTable]bool{}
 	walk(m, func(mod nn.Module) {
-		var ts []nn.EmbeddingTable
-		switch e := mod.(type) {
-		case *nn.Embedding:
-			ts = append(ts, e.Table)
-		case *nn.EmbeddingBag:
-			ts = append(ts, e.Table)
-		case *nn.EmbeddingBagCollection:
-			for _, f := range e.Features() {
-				ts = append(ts, f.Table)
-			}
-		}
-		for _, t := range ts {
+		for _, t := range nn.LookupTables(mod) {
 			s, ok := t.(*ShardedTable)
 			switch {
 			case err != nil || seen[s]:

@@ -336,8 +336,9 @@ func shardedPair(t *testing.T, g *Group, prefix string) (users, items *ShardedTa
 	return ts[0], ts[1]
 }
 
-// A collection's tables are all local or all sharded tables of one group; the sharded ones are
-// in a model's distributed checkpoint, and refused by a model checkpoint of package nn.
+// A collection's tables are all local or all sharded tables of one group; the sharded ones (of
+// either collection) are in a model's distributed checkpoint, and refused by a model checkpoint
+// of package nn.
 func TestShardedBagCollectionTables(t *testing.T) {
 	g := oneRank(t)
 	users, items := shardedPair(t, g, "")
@@ -353,15 +354,17 @@ func TestShardedBagCollectionTables(t *testing.T) {
 			t.Errorf("a collection over %T and %T: %v, want ErrInvalidArgument", pair[0], pair[1], err)
 		}
 	}
-	m, err := newBagsModel(users, items, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := modelTables(g, m); err != nil || len(got) != 2 || got[0] != users || got[1] != items {
-		t.Errorf("modelTables: %v (%v), want users and items", got, err)
-	}
-	if err := nn.SaveCheckpoint(t.Context(), t.TempDir(), m); !errors.Is(err, embedding.ErrBadInput) {
-		t.Errorf("nn.SaveCheckpoint of sharded tables: %v, want ErrBadInput", err)
+	for _, seq := range []bool{false, true} {
+		m, err := newBagsModel(users, items, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := modelTables(g, m); err != nil || len(got) != 2 || got[0] != users || got[1] != items {
+			t.Errorf("unpooled %v: modelTables: %v (%v), want users and items", seq, got, err)
+		}
+		if err := nn.SaveCheckpoint(t.Context(), t.TempDir(), m); !errors.Is(err, embedding.ErrBadInput) {
+			t.Errorf("unpooled %v: nn.SaveCheckpoint of sharded tables: %v, want ErrBadInput", seq, err)
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func walkModules(m Module, f func(Module)) {
 func checkLocalTables(op string, m Module) error {
 	var err error
 	walkModules(m, func(m Module) {
-		for _, t := range moduleTables(m) {
+		for _, t := range LookupTables(m) {
 			if _, local := t.(*embedding.Table); !local && err == nil {
 				err = badCheckpoint(op, "table %q is not in this process (%T): a model checkpoint cannot hold it; "+
 					"checkpoint the model with dist.SaveCheckpoint", t.Name(), t)

@@ -71,6 +71,8 @@ type collectionTables struct {
 	joint  JointLookupTable   // the first table, when they are JointLookupTables
 }
 
+func (c *collectionTables) core() *collectionTables { return c }
+
 // add adds a feature of table t.
 func (c *collectionTables) add(name string, t EmbeddingTable) error {
 	if name == "" || slices.Contains(c.names, name) {

@@ -1,6 +1,10 @@
 package nn
 
-import "github.com/gorec/gorec/embedding"
+import (
+	"slices"
+
+	"github.com/gorec/gorec/embedding"
+)
 
 // EmbeddingTable is what Embedding and EmbeddingBag look their rows up in and step: an
 // *embedding.Table, or a table sharded across processes (dist.ShardedTable), whose rows the
@@ -66,17 +70,25 @@ func lookupTable(m any) EmbeddingTable {
 	return nil
 }
 
-// moduleTables returns the tables of an Embedding, EmbeddingBag or EmbeddingBagCollection (nil
-// for anything else).
-func moduleTables(m any) []EmbeddingTable {
-	switch c := m.(type) {
-	case *EmbeddingBagCollection:
-		return c.tables
-	case *EmbeddingCollection:
-		return c.tables
+// LookupTables returns the tables module (or Stepper) m looks up: an Embedding's or
+// EmbeddingBag's table, a collection's distinct tables (EmbeddingBagCollection,
+// EmbeddingCollection); nil for anything else. Package dist finds a model's sharded tables with
+// it.
+func LookupTables(m any) []EmbeddingTable {
+	if c := collectionOf(m); c != nil {
+		return slices.Clone(c.tables)
 	}
 	if t := lookupTable(m); t != nil {
 		return []EmbeddingTable{t}
+	}
+	return nil
+}
+
+// collectionOf is the tables of an EmbeddingBagCollection or EmbeddingCollection (nil for
+// anything else).
+func collectionOf(m any) *collectionTables {
+	if c, ok := m.(interface{ core() *collectionTables }); ok {
+		return c.core()
 	}
 	return nil
 }

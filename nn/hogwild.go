@@ -101,7 +101,7 @@ func NewHogwild[M Module, B any](model M, opt *Optimizer, workers int, replica f
 	}
 	tables := map[EmbeddingTable]bool{}
 	for _, s := range opt.steppers {
-		for _, t := range moduleTables(s) {
+		for _, t := range LookupTables(s) {
 			tables[t] = true
 		}
 	}
@@ -146,7 +146,7 @@ func newHogwildReplica[M Module](model, m M, tables map[EmbeddingTable]bool) (*h
 		default:
 			return nil, invalid("stepper %T is not supported (only Embedding, EmbeddingBag and the collections)", s)
 		}
-		for _, t := range moduleTables(s) {
+		for _, t := range LookupTables(s) {
 			if err := fusedTable(t, tables); err != nil {
 				return nil, err
 			}

@@ -239,14 +239,7 @@ func (o *Optimizer) stepSteppers() error {
 // jointTables returns the tables of an Embedding, EmbeddingBag or collection, and the first one,
 // when they are JointTables (a collection's are all of one StepGroup).
 func jointTables(s Stepper) (JointTable, []EmbeddingTable) {
-	var c *collectionTables
-	switch e := s.(type) {
-	case *EmbeddingBagCollection:
-		c = &e.collectionTables
-	case *EmbeddingCollection:
-		c = &e.collectionTables
-	}
-	if c != nil {
+	if c := collectionOf(s); c != nil {
 		if c.joint == nil {
 			return nil, nil
 		}
