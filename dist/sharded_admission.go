@@ -11,16 +11,10 @@ import "fmt"
 // no shard changes.
 func (s *ShardedTable) SetAdmission(k int) error {
 	const op = "set admission"
-	all, err := s.gatherInt64s(op, []int64{int64(k)})
-	if err != nil {
+	if err := s.agree(op, nil, int64(k), fmt.Sprint("threshold (this rank's: ", k, ")")); err != nil {
 		return err
 	}
-	for r, v := range all {
-		if v != all[0] {
-			return &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d passed %d, rank 0 %d", s.name, r, v, all[0])}
-		}
-	}
-	_, err = s.settleCount(op, s.shard.SetAdmission(k), 0)
+	_, err := s.settleCount(op, s.shard.SetAdmission(k), 0)
 	return err
 }
 

@@ -2,7 +2,6 @@ package dist
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -45,7 +44,9 @@ func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows 
 	if local != nil {
 		local = fmt.Errorf("table %q: %s: %w", s.name, op, local)
 	}
-	if err := s.agreePolicy(op, p, local); err != nil {
+	h := fnv.New64a()
+	h.Write([]byte(p.String()))
+	if err := s.agree(op, local, int64(h.Sum64()), fmt.Sprint("policy (this rank's: ", p, ")")); err != nil {
 		return nil, 0, err
 	}
 	ctx = context.WithoutCancel(ctx) // agreed: it runs to its end on every rank
@@ -87,51 +88,6 @@ func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows 
 func (s *ShardedTable) Compact() error {
 	_, err := s.settleCount("compact", s.shard.Compact(), 0)
 	return err
-}
-
-// agreePolicy fails on every rank unless every rank passed policy p and accepts the call
-// (local: its verdict), in one exchange.
-func (s *ShardedTable) agreePolicy(op string, p embedding.EvictPolicy, local error) error {
-	h := fnv.New64a()
-	h.Write([]byte(p.String()))
-	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), int64(h.Sum64())})
-	if err != nil || local != nil {
-		return errors.Join(err, local)
-	}
-	var refused []int
-	for r := 0; r < s.g.WorldSize(); r++ {
-		switch {
-		case all[2*r] != 0:
-			refused = append(refused, r)
-		case all[2*r+1] != all[1]:
-			return &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d's policy differs from rank 0's (this rank's: %v)", s.name, r, p)}
-		}
-	}
-	if refused != nil {
-		return &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v refused", s.name, refused)}
-	}
-	return nil
-}
-
-// settleCount settles a change every owner applied to its shard (local: its error) and sums
-// count, what it changed, over the ranks, in one exchange.
-func (s *ShardedTable) settleCount(op string, local error, count int) (int, error) {
-	all, err := s.gatherInt64s(op, []int64{boolInt(local != nil), int64(count)})
-	if err != nil || local != nil {
-		return 0, errors.Join(err, local)
-	}
-	total := 0
-	var failed []int
-	for r := 0; r < s.g.WorldSize(); r++ {
-		if all[2*r] != 0 {
-			failed = append(failed, r)
-		}
-		total += int(all[2*r+1])
-	}
-	if failed != nil {
-		return 0, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank(s) %v failed to apply it on their shard", s.name, failed)}
-	}
-	return total, nil
 }
 
 // key128 ranks a row for KeepRecent and KeepFrequent: the larger key is kept first.

@@ -306,21 +306,7 @@ func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	}
 	// an id sent by several ranks is deleted once
 	n, err := s.shard.DeleteIDs(uniqueIDs(r.ids, false, 0))
-	if err := s.settle(op, err); err != nil {
-		return 0, err
-	}
-	t, err := cgotorch.FromSlice([]int64{int64(n)})
-	if err != nil {
-		return 0, err
-	}
-	defer t.Close()
-	sum, err := s.g.AllReduce(t, Sum)
-	if err != nil {
-		return 0, err
-	}
-	defer sum.Close()
-	total, err := sum.Item()
-	return int(total), err
+	return s.settleCount(op, err, n)
 }
 
 // ExportShard is a consistent snapshot of this rank's shard (not collective).

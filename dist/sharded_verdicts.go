@@ -3,6 +3,7 @@ package dist
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/internal/cdist"
@@ -65,24 +66,53 @@ func partsOf(tables []*ShardedTable) []part {
 // agreement headers: gatherInt64s): it returns local itself, or an ErrMismatch naming
 // the ranks that failed, and whether any rank had the flag set.
 func verdicts(g *Group, what, op string, local error, has bool, failed string) (anyHas bool, err error) {
-	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), boolInt(has)})
-	if err != nil {
-		return false, errors.Join(err, local)
-	}
-	if local != nil {
-		return false, local
+	flags, err := verdictsAnd(g, what, op, local, boolInt(has), failed)
+	return slices.ContainsFunc(flags, func(f int64) bool { return f != 0 }), err
+}
+
+// verdictsAnd exchanges every rank's verdict (local) and a value, in one exchange: it returns
+// local itself, or an ErrMismatch naming the ranks that failed (failed: how), or every rank's
+// value, in rank order.
+func verdictsAnd(g *Group, what, op string, local error, value int64, failed string) ([]int64, error) {
+	all, err := gatherInt64s(g, what, op, []int64{boolInt(local != nil), value})
+	if err != nil || local != nil {
+		return nil, errors.Join(err, local)
 	}
 	var refused []int
-	for r := 0; r < g.WorldSize(); r++ {
+	values := make([]int64, g.WorldSize())
+	for r := range values {
 		if all[2*r] != 0 {
 			refused = append(refused, r)
 		}
-		anyHas = anyHas || all[2*r+1] != 0
+		values[r] = all[2*r+1]
 	}
 	if refused != nil {
-		return false, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank(s) %v %s", what, refused, failed)}
+		return nil, &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("%s: rank(s) %v %s", what, refused, failed)}
 	}
-	return anyHas, nil
+	return values, nil
+}
+
+// agree fails on every rank unless every rank accepts the call (local: its verdict) and passes
+// the same value (what: what the value is), in one exchange.
+func (s *ShardedTable) agree(op string, local error, value int64, what string) error {
+	values, err := verdictsAnd(s.g, fmt.Sprintf("table %q", s.name), op, local, value, "refused")
+	for r, v := range values {
+		if v != values[0] {
+			return &Error{Op: op, Kind: ErrMismatch, Err: fmt.Errorf("table %q: rank %d's %s differs from rank 0's", s.name, r, what)}
+		}
+	}
+	return err
+}
+
+// settleCount settles a change every owner applied to its shard (local: its error) and sums
+// count, what it changed, over the ranks, in one exchange.
+func (s *ShardedTable) settleCount(op string, local error, count int) (int, error) {
+	counts, err := verdictsAnd(s.g, fmt.Sprintf("table %q", s.name), op, local, int64(count), "failed to apply it on their shard")
+	total := 0
+	for _, c := range counts {
+		total += int(c)
+	}
+	return total, err
 }
 
 // gatherInt64s returns every rank's v (the same length on every rank), in rank order: in the
