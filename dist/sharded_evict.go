@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"math"
 
-	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
 )
 
@@ -55,17 +54,14 @@ func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows 
 	if !ranked {
 		out, err = s.shard.Evict(ctx, p, rows)
 	} else {
+		var ids, last, freq []int64 // the rows to evict: none when the table holds n or fewer
 		var cut key128
 		var none bool
-		if cut, none, err = s.rankedCut(op, meta.keys, n); err == nil && !none {
-			ids, last, freq := meta.atOrBelow(cut)
-			out, err = s.shard.EvictUnchanged(ctx, ids, last, freq)
-		}
-		if err == nil && out == nil { // nothing to evict
-			out = &embedding.Evicted{}
-			if out.IDs, err = cgotorch.FromSlice([]int64{}); err == nil {
-				out.Rows, err = cgotorch.FromSlice([]float32{}, 0, int64(s.cfg.Dim))
+		if cut, none, err = s.rankedCut(op, meta.keys, n); err == nil {
+			if !none {
+				ids, last, freq = meta.atOrBelow(cut)
 			}
+			out, err = s.shard.EvictUnchanged(ctx, ids, last, freq)
 		}
 		if err == nil && !rows { // as embedding.Table.Evict: the count alone
 			out.Close()
@@ -90,18 +86,14 @@ func (s *ShardedTable) Compact() error {
 	return err
 }
 
-// key128 ranks a row for KeepRecent and KeepFrequent: the larger key is kept first.
-type key128 struct{ hi, lo uint64 }
+// key128 ranks a row for KeepRecent and KeepFrequent, its high word first: the larger key is
+// kept first.
+type key128 [2]uint64
 
-func (a key128) less(b key128) bool { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo) }
+func (a key128) less(b key128) bool { return a[0] < b[0] || (a[0] == b[0] && a[1] < b[1]) }
 
 // byteAt is byte i of the key, from the most significant (0) to the least (15).
-func (a key128) byteAt(i int) uint8 {
-	if i < 8 {
-		return uint8(a.hi >> (56 - 8*i))
-	}
-	return uint8(a.lo >> (56 - 8*(i-8)))
-}
+func (a key128) byteAt(i int) uint8 { return uint8(a[i/8] >> (56 - 8*(i%8))) }
 
 // keyOf is a row's key: its last step, then its frequency (the other way round byFreq), then
 // the smaller id first. Both are kept in 32 bits by the table.
@@ -111,7 +103,7 @@ func keyOf(id, last, freq int64, byFreq bool) key128 {
 	if byFreq {
 		first, second = second, first
 	}
-	return key128{hi: first<<32 | second, lo: ^(uint64(id) ^ 1<<63)}
+	return key128{first<<32 | second, ^(uint64(id) ^ 1<<63)}
 }
 
 // shardRows is the metadata of this rank's shard, with each row's key.
@@ -172,11 +164,7 @@ func (s *ShardedTable) rankedCut(op string, keys []key128, n int64) (cut key128,
 		for ; b > 0 && need > sum[b]; b-- {
 			need -= sum[b]
 		}
-		if i < 8 {
-			cut.hi |= uint64(b) << (56 - 8*i)
-		} else {
-			cut.lo |= uint64(b) << (56 - 8*(i-8))
-		}
+		cut[i/8] |= uint64(b) << (56 - 8*(i%8))
 		kept := in[:0] // in place, but for the caller's keys
 		if i == 0 {
 			kept = nil
@@ -189,19 +177,4 @@ func (s *ShardedTable) rankedCut(op string, keys []key128, n int64) (cut key128,
 		in = kept
 	}
 	return cut, false, nil
-}
-
-// sumInt64s returns the element-wise sum of v over every rank (collective).
-func (s *ShardedTable) sumInt64s(op string, v []int64) ([]int64, error) {
-	t, err := cgotorch.FromSlice(v)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	sum, err := s.g.AllReduce(t, Sum)
-	if err != nil {
-		return nil, fmt.Errorf("table %q: %s: %w", s.name, op, err)
-	}
-	defer sum.Close()
-	return cgotorch.ToSlice[int64](sum)
 }

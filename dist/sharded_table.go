@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/embedding"
 	"github.com/gorec/gorec/nn"
 )
@@ -196,17 +195,7 @@ func (s *ShardedTable) Stats() (embedding.Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	v, err := cgotorch.FromSlice([]int64{int64(st.Len), int64(st.Capacity), st.Bytes})
-	if err != nil {
-		return st, err
-	}
-	defer v.Close()
-	sum, err := s.g.AllReduce(v, Sum)
-	if err != nil {
-		return st, err
-	}
-	defer sum.Close()
-	w, err := cgotorch.ToSlice[int64](sum)
+	w, err := s.sumInt64s("stats", []int64{int64(st.Len), int64(st.Capacity), st.Bytes})
 	if err != nil {
 		return st, err
 	}

@@ -141,3 +141,18 @@ func gatherInt64s(g *Group, what, op string, v []int64) ([]int64, error) {
 	defer all.Close()
 	return cgotorch.ToSlice[int64](all)
 }
+
+// sumInt64s returns the element-wise sum of v over every rank (collective).
+func (s *ShardedTable) sumInt64s(op string, v []int64) ([]int64, error) {
+	t, err := cgotorch.FromSlice(v)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	sum, err := s.g.AllReduce(t, Sum)
+	if err != nil {
+		return nil, fmt.Errorf("table %q: %s: %w", s.name, op, err)
+	}
+	defer sum.Close()
+	return cgotorch.ToSlice[int64](sum)
+}
