@@ -23,11 +23,11 @@ type KeyedJagged struct {
 }
 
 // Bounds returns the bags' bounds, Lengths or Offsets (with its last offset), and their form;
-// an error when both or neither are given.
+// ErrInvalidArgument when both or neither are given.
 func (in KeyedJagged) Bounds() (*Tensor, embedding.BagBounds, error) {
 	switch {
 	case in.Lengths != nil && in.Offsets != nil, in.Lengths == nil && in.Offsets == nil:
-		return nil, 0, errors.New("give either Lengths or Offsets")
+		return nil, 0, fmt.Errorf("%w: give either Lengths or Offsets", cgotorch.ErrInvalidArgument)
 	case in.Offsets != nil:
 		return in.Offsets, embedding.OffsetsIncludeLast, nil
 	}
@@ -38,7 +38,7 @@ func (in KeyedJagged) Bounds() (*Tensor, embedding.BagBounds, error) {
 func (in KeyedJagged) Spans() ([][2]int64, error) {
 	bounds, kind, err := in.Bounds()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", cgotorch.ErrInvalidArgument, err)
+		return nil, err
 	}
 	if in.Values == nil {
 		return nil, fmt.Errorf("%w: no values", cgotorch.ErrInvalidArgument)

@@ -64,10 +64,10 @@ func (c *EmbeddingBagCollection) Features() []EmbeddingBagFeature { return slice
 func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
 	const op = "embedding bag collection forward"
 	bounds, kind, err := in.Bounds()
-	if err != nil {
-		panic(&cgotorch.Error{Op: op, Kind: cgotorch.ErrInvalidArgument, Msg: err.Error()})
+	var segs []int
+	if err == nil {
+		segs, err = c.segments(in)
 	}
-	segs, err := c.segments(in)
 	if err != nil {
 		panic(tensorError(op, err))
 	}

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 )
@@ -81,7 +80,7 @@ func (c *EmbeddingCollection) Forward(in KeyedJagged) []*Tensor {
 	fo := c.forward(c.Training())
 	var outs []*Tensor
 	if c.joint != nil {
-		outs, err = c.joint.ForwardEach(slices.Clone(c.of), ids, fo)
+		outs, err = c.joint.ForwardEach(c.of, ids, fo)
 	} else {
 		outs = make([]*Tensor, len(ids))
 		for i, t := range c.of {
