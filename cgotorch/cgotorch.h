@@ -790,7 +790,8 @@ ct_error ct_table_set_admission(ct_table t, int64_t k);
 ct_error ct_table_set_lr(ct_table t, double lr);
 /* *k: the threshold; *counted (may be NULL): ids being counted. */
 ct_error ct_table_admission(int64_t *k, int64_t *counted, ct_table t);
-/* Sets the counts of n ids (absent ids only; counts >= 1). */
+/* Sets the counts of n ids (absent ids only; counts >= 1; admission on: n > 0 with a threshold
+ * k <= 1 fails). All or none. */
 ct_error ct_table_import_counts(ct_table t, int64_t n, const int64_t *ids, const int64_t *counts);
 
 /* The metadata of every row: ids int64 [M] ascending, last_step and frequency int64 [M].

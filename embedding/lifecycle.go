@@ -259,6 +259,17 @@ func (t *Table) Admission() (k, counted int, err error) {
 	return int(a), int(b), wrap("admission", t.name, err)
 }
 
+// SetAdmissionCounts sets the admission counts of ids, as if each had been seen counts[i]
+// times: ids that have no row, counts >= 1, with admission on (SetAdmission with k > 1). The
+// counts of other ids stay. All or none: bad input changes nothing. It restores counts read
+// from a Delta (CountIDs, Counts), as a load does.
+func (t *Table) SetAdmissionCounts(ids, counts []int64) error {
+	if t == nil {
+		return errNilTable
+	}
+	return wrap("set admission counts", t.name, t.t.ImportCounts(ids, counts))
+}
+
 // Delta is what changed in a table since a mark: the rows inserted, written or updated (with
 // their optimizer states and metadata) and the ids deleted and not present any more.
 type Delta struct {

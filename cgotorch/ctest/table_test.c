@@ -1417,6 +1417,7 @@ static void test_save_import_one(int32_t flags) {
   CHECK(k.cids[0] == 99 && k.cnt[0] == 1);
   /* Import into b: the step first, then the rows, then the counts. */
   CHECK(ok(ct_table_set_step(b, k.step)));
+  CHECK(fails_with(ct_table_import_counts(b, k.counts, k.cids, k.cnt), "admission off"));
   CHECK(ok(ct_table_set_admission(b, 3)));
   CHECK(ok(ct_table_import(b, k.rows, k.ids, k.emb, k.s0, NULL, k.last, k.freq, k.stamp)));
   CHECK(ok(ct_table_import_counts(b, k.counts, k.cids, k.cnt)));

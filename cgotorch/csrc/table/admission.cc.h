@@ -28,6 +28,7 @@ void Table::import_counts(int64_t n, const int64_t *ids, const int64_t *counts) 
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   check_open();
+  if (n > 0 && adm_.after <= 1) throw arg_error("admission counts given with admission off (set the threshold first)");
   std::vector<int64_t> r(static_cast<size_t>(n));
   if (ct_idmap_find(map_, ids, static_cast<size_t>(n), r.data()) != 0) {
     throw arg_error("admission counts given for ids that have rows");
