@@ -109,8 +109,10 @@ var checkpointBeforeCommit func()
 // LoadCheckpoint restores the checkpoint that SaveCheckpoint committed in dir into m and, when
 // not nil, opt (collective), whatever the world size that saved it: every rank reads every
 // saved shard of each of m's sharded tables and keeps the ids it owns in g (Owner), with their
-// rows, optimizer states and metadata, the saved step counter and learning rate; every rank
-// loads rank 0's dense state (nn.LoadState) and the optimizer's (nn.Optimizer.LoadState).
+// rows, optimizer states and metadata, the saved step counter, learning rate, admission
+// threshold and the admission counts of the ids it owns (the table's counts before the load
+// are forgotten); every rank loads rank 0's dense state (nn.LoadState) and the optimizer's
+// (nn.Optimizer.LoadState).
 //
 // m and opt must be built as the saved ones were: the same sharded tables (names, dims,
 // optimizers), the same dense layers and optimizer. Load into a model whose tables have not
@@ -282,11 +284,7 @@ func (r *restore) takeOwnIDs(ctx context.Context, g *Group, path string) error {
 				return err
 			}
 		}
-		d, err := t.Delta(false)
-		if err != nil {
-			return err
-		}
-		if err := r.fresh[i].ApplyDelta(ownDelta(d, g.Rank(), g.WorldSize(), s.cfg.Dim)); err != nil {
+		if err := takeOwn(r.fresh[i], t, g.Rank(), g.WorldSize()); err != nil {
 			return err
 		}
 	}
@@ -294,12 +292,15 @@ func (r *restore) takeOwnIDs(ctx context.Context, g *Group, path string) error {
 }
 
 // sameRateAndAdmission gives dst the learning rate and admission threshold of src (a saved
-// shard): a delta applied without a chain carries neither (nor the admission counts, which a
-// load does not restore).
+// shard), and forgets dst's admission counts: a delta applied without a chain carries none of
+// them. The caller then sets the saved counts (SetAdmissionCounts).
 func sameRateAndAdmission(dst, src *embedding.Table) error {
 	k, _, err := src.Admission()
 	if err == nil {
 		err = dst.SetLR(src.LR())
+	}
+	if err == nil {
+		err = dst.SetAdmission(1) // (forgets the counts)
 	}
 	if err == nil {
 		err = dst.SetAdmission(k)
@@ -334,12 +335,16 @@ func compatibleShard(s *ShardedTable, saved *embedding.Table) error {
 func (r *restore) apply(g *Group) error {
 	var errs []error
 	for i, s := range r.tables {
-		d, err := r.fresh[i].Delta(false)
+		err := sameRateAndAdmission(s.shard, r.fresh[i])
+		var d *embedding.Delta
+		if err == nil {
+			d, err = r.fresh[i].Delta(false)
+		}
 		if err == nil {
 			err = s.shard.ApplyDelta(d)
 		}
 		if err == nil {
-			err = sameRateAndAdmission(s.shard, r.fresh[i])
+			err = s.shard.SetAdmissionCounts(d.CountIDs, d.Counts)
 		}
 		errs = append(errs, err, s.ZeroGrad())
 	}

@@ -14,15 +14,21 @@ import (
 	"github.com/gorec/gorec/nn"
 )
 
-func init() { scenarios["admission"] = scenarioAdmission }
+func init() {
+	scenarios["admission"] = scenarioAdmission
+	scenarios["admission-resharded"] = scenarioAdmissionResharded
+}
 
 // Admission on a sharded table: a new id gets its row at its k-th training lookup, each rank's
 // batch counting once (id 1006: rank 0 alone, twice a batch: admitted at the third step; id
 // 1012: both ranks: at the second); before, its lookups give zero rows and its gradients are
 // dropped. Ranks passing another k fail with ErrMismatch and change nothing. A table's
-// checkpoint and a model's keep the threshold.
+// checkpoint and a model's keep the threshold and every id's count, loaded on 2 ranks and on
+// 3 (the counts then move to the ids' new owners).
 func TestShardedAdmission(t *testing.T) {
-	requirePassed(t, runSharded(t, "admission", 2, time.Minute, "GOREC_TEST_DIR="+t.TempDir()))
+	env := "GOREC_TEST_DIR=" + t.TempDir()
+	requirePassed(t, runSharded(t, "admission", 2, time.Minute, env))
+	requirePassed(t, runSharded(t, "admission-resharded", 3, time.Minute, env))
 }
 
 func scenarioAdmission(o Options) error {
@@ -83,26 +89,44 @@ func scenarioAdmission(o Options) error {
 	return admissionLoads(g, tbl)
 }
 
-// admissionLoads checks that a model's checkpoint and a table's carry the threshold (it closes
-// tbl).
+// pendingCounts are the admission counts admissionLoads leaves in the saved table (threshold
+// 3): ids seen once or twice, by one rank or by both.
+var pendingCounts = map[int64]int64{2001: 1, 2002: 2, 2003: 1, 2004: 2}
+
+// admissionLoads checks that a model's checkpoint and a table's carry the threshold and the
+// counts (it closes tbl).
 func admissionLoads(g *Group, tbl *ShardedTable) error {
 	ctx := context.Background()
 	dir := os.Getenv("GOREC_TEST_DIR")
+	batches := [][]int64{{2002}, {2003}} // rank 1's
+	if g.Rank() == 0 {
+		batches = [][]int64{{2001, 2002, 2004}, {2004}}
+	}
+	for _, ids := range batches {
+		rows, err := tbl.Lookup(cgotorch.MustFromSlice(ids))
+		if err != nil {
+			return err
+		}
+		rows.Close()
+	}
+	if err := hasCounts("before the saves", tbl, pendingCounts); err != nil {
+		return err
+	}
 	m := &nn.Container{}
 	m.Add("emb", nn.NewEmbedding(tbl, nn.EmbeddingOptions{}))
 	if err := SaveCheckpoint(ctx, g, filepath.Join(dir, "model"), m, nil); err != nil {
 		return err
 	}
-	if err := tbl.SetAdmission(1); err != nil {
+	if err := tbl.Save(ctx, filepath.Join(dir, "table")); err != nil {
+		return err
+	}
+	if err := tbl.SetAdmission(1); err != nil { // (forgets the counts)
 		return err
 	}
 	if err := LoadCheckpoint(ctx, g, filepath.Join(dir, "model"), m, nil); err != nil {
 		return err
 	}
-	if k, _, err := tbl.Admission(); err != nil || k != 3 {
-		return fmt.Errorf("LoadCheckpoint: threshold %d (%v), want 3", k, err)
-	}
-	if err := tbl.Save(ctx, filepath.Join(dir, "table")); err != nil {
+	if err := hasCounts("LoadCheckpoint", tbl, pendingCounts); err != nil {
 		return err
 	}
 	tbl.Close() // its name is the loaded one's
@@ -111,8 +135,78 @@ func admissionLoads(g *Group, tbl *ShardedTable) error {
 		return err
 	}
 	defer loaded.Close()
-	if k, _, err := loaded.Admission(); err != nil || k != 3 {
-		return fmt.Errorf("LoadShardedTable: threshold %d (%v), want 3", k, err)
+	return hasCounts("LoadShardedTable", loaded, pendingCounts)
+}
+
+// scenarioAdmissionResharded loads the 2-rank scenario's checkpoints on 3 ranks: the threshold
+// and the counts are the saved ones, and an id seen twice before the save is admitted at its
+// third lookup.
+func scenarioAdmissionResharded(o Options) error {
+	ctx := context.Background()
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	dir := os.Getenv("GOREC_TEST_DIR")
+	loaded, err := LoadShardedTable(ctx, g, filepath.Join(dir, "table"))
+	if err != nil {
+		return err
+	}
+	err = hasCounts("LoadShardedTable", loaded, pendingCounts)
+	loaded.Close()
+	if err != nil {
+		return err
+	}
+	tbl, err := NewShardedTable(g, "admission", embedding.Config{Dim: 2, Initializer: embedding.Constant{Value: 1}, Optimizer: embedding.SGD{LR: 1}})
+	if err != nil {
+		return err
+	}
+	defer tbl.Close()
+	m := &nn.Container{}
+	m.Add("emb", nn.NewEmbedding(tbl, nn.EmbeddingOptions{}))
+	if err := LoadCheckpoint(ctx, g, filepath.Join(dir, "model"), m, nil); err != nil {
+		return err
+	}
+	if err := hasCounts("LoadCheckpoint", tbl, pendingCounts); err != nil {
+		return err
+	}
+	before, err := tbl.Len()
+	if err != nil {
+		return err
+	}
+	ids := [][]int64{{2002}, {2003}, {2001}}[g.Rank()]
+	rows, err := tbl.Lookup(cgotorch.MustFromSlice(ids))
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	after, err := tbl.Len()
+	if err != nil || after != before+1 {
+		return fmt.Errorf("%d rows after the lookup (%v), want %d: id 2002 admitted", after, err, before+1)
+	}
+	return hasCounts("after the lookup", tbl, map[int64]int64{2001: 2, 2003: 2, 2004: 2})
+}
+
+// hasCounts checks the admission threshold (3), the admission counts of tbl's shard on this
+// rank (the ids of want it owns) and the number of ids counted by all shards (collective).
+func hasCounts(when string, tbl *ShardedTable, want map[int64]int64) error {
+	k, counted, err := tbl.Admission()
+	if err != nil || k != 3 || counted != len(want) {
+		return fmt.Errorf("%s: threshold %d, %d ids counted (%v), want 3 and %d", when, k, counted, err, len(want))
+	}
+	d, err := tbl.shard.Delta(false)
+	if err != nil {
+		return err
+	}
+	got := map[int64]int64{}
+	for i, id := range d.CountIDs {
+		got[id] = d.Counts[i]
+	}
+	for id, c := range want {
+		if Owner(id, tbl.g.WorldSize()) == tbl.g.Rank() && got[id] != c {
+			return fmt.Errorf("%s: rank %d counts id %d %d times, want %d (its counts: %v)", when, tbl.g.Rank(), id, got[id], c, got)
+		}
 	}
 	return nil
 }

@@ -174,8 +174,8 @@ func removeOtherGenerations(dir string, gen int64) {
 // LoadShardedTable opens the sharded table that Save committed in dir, on g (collective),
 // whatever the world size that saved it: every rank reads every saved shard and keeps the ids
 // it owns in g (Owner), with their rows, optimizer states and metadata; the step counter,
-// configuration, learning rate and admission threshold are the saved ones (not the admission
-// counts). The table takes its saved name. A rank
+// configuration, learning rate, admission threshold and admission counts are the saved ones.
+// The table takes its saved name. A rank
 // whose ctx is done stops its reads (embedding.Load), and the load fails on every rank.
 func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable, error) {
 	const op = "load"
@@ -220,22 +220,34 @@ func loadShard(ctx context.Context, path string) (*embedding.Table, error) {
 	return tables[0], nil
 }
 
-// takeOwnIDs merges into this rank's shard the ids it owns from the saved shard at path: the
-// saved shard's whole-table delta, filtered, applied without a chain (embedding.ApplyDelta).
+// takeOwnIDs merges into this rank's shard the ids it owns from the saved shard at path.
 func (s *ShardedTable) takeOwnIDs(ctx context.Context, path string) error {
 	t, err := loadShard(ctx, path)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	d, err := t.Delta(false)
+	return takeOwn(s.shard, t, s.g.Rank(), s.g.WorldSize())
+}
+
+// takeOwn merges into dst the ids that rank owns among world ranks from saved (a saved shard):
+// its whole-table delta, filtered, applied without a chain (embedding.ApplyDelta), then the
+// admission counts of the ids rank owns, which such a delta does not carry (dst's admission
+// threshold is set first: sameRateAndAdmission).
+func takeOwn(dst, saved *embedding.Table, rank, world int) error {
+	d, err := saved.Delta(false)
 	if err != nil {
 		return err
 	}
-	return s.shard.ApplyDelta(ownDelta(d, s.g.Rank(), s.g.WorldSize(), s.cfg.Dim))
+	own := ownDelta(d, rank, world, saved.Dim())
+	if err := dst.ApplyDelta(own); err != nil {
+		return err
+	}
+	return dst.SetAdmissionCounts(own.CountIDs, own.Counts)
 }
 
-// ownDelta is d with only the ids that rank owns among world ranks, and no chain.
+// ownDelta is d with only the ids (rows and admission counts) that rank owns among world ranks,
+// and no chain.
 func ownDelta(d *embedding.Delta, rank, world, dim int) *embedding.Delta {
 	out := &embedding.Delta{Step: d.Step, Optimizer: d.Optimizer, States: make([][]float32, len(d.States))}
 	widths := make([]int, len(d.States))
@@ -254,6 +266,11 @@ func ownDelta(d *embedding.Delta, rank, world, dim int) *embedding.Delta {
 		out.Meta = append(out.Meta, d.Meta[i*metaWidth:(i+1)*metaWidth]...)
 		for j, st := range d.States {
 			out.States[j] = append(out.States[j], st[i*widths[j]:(i+1)*widths[j]]...)
+		}
+	}
+	for i, id := range d.CountIDs {
+		if d.Counts[i] > 0 && Owner(id, world) == rank {
+			out.CountIDs, out.Counts = append(out.CountIDs, id), append(out.Counts, d.Counts[i])
 		}
 	}
 	return out
