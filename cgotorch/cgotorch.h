@@ -555,6 +555,11 @@ ct_error ct_table_read(ct_tensor *rows, ct_tensor *found, ct_table t, ct_tensor 
 ct_error ct_table_lookup_into(float *rows, int64_t rows_len, ct_table t, const int64_t *ids, int64_t n);
 ct_error ct_table_read_into(float *rows, int64_t rows_len, uint8_t *found, ct_table t, const int64_t *ids,
                             int64_t n, int32_t default_mode);
+/* ct_table_lookup counting key i counts[i] times (int64 [N], the keys' length, each >= 1) in the
+ * rows' access frequency (CT_TABLE_TRACK_ACCESS) and the admission counts, as a lookup of a
+ * batch holding key i counts[i] times would: for a caller that looks up a batch's distinct ids.
+ * The rows are ct_table_lookup's. Bad counts change nothing. */
+ct_error ct_table_lookup_counted(ct_tensor *rows, ct_table t, ct_tensor keys, ct_tensor counts);
 /* Sets the rows of keys to values [N, dim], inserting absent ids (their optimizer state starts
  * fresh; present ids keep theirs). For a repeated id the last occurrence wins. */
 ct_error ct_table_write(ct_table t, ct_tensor keys, ct_tensor values);

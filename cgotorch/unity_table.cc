@@ -12,6 +12,7 @@
 #include "csrc/table/metadata.cc.h"
 #include "csrc/table/checkpoint.cc.h"
 #include "csrc/table/admission.cc.h"
+#include "csrc/table/counted.cc.h"
 #include "csrc/table/compact.cc.h"
 #include "csrc/table/evict.cc.h"
 #include "csrc/table/delta.cc.h"

@@ -152,7 +152,8 @@
 // keep the n rows of the whole table that one table's ranking keeps, found in 16 small
 // all-reduces of byte counts; MemoryBudget bounds each rank's shard, as a process's memory.
 // Compact compacts every shard. SetAdmission gives a new id its row at its k-th training
-// lookup, each rank's batch counting once. Evict between steps:
+// lookup. Frequencies and admission counts are those of one table fed every rank's batch:
+// every occurrence counts. Evict between steps:
 //
 //	_, removed, err := users.Evict(ctx, embedding.KeepRecent(50_000_000), false)
 //

@@ -286,8 +286,8 @@ func (p *TrainPipeline[B]) views(reqs []Prefetch) ([]*ShardedTable, error) {
 }
 
 // fetch fetches the rows of reqs from their owners through tables (views), in one exchange of
-// ids and one of rows for all of them (fetchParts; each lookup inserts its absent ids, as a
-// training Forward does).
+// ids and one of rows for all of them (fetchParts; each lookup inserts its absent ids and
+// counts its ids, as a training Forward does).
 func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fetched, error) {
 	const op = "prefetch"
 	if len(reqs) == 0 {
@@ -296,8 +296,9 @@ func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fe
 	out, parts := make([]*fetched, len(reqs)), make([]part, len(reqs))
 	for i, q := range reqs {
 		v, err := tables[i].idsOf(op, q.IDs)
-		out[i] = &fetched{p: q, ids: uniqueIDs(v, q.Padding, q.PaddingID)}
-		parts[i] = part{t: tables[i], ids: out[i].ids, local: err}
+		parts[i] = part{t: tables[i], local: err, counted: tables[i].counting()}
+		parts[i].ids, parts[i].counts = uniqueCounted(v, q.Padding, q.PaddingID, parts[i].counted)
+		out[i] = &fetched{p: q, ids: parts[i].ids}
 	}
 	rs, rows, _, err := fetchParts(op, parts, true, make([][]int64, len(reqs)))
 	if err != nil {

@@ -19,12 +19,13 @@ func init() {
 	scenarios["admission-resharded"] = scenarioAdmissionResharded
 }
 
-// Admission on a sharded table: a new id gets its row at its k-th training lookup, each rank's
-// batch counting once (id 1006: rank 0 alone, twice a batch: admitted at the third step; id
-// 1012: both ranks: at the second); before, its lookups give zero rows and its gradients are
-// dropped. Ranks passing another k fail with ErrMismatch and change nothing. A table's
-// checkpoint and a model's keep the threshold and every id's count, loaded on 2 ranks and on
-// 3 (the counts then move to the ids' new owners).
+// Admission on a sharded table: a new id gets its row at its k-th training lookup, every
+// occurrence in every rank's batch counting, as in one table (id 1006: rank 0 alone, three
+// times a batch: admitted at the first step; id 1012: once in each rank's batch: at the
+// second); before, its lookups give zero rows and its gradients are dropped. Ranks passing
+// another k fail with ErrMismatch and change nothing. A table's checkpoint and a model's keep
+// the threshold and every id's count, loaded on 2 ranks and on 3 (the counts then move to the
+// ids' new owners).
 func TestShardedAdmission(t *testing.T) {
 	env := "GOREC_TEST_DIR=" + t.TempDir()
 	requirePassed(t, runSharded(t, "admission", 2, time.Minute, env))
@@ -51,16 +52,16 @@ func scenarioAdmission(o Options) error {
 	if err := tbl.SetAdmission(3); err != nil {
 		return err
 	}
-	const a, b = 1006, 1012 // a: rank 0's batches only (twice each); b: both ranks'
+	const a, b = 1006, 1012 // a: rank 0's batches only (three times each); b: both ranks'
 	ids := []int64{b}
 	if g.Rank() == 0 {
-		ids = []int64{a, b, a}
+		ids = []int64{a, b, a, a}
 	}
 	for step, want := range []struct {
 		len, counted int
 		rowA, rowB   float32 // the rows rank 0 looks up, before this step's update (SGD, rate 1:
-		// the ranks' gradients, 2 for each id, come off an admitted row)
-	}{{0, 2, 0, 0}, {1, 1, 0, 1}, {2, 0, 1, -1}, {2, 0, -1, -3}} {
+		// the ranks' gradients, 3 for a and 2 for b, come off an admitted row)
+	}{{1, 1, 1, 0}, {2, 0, -2, 1}, {2, 0, -5, -1}, {2, 0, -8, -3}} {
 		rows, err := tbl.Lookup(cgotorch.MustFromSlice(ids))
 		if err != nil {
 			return err

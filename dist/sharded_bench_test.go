@@ -18,7 +18,8 @@ func init() { scenarios["sharded-bench"] = scenarioShardedBench }
 // distinct ids per rank at Dim 64 on a sharded table (SGD), and the four all-to-alls that move
 // the same bytes (ids to the owners, rows back, ids and gradients to the owners) without the
 // agreement, the deduplication or the table, and those with the update's verdict exchange (the
-// floor); rank 0 prints the three times and the bytes one sharded Lookup and Update send.
+// floor); rank 0 prints the three times and the bytes one sharded Lookup and Update send. With
+// $GOREC_DIST_BENCH_TRACK set the table tracks access: its lookups send each id's count.
 func scenarioShardedBench(o Options) error {
 	g, n, err := benchGroup(o, "GOREC_DIST_BENCH_N")
 	if err != nil {
@@ -30,7 +31,8 @@ func scenarioShardedBench(o Options) error {
 	for k := range ids {
 		ids[k] = int64(g.Rank())<<32 + int64(7*k)
 	}
-	st, err := NewShardedTable(g, "bench", embedding.Config{Dim: dim, Optimizer: embedding.SGD{LR: 0.01}})
+	cfg := embedding.Config{Dim: dim, Optimizer: embedding.SGD{LR: 0.01}, TrackAccess: os.Getenv("GOREC_DIST_BENCH_TRACK") != ""}
+	st, err := NewShardedTable(g, "bench", cfg)
 	if err != nil {
 		return err
 	}
@@ -138,9 +140,15 @@ func rawExchange(g *Group, ids, grads *cgotorch.Tensor, send []int64) error {
 // their ratio (x-raw; issue 30's target: at most 1.3) and the bytes a rank sends (b/op). The
 // floor is the raw form plus the one exchange the semantics add (the update's verdict); its
 // ratio to the raw form (floor-x-raw) is the least x-raw can be without the table's work.
-func BenchmarkShardedTable(b *testing.B) {
+func BenchmarkShardedTable(b *testing.B) { benchShardedTable(b) }
+
+// BenchmarkShardedTableTracked is BenchmarkShardedTable on a table with Config.TrackAccess,
+// whose lookups send each id's count with it and count it on the owner.
+func BenchmarkShardedTableTracked(b *testing.B) { benchShardedTable(b, "GOREC_DIST_BENCH_TRACK=1") }
+
+func benchShardedTable(b *testing.B, env ...string) {
 	n := max(b.N, 200)
-	out := rankOutput(b, "sharded-bench", 2, 2*time.Minute, []string{"GOREC_DIST_BENCH_N=" + strconv.Itoa(n)})
+	out := rankOutput(b, "sharded-bench", 2, 2*time.Minute, append(env, "GOREC_DIST_BENCH_N="+strconv.Itoa(n)))
 	sharded, raw := benchNs(b, out, "bench-ns-per-op "), benchNs(b, out, "raw-ns-per-op ")
 	b.ReportMetric(sharded, "ns/op")
 	b.ReportMetric(raw, "raw-ns/op")

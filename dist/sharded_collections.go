@@ -96,15 +96,13 @@ func (s *ShardedTable) ForwardEach(tables []nn.EmbeddingTable, ids []*cgotorch.T
 // them; the views are cleared after).
 func lookUpFetched[T any](op string, tables []*ShardedTable, byTable [][]int64, failed error, o embedding.ForwardOptions, look func(func(*ShardedTable) *embedding.Table) (T, error)) (T, error) {
 	var zero T
-	us := make([][]int64, len(tables)) // by table, its distinct ids
-	for k := range us {
-		if byTable != nil {
-			us[k] = uniqueIDs(byTable[k], o.Padding, o.PaddingID)
-		}
-	}
 	cache := func(t *ShardedTable) *embedding.Table { return t.cache }
 	if tables[0].pipe != nil { // in a TrainPipeline's step: the rows are here already
 		if failed == nil {
+			us := make([][]int64, len(tables)) // by table, its distinct ids
+			for k := range us {
+				us[k] = uniqueIDs(byTable[k], o.Padding, o.PaddingID)
+			}
 			failed = useFetched(op, tables, us, o.Train)
 		}
 		if failed != nil {
@@ -112,7 +110,15 @@ func lookUpFetched[T any](op string, tables []*ShardedTable, byTable [][]int64, 
 		}
 		return look(cache)
 	}
-	if err := fetchInto(op, tables, us, failed, o.Train); err != nil {
+	parts := make([]part, len(tables)) // by table, its distinct ids (and, counted, their counts)
+	for k, t := range tables {
+		parts[k] = part{t: t, counted: o.Train && t.counting()}
+		if byTable != nil {
+			parts[k].ids, parts[k].counts = uniqueCounted(byTable[k], o.Padding, o.PaddingID, parts[k].counted)
+		}
+	}
+	parts[0].local = failed
+	if err := fetchInto(op, parts, o.Train); err != nil {
 		return zero, err
 	}
 	if o.Train {
@@ -178,27 +184,22 @@ func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error
 	return out, nil
 }
 
-// fetchInto fetches the rows of ids[k] (distinct) of each of tables from their owners, in one
-// exchange of ids and one of rows, into the table's cache (train: the owners insert absent
-// ids) or its view (inference: they read them). local is this rank's verdict on its input.
-func fetchInto(op string, tables []*ShardedTable, ids [][]int64, local error, train bool) error {
-	parts := make([]part, len(tables))
-	for k, t := range tables {
-		parts[k] = part{t: t}
-		parts[k].ids = ids[k]
-	}
-	parts[0].local = local
+// fetchInto fetches the rows of each part's ids (distinct) of its table from their owners, in
+// one exchange of ids and one of rows, into the table's cache (train: the owners insert absent
+// ids) or its view (inference: they read them).
+func fetchInto(op string, parts []part, train bool) error {
 	_, rows, _, err := fetchParts(op, parts, train, make([][]int64, len(parts)))
 	if err != nil {
 		return err
 	}
 	defer closeAll(rows)
-	for k, t := range tables {
+	for k, p := range parts {
+		t := p.t
 		into := t.cache
 		if !train {
 			into = t.view
 		}
-		if err := t.onShard(ids[k], rows[k], into.Write); err != nil {
+		if err := t.onShard(p.ids, rows[k], into.Write); err != nil {
 			return err
 		}
 	}

@@ -18,8 +18,8 @@ import (
 //     table would: the shards step together, so a row's age is the same.
 //   - KeepRecent(n), KeepFrequent(n): the table keeps n rows, ranked by embedding's rule across
 //     every shard: the ranks find the (n+1)-th row's rank in 16 small all-reduces, and each
-//     shard removes the rows ranked there or below. (A sharded row's frequency counts each rank's lookups of
-//     it once per batch, not each occurrence.)
+//     shard removes the rows ranked there or below. A row's frequency is one table's: every
+//     occurrence in every rank's training lookups counts.
 //   - MemoryBudget(bytes): bounds each rank's shard, as a process's memory: each shard keeps its
 //     most recently seen rows that fit bytes, and compacts.
 //

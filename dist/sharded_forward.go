@@ -35,8 +35,8 @@ func (s *ShardedTable) ForwardBag(ids, offsets, weights *cgotorch.Tensor, mode e
 
 func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.ForwardOptions, look lookup) (*cgotorch.Tensor, error) {
 	v, err := s.checkForward(op, ids, o, look)
-	u := uniqueIDs(v, o.Padding, o.PaddingID)
 	if s.pipe != nil { // in a TrainPipeline's step: its rows are here already
+		u := uniqueIDs(v, o.Padding, o.PaddingID)
 		if err == nil {
 			err = s.pipe.use(s, op, u, o.Train)
 		}
@@ -45,7 +45,9 @@ func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.Forw
 		}
 		return look(s.cache, o)
 	}
-	rows, _, err := s.fetch(op, u, err, o.Train, false, nil)
+	p := part{t: s, local: err, counted: o.Train && s.counting()}
+	p.ids, p.counts = uniqueCounted(v, o.Padding, o.PaddingID, p.counted)
+	rows, _, err := s.fetch(op, p, o.Train, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +57,7 @@ func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.Forw
 		local = s.view
 		defer local.Clear()
 	}
-	if err := s.onShard(u, rows, local.Write); err != nil {
+	if err := s.onShard(p.ids, rows, local.Write); err != nil {
 		return nil, err
 	}
 	return look(local, o)

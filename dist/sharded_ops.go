@@ -25,7 +25,11 @@ func (s *ShardedTable) Read(ids *cgotorch.Tensor) (rows, found *cgotorch.Tensor,
 func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) (rows, found *cgotorch.Tensor, err error) {
 	v, err := s.idsOf(op, ids)
 	u, pos := distinct(v)
-	rows, ufound, err := s.fetch(op, u, err, insert, !insert, slices.Clone(pos))
+	p := part{t: s, ids: u, local: err, counted: insert && s.counting()}
+	if p.counted {
+		p.counts = occurrences(pos, len(u))
+	}
+	rows, ufound, err := s.fetch(op, p, insert, !insert, slices.Clone(pos))
 	if err != nil || insert {
 		return rows, nil, err
 	}
@@ -66,12 +70,12 @@ func positions(ids, u []int64) []int64 {
 	return pos
 }
 
-// fetch returns the rows of ids (unique; float32 [len(ids), Dim], or in the order pos gives:
-// back) from their owners, which insert absent ids (insert) or read them; with found, also
-// whether each was present (1, in the order of ids). local is this rank's verdict on its
+// fetch returns the rows of p's ids (unique; float32 [len(ids), Dim], or in the order pos
+// gives: back) from their owners, which insert absent ids (insert) or read them; with found,
+// also whether each was present (1, in the order of ids). p.local is this rank's verdict on its
 // input: the ranks agree on theirs as the ids go out.
-func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
-	rs, rows, present, err := fetchParts(op, []part{{t: s, ids: ids, local: local}}, insert, [][]int64{pos})
+func (s *ShardedTable) fetch(op string, p part, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
+	rs, rows, present, err := fetchParts(op, []part{p}, insert, [][]int64{pos})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,10 +104,11 @@ func (s *ShardedTable) fetch(op string, ids []int64, local error, insert, found 
 }
 
 // fetchParts is the exchange of several lookups' ids and rows: one all-to-all of the ids of
-// every part (its table and distinct ids, this rank's verdict on them), one of the rows of
-// every part (collective). For each part it returns the ids as routed, the rows (in the order
-// of its ids, or of pos[k] when not nil: see back) and, when reading (not insert), whether each
-// id the owner received was present. An error fails every part, on every rank.
+// every part (its table and distinct ids, this rank's verdict on them and, counted, their
+// counts, which the owners' lookups count), one of the rows of every part (collective). For
+// each part it returns the ids as routed, the rows (in the order of its ids, or of pos[k] when
+// not nil: see back) and, when reading (not insert), whether each id the owner received was
+// present. An error fails every part, on every rank.
 func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed, []*cgotorch.Tensor, [][]bool, error) {
 	kind := routeRead
 	if insert {
@@ -127,9 +132,12 @@ func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed,
 	var failed []error // this owner's (then it answers nothing: rows[k] nil)
 	for k, t := range tables {
 		var err error
-		if insert {
+		switch {
+		case insert && parts[k].counted:
+			rows[k], err = t.shard.LookupCounted(rs[k].ids, rs[k].counts)
+		case insert:
 			rows[k], err = t.shard.LookupIDs(rs[k].ids)
-		} else {
+		default:
 			rows[k], present[k], err = t.shard.ReadIDs(rs[k].ids)
 		}
 		failed = append(failed, err)

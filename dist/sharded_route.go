@@ -16,6 +16,8 @@ type routed struct {
 	send []int64 // how many ids went to each rank
 	ids  []int64 // the ids this rank received, in rank order
 	recv []int64 // how many came from each rank
+	// with a counted part: how often the sender's batch held each of ids
+	counts []int64
 }
 
 // routeKind is what the owners do with the ids of a routed exchange. It is part of every
@@ -40,13 +42,17 @@ const (
 
 // part is one table's share of a routed exchange: its ids (distinct on this rank), the rows
 // that travel with them (float32 [len(ids), Dim], or nil), this rank's verdict on its input
-// (local: its error, or nil) and whether it has data (has: Step's pending gradients).
+// (local: its error, or nil) and whether it has data (has: Step's pending gradients). counted
+// (the same on every rank: a training lookup of a table that counts) sends with each id its
+// count: how often this rank's batch holds it (counts[i], or 1 when counts is nil).
 type part struct {
-	t     *ShardedTable
-	ids   []int64
-	rows  *cgotorch.Tensor
-	local error
-	has   bool
+	t       *ShardedTable
+	ids     []int64
+	rows    *cgotorch.Tensor
+	local   error
+	has     bool
+	counted bool
+	counts  []int64
 }
 
 // arrived is what route gives back for a part: its ids as routed, the rows this rank received
@@ -74,9 +80,9 @@ func closeArrived(as []arrived) {
 // thus learns every verdict before anything changes, without a collective of its own. With
 // width > 0 (the widest part's Dim, the same on every rank) the parts' rows travel with their
 // ids in the same all-to-all (packRows), zero-padded to width. grads says the ids are
-// gradients' (the defect faultWrongOwner moves those). route's own error (a broken group, or a
-// rank running another operation or other tables) fails every part, on every rank, before any
-// shard changes.
+// gradients' (the defect faultWrongOwner moves those). A counted part's ids to a rank are
+// followed by their counts. route's own error (a broken group, or a rank running another
+// operation or other tables) fails every part, on every rank, before any shard changes.
 func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]arrived, error) {
 	g := parts[0].t.g
 	w := g.WorldSize()
@@ -89,7 +95,7 @@ func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]
 	for k := range parts {
 		p := &parts[k]
 		if p.local != nil {
-			p.ids, p.rows = nil, nil
+			p.ids, p.rows, p.counts = nil, nil, nil
 		}
 		rs[k] = &routed{send: make([]int64, w), recv: make([]int64, w), perm: make([]int64, len(p.ids))}
 		owners[k] = make([]int, len(p.ids))
@@ -100,7 +106,7 @@ func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]
 			}
 			owners[k][i] = o
 			rs[k].send[o]++
-			blocks[o]++
+			blocks[o] += 1 + boolInt(p.counted)
 		}
 	}
 	digest := routeDigest(kind, parts, width)
@@ -117,7 +123,7 @@ func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]
 		for k, p := range parts {
 			sent[at] = rs[k].send[j]<<entryBits | boolInt(p.local != nil)*entryRefused | boolInt(p.has)*entryHas
 			first[k][j] = at + 1
-			at += 1 + rs[k].send[j]
+			at += 1 + rs[k].send[j]*(1+boolInt(p.counted))
 		}
 	}
 	base := int64(0)
@@ -132,6 +138,9 @@ func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]
 			o := owners[k][i]
 			q := next[o] + done[o]
 			sent[q], slot[q] = id, base+int64(i)
+			if p.counted { // after the ids to rank o
+				sent[q+rs[k].send[o]] = countOf(p.counts, i)
+			}
 			rs[k].perm[sentBefore[o]+done[o]] = int64(i)
 			done[o]++
 		}
@@ -153,14 +162,25 @@ func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]
 }
 
 // routeDigest is what every block starts with: a hash of the operation, the width and the
-// parts' tables (names and dims), which the ranks must share.
+// parts' tables (names, dims, whether counted), which the ranks must share.
 func routeDigest(kind routeKind, parts []part, width int64) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d %d", kind, width)
 	for _, p := range parts {
 		fmt.Fprintf(h, " %q %d", p.t.name, p.t.cfg.Dim)
+		if p.counted {
+			fmt.Fprint(h, " counted")
+		}
 	}
 	return int64(h.Sum64())
+}
+
+// countOf is the count of a part's i-th id: counts[i], or 1 when counts is nil.
+func countOf(counts []int64, i int) int64 {
+	if counts == nil {
+		return 1
+	}
+	return counts[i]
 }
 
 // tablesOf names the parts' tables for an error: `table "a"` or `tables "a", "b"`.
@@ -273,21 +293,26 @@ func arrive(op string, parts []part, rs []*routed, all []int64, got *cgotorch.Te
 			return nil, bad("runs another operation or other tables (every rank must run the same, in the same order)")
 		}
 		at++
-		for k := range parts {
-			if at >= end || all[at] < 0 || at+1+all[at]>>entryBits > end {
+		for k, p := range parts {
+			words := 1 + boolInt(p.counted) // an id's: the id, and its count when counted
+			if at >= end || all[at] < 0 || at+1+(all[at]>>entryBits)*words > end {
 				return nil, bad("sent a block that does not match its parts")
 			}
 			e, n := all[at], all[at]>>entryBits
+			size := n * words
 			if e&entryRefused != 0 {
 				refused[k] = append(refused[k], j)
 			}
 			out[k].anyHas = out[k].anyHas || e&entryHas != 0
 			rs[k].recv[j] = n
 			rs[k].ids = append(rs[k].ids, all[at+1:at+1+n]...)
+			if p.counted {
+				rs[k].counts = append(rs[k].counts, all[at+1+n:at+1+size]...)
+			}
 			for q := at + 1; got != nil && q < at+1+n; q++ {
 				data[k] = append(data[k], q)
 			}
-			at += 1 + n
+			at += 1 + size
 		}
 		if at != end {
 			return nil, bad("sent a block that does not match its parts")

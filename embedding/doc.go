@@ -36,7 +36,9 @@
 // Read, and indices have the ids' shape). Each operation also has a form taking a []int64
 // (LookupIDs, ...), and Lookup and Read one writing the rows into the caller's []float32
 // (LookupInto, ReadInto: no tensor on either side, for serving loops that reuse their
-// buffers). Results come back on the ids' device; empty ids give [0, Dim] results.
+// buffers). LookupCounted looks up distinct ids counting each as often as a batch holds it
+// (frequencies, admission), for a caller that deduplicated the batch (a sharded table's owner).
+// Results come back on the ids' device; empty ids give [0, Dim] results.
 //
 // # Autograd
 //

@@ -421,6 +421,7 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_indices(&a, h, keys, 1), "closed: "));
     CHECK(fails_with(ct_table_read(&a, &b, h, keys, CT_READ_ZEROS), "closed: "));
     CHECK(fails_with(ct_table_lookup_into(buf, 8, h, idv, 2), "closed: "));
+    CHECK(fails_with(ct_table_lookup_counted(&a, h, keys, keys), "closed: "));
     CHECK(fails_with(ct_table_read_into(buf, 8, found, h, idv, 2, CT_READ_ZEROS), "closed: "));
     CHECK(fails_with(ct_table_write(h, keys, vals), "closed: "));
     CHECK(fails_with(ct_table_update(h, keys, vals), "closed: "));
@@ -655,6 +656,88 @@ static void test_errors_leave_outputs(void) {
   CHECK(ct_live_handles() == handles);
 }
 
+/* ct_table_lookup_counted: key i counts counts[i] times in the rows' frequency and the
+ * admission counts, as a batch holding it counts[i] times would; its rows are ct_table_lookup's.
+ * Bad counts fail with the output untouched and the table unchanged. */
+static void test_lookup_counted(void) {
+  static char mark;
+  ct_tensor const S = (ct_tensor)(void *)&mark;
+  int64_t handles = ct_live_handles();
+  int64_t idv[3] = {3, 5, 3}, cntv[3] = {2, 1, 4}, zerov[3] = {1, 0, 1}, id9 = 9, two = 2, one = 1;
+  int64_t n3 = 3, n2 = 2, n1 = 1;
+  float fv[3] = {1, 1, 1};
+  ct_tensor keys = NULL, counts = NULL, zeros = NULL, shorter = NULL, floats = NULL;
+  CHECK(ok(ct_tensor_from_data(&keys, idv, sizeof idv, CT_INT64, &n3, 1)));
+  CHECK(ok(ct_tensor_from_data(&counts, cntv, sizeof cntv, CT_INT64, &n3, 1)));
+  CHECK(ok(ct_tensor_from_data(&zeros, zerov, sizeof zerov, CT_INT64, &n3, 1)));
+  CHECK(ok(ct_tensor_from_data(&shorter, cntv, 2 * sizeof(int64_t), CT_INT64, &n2, 1)));
+  CHECK(ok(ct_tensor_from_data(&floats, fv, sizeof fv, CT_FLOAT32, &n3, 1)));
+  ct_table_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.dim = 2;
+  cfg.optimizer = CT_OPT_SGD;
+  cfg.opt_params[0] = 0.1;
+  cfg.device.type = CT_CPU;
+  cfg.device.index = -1;
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  cfg.initializer = CT_INIT_UNIFORM;
+  cfg.init_params[0] = -1;
+  cfg.init_params[1] = 1;
+  ct_table t = NULL;
+  CHECK(ok(ct_table_new(&t, "abi_lookup_counted", &cfg)));
+  ct_tensor a = S, rows = NULL, plain = NULL, ids = NULL, last = NULL, freq = NULL;
+  ct_table_stats st;
+  CHECK(fails_with(ct_table_lookup_counted(&a, t, keys, shorter), "counts has 2 values for 3 keys"));
+  CHECK(fails_with(ct_table_lookup_counted(&a, t, keys, zeros), "counts must be >= 1, got 0 at 1"));
+  CHECK(fails_with(ct_table_lookup_counted(&a, t, keys, floats), "counts must be int64"));
+  CHECK(fails_with(ct_table_lookup_counted(&a, t, keys, NULL), "closed: "));
+  CHECK(fails_with(ct_table_lookup_counted(NULL, t, keys, counts), "NULL"));
+  CHECK(a == S);
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 0);
+  /* the rows of ct_table_lookup; 3 counted 2 + 4, then 1 + 1 by the plain lookup; 5 once each */
+  CHECK(ok(ct_table_lookup_counted(&rows, t, keys, counts)));
+  CHECK(ok(ct_table_lookup(&plain, t, keys)));
+  float got[6], want[6];
+  CHECK(ok(ct_tensor_copy_to(got, sizeof got, rows, CT_FLOAT32)));
+  CHECK(ok(ct_tensor_copy_to(want, sizeof want, plain, CT_FLOAT32)));
+  CHECK(memcmp(got, want, sizeof got) == 0 && got[0] != 0);
+  int64_t mid[2] = {0, 0}, mfreq[2] = {0, 0};
+  CHECK(ok(ct_table_metadata(&ids, &last, &freq, t)));
+  CHECK(ok(ct_tensor_copy_to(mid, sizeof mid, ids, CT_INT64)) && mid[0] == 3 && mid[1] == 5);
+  CHECK(ok(ct_tensor_copy_to(mfreq, sizeof mfreq, freq, CT_INT64)) && mfreq[0] == 8 && mfreq[1] == 2);
+  ct_tensor_free(rows);
+  ct_tensor_free(ids);
+  ct_tensor_free(last);
+  ct_tensor_free(freq);
+  /* admission counts the counts: 9 counted 2 of 3, then admitted at its third */
+  ct_tensor k9 = NULL, c2 = NULL, c1 = NULL;
+  int64_t k = 0, counted = -1;
+  CHECK(ok(ct_tensor_from_data(&k9, &id9, sizeof id9, CT_INT64, &n1, 1)));
+  CHECK(ok(ct_tensor_from_data(&c2, &two, sizeof two, CT_INT64, &n1, 1)));
+  CHECK(ok(ct_tensor_from_data(&c1, &one, sizeof one, CT_INT64, &n1, 1)));
+  CHECK(ok(ct_table_set_admission(t, 3)));
+  CHECK(ok(ct_table_lookup_counted(&rows, t, k9, c2)));
+  CHECK(ok(ct_table_admission(&k, &counted, t)) && k == 3 && counted == 1);
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 2);
+  ct_tensor_free(rows);
+  CHECK(ok(ct_table_lookup_counted(&rows, t, k9, c1)));
+  CHECK(ok(ct_table_admission(&k, &counted, t)) && counted == 0);
+  CHECK(ok(ct_table_stats_get(&st, t)) && st.size == 3);
+  ct_tensor_free(rows);
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+  ct_tensor_free(plain);
+  ct_tensor_free(k9);
+  ct_tensor_free(c2);
+  ct_tensor_free(c1);
+  ct_tensor_free(keys);
+  ct_tensor_free(counts);
+  ct_tensor_free(zeros);
+  ct_tensor_free(shorter);
+  ct_tensor_free(floats);
+  CHECK(ct_live_handles() == handles);
+}
+
 /* Empty inputs with NULL pointers, which the header allows wherever a length is 0: fine, and
  * no NULL reaches memcpy or the like (UBSan's nonnull checks). */
 static void test_empty_with_null_pointers(void) {
@@ -682,6 +765,9 @@ static void test_empty_with_null_pointers(void) {
   CHECK(ok(ct_table_apply_delta(t, 0, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)));
   CHECK(ok(ct_table_import_counts(t, 0, NULL, NULL)));
   CHECK(ok(ct_table_lookup(&r, t, k)));
+  ct_tensor_free(r);
+  r = NULL;
+  CHECK(ok(ct_table_lookup_counted(&r, t, k, k)));
   CHECK(ok(ct_table_read(&f, NULL, t, k, CT_READ_ZEROS)));
   CHECK(ok(ct_table_write(t, k, e)));
   CHECK(ok(ct_table_update(t, k, e)));
@@ -894,6 +980,7 @@ int main(void) {
   test_bad_table_handles();
   test_bad_tensor_handles();
   test_errors_leave_outputs();
+  test_lookup_counted();
   test_empty_with_null_pointers();
   test_dist_group();
   test_error_codes();

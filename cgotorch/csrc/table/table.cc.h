@@ -56,6 +56,7 @@
 //   metadata.cc.h    per-row metadata (last step, frequency, delta epoch)
 //   checkpoint.cc.h  the checkpoint stream, imports, the step counter, swap (loads)
 //   admission.cc.h   admission: counts of ids without a row
+//   counted.cc.h     lookups counting each key a given number of times
 //   compact.cc.h     compaction
 //   evict.cc.h       eviction and removal
 //   delta.cc.h       deltas and the deletions they carry
