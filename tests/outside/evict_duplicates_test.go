@@ -15,10 +15,9 @@ import (
 // on a sharded table of one rank. The dist doc promises that KeepRecent(n) and KeepFrequent(n)
 // "keep the n rows of the whole table that one table's ranking keeps"; one table counts id 5
 // three times a batch and keeps it (both ids were seen at the last step: KeepRecent breaks the
-// tie by frequency), the sharded table counts each id once per rank and batch, ties, and keeps
-// the smaller id 2.
+// tie by frequency). The sharded table counted each id once per rank and batch, tied, and kept
+// the smaller id 2, until it counted every occurrence (a800d90).
 func TestEvictRanksDuplicatesAsOneTable(t *testing.T) {
-	knownDefect(t, "a sharded row's frequency counts a rank's batch once, so KeepRecent and KeepFrequent keep other rows than one table when ids repeat in a batch")
 	for _, policy := range []embedding.EvictPolicy{embedding.KeepRecent(1), embedding.KeepFrequent(1)} {
 		g := oneRank(t)
 		cfg := embedding.Config{Dim: 2, TrackAccess: true, Optimizer: embedding.Adagrad{LR: 0.1}}
