@@ -311,10 +311,10 @@ func sameRateAndAdmission(dst, src *embedding.Table) error {
 // compatibleShard checks that a saved shard fits the model's table: the same dim and
 // optimizer, and no more steps taken by the table than by the saved one.
 func compatibleShard(s *ShardedTable, saved *embedding.Table) error {
-	sc := saved.Config()
-	if sc.Dim != s.cfg.Dim || fmt.Sprintf("%T", sc.Optimizer) != fmt.Sprintf("%T", s.cfg.Optimizer) {
+	sc, mc := saved.Config(), s.shard.Config() // (as normalised: a nil optimizer is SGD)
+	if sc.Dim != mc.Dim || fmt.Sprintf("%T", sc.Optimizer) != fmt.Sprintf("%T", mc.Optimizer) {
 		return fmt.Errorf("%w: table %q: saved with dim %d and optimizer %T, the model's has dim %d and %T",
-			embedding.ErrIncompatible, s.name, sc.Dim, sc.Optimizer, s.cfg.Dim, s.cfg.Optimizer)
+			embedding.ErrIncompatible, s.name, sc.Dim, sc.Optimizer, mc.Dim, mc.Optimizer)
 	}
 	mine, err := s.shard.Stats()
 	if err != nil {
