@@ -299,6 +299,13 @@ func writeExtraFile(path string, f func(io.Writer) error) (fileEntry, error) {
 	return e, err
 }
 
+// IsCheckpoint reports whether dir holds a committed checkpoint (its manifest), without reading
+// it: a job can tell whether to resume or start afresh. Load still checks everything.
+func IsCheckpoint(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, manifestName))
+	return err == nil && st.Mode().IsRegular()
+}
+
 // readManifest reads and checks dir's manifest.
 func readManifest(dir string) (manifest, error) {
 	b, err := os.ReadFile(filepath.Join(dir, manifestName))
