@@ -70,7 +70,10 @@ func readModelManifest(dir string) (modelManifest, error) {
 // dir/model.json (atomically replaced) naming generation N, then removes the older
 // generations. A crash at any point leaves the last committed checkpoint loadable, and
 // LoadCheckpoint loads it on any world size. dir must be one directory that every rank
-// reaches (one machine, or a shared file system), and hold nothing else. A model with a table
+// reaches (one machine, or a shared file system: rank 0 checks that it sees every rank's part
+// before the commit), and hold nothing else: a save into a directory that holds a table's
+// checkpoint (ShardedTable.Save) fails on every rank (rank 0: ErrInvalidArgument) and changes
+// nothing. A model with a table
 // local to this process (an *embedding.Table) is refused (ErrInvalidArgument): every rank
 // would train its own.
 //
@@ -99,7 +102,8 @@ func SaveCheckpoint(ctx context.Context, g *Group, dir string, m nn.Module, opt 
 		}
 		return embedding.SaveWithOptions(ctx, cleared(filepath.Join(dir, man.Ranks[g.Rank()])), shards, o)
 	}
-	return saveGeneration(g, "checkpoint", dir, modelManifestFile, write, func() any { return man }, checkpointBeforeCommit)
+	gens := generations{dir: dir, manifest: modelManifestFile}
+	return saveGeneration(g, "checkpoint", gens, write, func() any { return man }, checkpointBeforeCommit)
 }
 
 // checkpointBeforeCommit, when not nil, runs on rank 0 just before SaveCheckpoint commits

@@ -55,7 +55,10 @@ func generationDir(gen int64) string { return fmt.Sprintf("gen-%08d", gen) }
 // embedding checkpoint (embedding.Save) under dir/gen-N/rank-R; once every rank's is durable,
 // rank 0 commits dir/sharded.json (atomically replaced) naming generation N, then removes the
 // older generations. A crash at any point leaves the last committed checkpoint loadable. dir
-// must be one directory that every rank reaches (one machine, or a shared file system). A rank
+// must be one directory that every rank reaches (one machine, or a shared file system: rank 0
+// checks that it sees every rank's shard before the commit), and holds one checkpoint: a save
+// into a directory that holds another table's checkpoint, or a model's (SaveCheckpoint), fails
+// on every rank (rank 0: ErrInvalidArgument) and changes nothing. A rank
 // whose ctx is done stops its shard's save (embedding.Save), and then the save fails on every
 // rank before the commit: the last committed checkpoint stays.
 func (s *ShardedTable) Save(ctx context.Context, dir string) error {
@@ -64,8 +67,14 @@ func (s *ShardedTable) Save(ctx context.Context, dir string) error {
 		m.Generation, m.Shards = gen, rankPaths(gen, m.WorldSize)
 		return embedding.Save(ctx, cleared(filepath.Join(dir, m.Shards[s.g.Rank()])), s.shard)
 	}
-	return saveGeneration(s.g, fmt.Sprintf("table %q", s.name), dir, shardedManifestFile, write,
-		func() any { return m }, s.beforeCommit)
+	gens := generations{dir: dir, manifest: shardedManifestFile, replaces: func(raw []byte) error {
+		var old shardedManifest
+		if json.Unmarshal(raw, &old) == nil && old.Table != s.name {
+			return fmt.Errorf("it holds the checkpoint of table %q", old.Table)
+		}
+		return nil
+	}}
+	return saveGeneration(s.g, fmt.Sprintf("table %q", s.name), gens, write, func() any { return m }, s.beforeCommit)
 }
 
 // rankPaths are the directories of each rank's part of generation gen, relative to the
@@ -85,18 +94,29 @@ func cleared(path string) string {
 	return path
 }
 
-// saveGeneration is the collective save of a checkpoint directory that keeps its generations
-// under dir/gen-N and names the committed one in dir/manifestFile: rank 0 picks the generation
+// generations is a checkpoint directory that keeps its generations under dir/gen-N and names
+// the committed one in dir/manifest. A directory holds one checkpoint: a save refuses a
+// directory with the other kind's manifest, or whose committed manifest replaces refuses
+// (replaces may be nil).
+type generations struct {
+	dir, manifest string
+	replaces      func(raw []byte) error
+}
+
+// manifestFiles are the manifests of every kind of checkpoint directory.
+var manifestFiles = []string{shardedManifestFile, modelManifestFile}
+
+// saveGeneration is the collective save of a checkpoint directory: rank 0 picks the generation
 // after the committed one, every rank writes its part (write(N)), and once every rank's is
-// durable rank 0 commits manifest() (atomically replacing manifestFile; beforeCommit, when not
-// nil, runs just before: tests crash there), then removes the other generations. what names
-// the checkpoint in errors.
-func saveGeneration(g *Group, what, dir, manifestFile string, write func(gen int64) error, manifest func() any, beforeCommit func()) error {
+// durable and rank 0 sees every part in the directory, rank 0 commits manifest() (atomically
+// replacing the manifest; beforeCommit, when not nil, runs just before: tests crash there),
+// then removes the other generations. what names the checkpoint in errors.
+func saveGeneration(g *Group, what string, gens generations, write func(gen int64) error, manifest func() any, beforeCommit func()) error {
 	const op = "save"
 	var gen int64
 	var err error
 	if g.Rank() == 0 {
-		gen, err = nextGeneration(dir, manifestFile)
+		gen, err = gens.next()
 	}
 	all, gerr := gatherInt64s(g, what, op, []int64{boolInt(err != nil), gen})
 	if gerr != nil {
@@ -113,27 +133,39 @@ func saveGeneration(g *Group, what, dir, manifestFile string, write func(gen int
 		return err
 	}
 	if g.Rank() == 0 {
-		if beforeCommit != nil {
+		err = gens.holdsParts(all[1], g.WorldSize())
+		if err == nil && beforeCommit != nil {
 			beforeCommit()
 		}
-		err = commitManifest(dir, manifestFile, manifest())
+		if err == nil {
+			err = commitManifest(gens.dir, gens.manifest, manifest())
+		}
 	}
 	if err := settle(err); err != nil {
 		return err
 	}
 	if g.Rank() == 0 {
-		removeOtherGenerations(dir, all[1])
+		removeOtherGenerations(gens.dir, all[1])
 	}
 	return nil
 }
 
-// nextGeneration is the generation after the one committed in dir/manifestFile (1 when there
-// is none), creating dir.
-func nextGeneration(dir, manifestFile string) (int64, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// next is the generation after the one committed in the directory (1 when there is none),
+// creating the directory; it refuses a directory that holds another checkpoint.
+func (gens generations) next() (int64, error) {
+	if err := os.MkdirAll(gens.dir, 0o755); err != nil {
 		return 0, err
 	}
-	path := filepath.Join(dir, manifestFile)
+	refuse := func(why error) error {
+		return &Error{Op: "save", Kind: ErrInvalidArgument,
+			Err: fmt.Errorf("%s: %w: a directory holds one checkpoint, and a save replaces only its own", gens.dir, why)}
+	}
+	for _, f := range manifestFiles {
+		if _, err := os.Stat(filepath.Join(gens.dir, f)); f != gens.manifest && err == nil {
+			return 0, refuse(fmt.Errorf("it holds another kind of checkpoint (%s)", f))
+		}
+	}
+	path := filepath.Join(gens.dir, gens.manifest)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 1, nil
@@ -145,7 +177,25 @@ func nextGeneration(dir, manifestFile string) (int64, error) {
 	if err := json.Unmarshal(b, &m); err != nil || m.Generation < 1 {
 		return 0, fmt.Errorf("%w: %s names no generation (%v)", embedding.ErrCorrupt, path, err)
 	}
+	if gens.replaces != nil {
+		if err := gens.replaces(b); err != nil {
+			return 0, refuse(err)
+		}
+	}
 	return m.Generation + 1, nil
+}
+
+// holdsParts checks that every rank's part of generation gen is in the directory as this rank
+// sees it: ranks that each saved to a directory of their own (no shared file system) would
+// otherwise commit a checkpoint that cannot load.
+func (gens generations) holdsParts(gen int64, world int) error {
+	for r, p := range rankPaths(gen, world) {
+		if !embedding.IsCheckpoint(filepath.Join(gens.dir, p)) {
+			return &Error{Op: "save", Kind: ErrInvalidArgument, Err: fmt.Errorf(
+				"rank %d's part is not in %s as rank 0 sees it: dir must be one directory that every rank reaches (one machine, or a shared file system)", r, gens.dir)}
+		}
+	}
+	return nil
 }
 
 func commitManifest(dir, manifestFile string, m any) error {
@@ -175,7 +225,8 @@ func removeOtherGenerations(dir string, gen int64) {
 // whatever the world size that saved it: every rank reads every saved shard and keeps the ids
 // it owns in g (Owner), with their rows, optimizer states and metadata; the step counter,
 // configuration, learning rate, admission threshold and admission counts are the saved ones.
-// The table takes its saved name. A rank
+// The table takes its saved name, which must be free in this process (close the table that
+// was saved before loading it again). A rank
 // whose ctx is done stops its reads (embedding.Load), and the load fails on every rank.
 func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable, error) {
 	const op = "load"
@@ -183,7 +234,7 @@ func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable,
 	var saved *embedding.Table // shard 0, for the configuration, rate and admission threshold
 	var cfg embedding.Config
 	if err == nil {
-		if saved, err = loadShard(ctx, filepath.Join(dir, m.Shards[0])); err == nil {
+		if saved, err = loadShard(ctx, filepath.Join(dir, m.Shards[0]), m.Table); err == nil {
 			defer saved.Close()
 			cfg = saved.Config()
 		}
@@ -197,7 +248,7 @@ func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable,
 	}
 	err = sameRateAndAdmission(s.shard, saved)
 	for k := 0; err == nil && k < len(m.Shards); k++ {
-		err = s.takeOwnIDs(ctx, filepath.Join(dir, m.Shards[k]))
+		err = s.takeOwnIDs(ctx, filepath.Join(dir, m.Shards[k]), m.Table)
 	}
 	if err := s.settle(op, err); err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -205,24 +256,29 @@ func LoadShardedTable(ctx context.Context, g *Group, dir string) (*ShardedTable,
 	return s, nil
 }
 
-// loadShard opens the one table of a saved shard, unnamed.
-func loadShard(ctx context.Context, path string) (*embedding.Table, error) {
-	tables, err := embedding.LoadRenamed(ctx, path, func(string) string { return "" })
+// loadShard opens the one table of a saved shard, unnamed; it must have been saved as table
+// name.
+func loadShard(ctx context.Context, path, name string) (*embedding.Table, error) {
+	var names []string
+	tables, err := embedding.LoadRenamed(ctx, path, func(saved string) string {
+		names = append(names, saved)
+		return ""
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(tables) != 1 {
+	if len(tables) != 1 || len(names) != 1 || names[0] != name {
 		for _, t := range tables {
 			t.Close()
 		}
-		return nil, fmt.Errorf("%w: %s holds %d tables, want 1", embedding.ErrCorrupt, path, len(tables))
+		return nil, fmt.Errorf("%w: %s holds tables %q, want one, %q", embedding.ErrCorrupt, path, names, name)
 	}
 	return tables[0], nil
 }
 
 // takeOwnIDs merges into this rank's shard the ids it owns from the saved shard at path.
-func (s *ShardedTable) takeOwnIDs(ctx context.Context, path string) error {
-	t, err := loadShard(ctx, path)
+func (s *ShardedTable) takeOwnIDs(ctx context.Context, path, name string) error {
+	t, err := loadShard(ctx, path, name)
 	if err != nil {
 		return err
 	}
