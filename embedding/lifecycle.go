@@ -133,7 +133,7 @@ func (t *Table) EvictIf(ctx context.Context, evict func(id, lastStep, frequency 
 	if err := stopped(ctx, op, t.name); err != nil {
 		return nil, err
 	}
-	ids, last, freq, err := t.metadata(op)
+	ids, last, freq, err := t.metadata(op, true)
 	if err != nil {
 		return nil, err
 	}
@@ -200,12 +200,27 @@ func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
 	if t == nil {
 		return nil, nil, nil, errNilTable
 	}
-	return t.metadata("metadata")
+	return t.metadata("metadata", true)
 }
 
-// metadata is Metadata, its errors named op.
-func (t *Table) metadata(op string) (ids, lastStep, frequency []int64, err error) {
-	a, b, c, err := t.t.Metadata()
+// MetadataUnsorted is Metadata in no particular order: the rows come in the order of their
+// storage, which is not the order of their ids and changes as rows come and go. It skips
+// Metadata's sort by id (about half of Metadata's time on a large table), for callers that
+// choose rows by their metadata and need no order (EvictUnchanged takes ids in any order).
+func (t *Table) MetadataUnsorted() (ids, lastStep, frequency []int64, err error) {
+	if t == nil {
+		return nil, nil, nil, errNilTable
+	}
+	return t.metadata("metadata", false)
+}
+
+// metadata is Metadata (sorted) or MetadataUnsorted, its errors named op.
+func (t *Table) metadata(op string, sorted bool) (ids, lastStep, frequency []int64, err error) {
+	read := t.t.Metadata
+	if !sorted {
+		read = t.t.MetadataUnsorted
+	}
+	a, b, c, err := read()
 	if err != nil {
 		return nil, nil, nil, wrap(op, t.name, err)
 	}
