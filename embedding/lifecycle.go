@@ -1,8 +1,10 @@
 package embedding
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/gorec/gorec/cgotorch"
 	"github.com/gorec/gorec/internal/ctable"
@@ -154,11 +156,12 @@ func (t *Table) EvictIf(ctx context.Context, evict func(id, lastStep, frequency 
 }
 
 // EvictUnchanged removes, in one batch, the rows of ids whose last step and frequency are still
-// lastStep and frequency (what Metadata returned for them), returning their ids (ascending) and
-// rows as they were when removed: a row trained since stays, as with EvictIf, and an id not in
-// the table is skipped. It is EvictIf's removal, for callers that choose the rows from
-// Metadata themselves (a sharded table ranking the rows of every shard). ctx is checked before
-// the removal.
+// lastStep and frequency (what Metadata or MetadataUnsorted returned for them), returning their
+// ids (ascending, whatever the order of ids) and rows as they were when removed: a row trained
+// since stays, as with EvictIf, and an id not in the table is skipped (of an id given twice, the
+// first occurrence's metadata decides). It is EvictIf's removal, for callers that choose the
+// rows from the metadata themselves (a sharded table ranking the rows of every shard). ctx is
+// checked before the removal.
 func (t *Table) EvictUnchanged(ctx context.Context, ids, lastStep, frequency []int64) (*Evicted, error) {
 	if t == nil {
 		return nil, errNilTable
@@ -167,7 +170,28 @@ func (t *Table) EvictUnchanged(ctx context.Context, ids, lastStep, frequency []i
 	if len(lastStep) != len(ids) || len(frequency) != len(ids) {
 		return nil, badInput(op, t.name, "%d ids with %d last steps and %d frequencies", len(ids), len(lastStep), len(frequency))
 	}
+	ids, lastStep, frequency = byID(ids, lastStep, frequency)
 	return t.evictUnchanged(ctx, op, ids, lastStep, frequency)
+}
+
+// byID returns ids, lastStep and frequency ordered by id (copies, unless ids are ascending
+// already: the removal returns the ids in the order it gets them). Repeated ids keep their
+// order.
+func byID(ids, lastStep, frequency []int64) ([]int64, []int64, []int64) {
+	if slices.IsSorted(ids) {
+		return ids, lastStep, frequency
+	}
+	type row struct{ id, last, freq, at int64 }
+	r := make([]row, len(ids))
+	for i, id := range ids {
+		r[i] = row{id, lastStep[i], frequency[i], int64(i)}
+	}
+	slices.SortFunc(r, func(a, b row) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.at, b.at)) })
+	ids, lastStep, frequency = make([]int64, len(r)), make([]int64, len(r)), make([]int64, len(r))
+	for i, x := range r {
+		ids[i], lastStep[i], frequency[i] = x.id, x.last, x.freq
+	}
+	return ids, lastStep, frequency
 }
 
 func (t *Table) evictUnchanged(ctx context.Context, op string, ids, lastStep, frequency []int64) (*Evicted, error) {

@@ -274,6 +274,37 @@ func TestEvictUnchanged(t *testing.T) {
 	}
 }
 
+// EvictUnchanged takes the ids in any order and returns them ascending; of an id given twice the
+// first occurrence's metadata decides.
+func TestEvictUnchangedAnyOrder(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Zeros{}, TrackAccess: true})
+	stepEach(t, tbl, 6) // ids 0..5
+	ids, last, freq, err := tbl.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(ids)
+	slices.Reverse(last)
+	slices.Reverse(freq)
+	// 3 first with a last step it does not have (it stays), 4 again at the end with one (it goes)
+	ids, last, freq = append([]int64{3}, append(ids, 4)...), append([]int64{99}, append(last, 99)...), append([]int64{1}, append(freq, 1)...)
+	given := slices.Clone(ids)
+	ev, err := tbl.EvictUnchanged(context.Background(), ids, last, freq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if got, want := int64s(t, ev.IDs), []int64{0, 1, 2, 4, 5}; !reflect.DeepEqual(got, want) || ev.N != 5 {
+		t.Errorf("evicted %v (N %d), want %v", got, ev.N, want)
+	}
+	if !slices.Equal(ids, given) {
+		t.Errorf("the caller's ids became %v, were %v", ids, given)
+	}
+	if left, _, _, _ := tbl.Metadata(); !reflect.DeepEqual(left, []int64{3}) {
+		t.Errorf("left %v, want [3]", left)
+	}
+}
+
 // MetadataUnsorted gives the rows of Metadata, each with its last step and frequency, in their
 // storage order (here not by id: the ids came descending), also after most rows went; without
 // TrackAccess, or on a nil table, it fails as Metadata does.
