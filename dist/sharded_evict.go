@@ -106,7 +106,7 @@ func keyOf(id, last, freq int64, byFreq bool) key128 {
 	return key128{first<<32 | second, ^(uint64(id) ^ 1<<63)}
 }
 
-// shardRows is the metadata of this rank's shard, with each row's key.
+// shardRows is the metadata of this rank's shard (in no order), with each row's key.
 type shardRows struct {
 	ids, last, freq []int64
 	keys            []key128
@@ -116,7 +116,7 @@ type shardRows struct {
 func (s *ShardedTable) shardRows(byFreq bool) (shardRows, error) {
 	var r shardRows
 	var err error
-	if r.ids, r.last, r.freq, err = s.shard.Metadata(); err != nil {
+	if r.ids, r.last, r.freq, err = s.shard.MetadataUnsorted(); err != nil {
 		return r, err
 	}
 	r.keys = make([]key128, len(r.ids))
