@@ -229,7 +229,7 @@ func (t *Table) Metadata() (ids, lastStep, frequency []int64, err error) {
 
 // MetadataUnsorted is Metadata in no particular order: the rows come in the order of their
 // storage, which is not the order of their ids and changes as rows come and go. It skips
-// Metadata's sort by id (about half of Metadata's time on a large table), for callers that
+// Metadata's sort by id, most of Metadata's time (524k rows: 5 ms against 42), for callers that
 // choose rows by their metadata and need no order (EvictUnchanged takes ids in any order).
 func (t *Table) MetadataUnsorted() (ids, lastStep, frequency []int64, err error) {
 	if t == nil {
