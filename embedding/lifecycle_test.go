@@ -275,7 +275,7 @@ func TestEvictUnchanged(t *testing.T) {
 }
 
 // EvictUnchanged takes the ids in any order and returns them ascending; of an id given twice the
-// first occurrence's metadata decides.
+// first occurrence's metadata decides. So too for thousands of ids, negative ones among them.
 func TestEvictUnchangedAnyOrder(t *testing.T) {
 	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Zeros{}, TrackAccess: true})
 	stepEach(t, tbl, 6) // ids 0..5
@@ -302,6 +302,36 @@ func TestEvictUnchangedAnyOrder(t *testing.T) {
 	}
 	if left, _, _, _ := tbl.Metadata(); !reflect.DeepEqual(left, []int64{3}) {
 		t.Errorf("left %v, want [3]", left)
+	}
+
+	// thousands of ids (a radix sort), negative and beyond 2^32 among them, shuffled
+	var many []int64
+	r := rand.New(rand.NewPCG(6, 7))
+	for k := range 3000 {
+		many = append(many, int64(k-1500)*int64(r.IntN(1<<22)+1))
+	}
+	slices.Sort(many)
+	many = slices.Compact(many)
+	if err := tbl.UpdateIDs(many, ones(2*len(many))); err != nil {
+		t.Fatal(err)
+	}
+	ids, last, freq, err = tbl.MetadataUnsorted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Shuffle(len(ids), func(i, j int) {
+		ids[i], ids[j], last[i], last[j], freq[i], freq[j] = ids[j], ids[i], last[j], last[i], freq[j], freq[i]
+	})
+	ids, last, freq = append([]int64{many[7]}, ids...), append([]int64{0}, last...), append([]int64{0}, freq...) // stays
+	ev, err = tbl.EvictUnchanged(context.Background(), ids, last, freq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	want := slices.DeleteFunc(slices.Concat(many, []int64{3}), func(id int64) bool { return id == many[7] })
+	slices.Sort(want)
+	if got := int64s(t, ev.IDs); !slices.Equal(got, slices.Compact(want)) {
+		t.Errorf("evicted %d ids, ascending: %v; want the %d ids but %d", len(got), slices.IsSorted(got), len(want), many[7])
 	}
 }
 
