@@ -149,7 +149,7 @@
 //
 // ShardedTable.Evict removes rows by embedding's policies across the shards (collective, with
 // Config.TrackAccess): TTL by each row's age, as one table would; KeepRecent and KeepFrequent
-// keep the n rows of the whole table that one table's ranking keeps, found in 16 small
+// keep the n rows of the whole table that one table's ranking keeps, found in at most 16 small
 // all-reduces of byte counts; MemoryBudget bounds each rank's shard, as a process's memory.
 // Compact compacts every shard. SetAdmission gives a new id its row at its k-th training
 // lookup. Frequencies and admission counts are those of one table fed every rank's batch:

@@ -1,6 +1,7 @@
 package embedding_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -270,6 +271,136 @@ func TestEvictUnchanged(t *testing.T) {
 	}
 	if left, _, _, _ := tbl.Metadata(); !reflect.DeepEqual(left, []int64{2}) {
 		t.Errorf("left %v, want [2]", left)
+	}
+}
+
+// EvictUnchanged takes the ids in any order and returns them ascending; of an id given twice the
+// first occurrence's metadata decides. So too for thousands of ids, negative ones among them.
+func TestEvictUnchangedAnyOrder(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, Initializer: embedding.Zeros{}, TrackAccess: true})
+	stepEach(t, tbl, 6) // ids 0..5
+	ids, last, freq, err := tbl.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(ids)
+	slices.Reverse(last)
+	slices.Reverse(freq)
+	// 3 first with a last step it does not have (it stays), 4 again at the end with one (it goes)
+	ids, last, freq = append([]int64{3}, append(ids, 4)...), append([]int64{99}, append(last, 99)...), append([]int64{1}, append(freq, 1)...)
+	given := slices.Clone(ids)
+	ev, err := tbl.EvictUnchanged(context.Background(), ids, last, freq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	if got, want := int64s(t, ev.IDs), []int64{0, 1, 2, 4, 5}; !reflect.DeepEqual(got, want) || ev.N != 5 {
+		t.Errorf("evicted %v (N %d), want %v", got, ev.N, want)
+	}
+	if !slices.Equal(ids, given) {
+		t.Errorf("the caller's ids became %v, were %v", ids, given)
+	}
+	if left, _, _, _ := tbl.Metadata(); !reflect.DeepEqual(left, []int64{3}) {
+		t.Errorf("left %v, want [3]", left)
+	}
+
+	// thousands of ids (a radix sort), negative and beyond 2^32 among them, shuffled
+	var many []int64
+	r := rand.New(rand.NewPCG(6, 7))
+	for k := range 3000 {
+		many = append(many, int64(k-1500)*int64(r.IntN(1<<22)+1))
+	}
+	slices.Sort(many)
+	many = slices.Compact(many)
+	if err := tbl.UpdateIDs(many, ones(2*len(many))); err != nil {
+		t.Fatal(err)
+	}
+	ids, last, freq, err = tbl.MetadataUnsorted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Shuffle(len(ids), func(i, j int) {
+		ids[i], ids[j], last[i], last[j], freq[i], freq[j] = ids[j], ids[i], last[j], last[i], freq[j], freq[i]
+	})
+	ids, last, freq = append([]int64{many[7]}, ids...), append([]int64{0}, last...), append([]int64{0}, freq...) // stays
+	ev, err = tbl.EvictUnchanged(context.Background(), ids, last, freq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Close()
+	want := slices.DeleteFunc(slices.Concat(many, []int64{3}), func(id int64) bool { return id == many[7] })
+	slices.Sort(want)
+	if got := int64s(t, ev.IDs); !slices.Equal(got, slices.Compact(want)) {
+		t.Errorf("evicted %d ids, ascending: %v; want the %d ids but %d", len(got), slices.IsSorted(got), len(want), many[7])
+	}
+}
+
+// MetadataUnsorted gives the rows of Metadata, each with its last step and frequency, in their
+// storage order (here not by id: the ids came descending), also after most rows went; without
+// TrackAccess, or on a nil table, it fails as Metadata does.
+func TestMetadataUnsorted(t *testing.T) {
+	tbl := newTable(t, embedding.Config{Dim: 2, Optimizer: embedding.SGD{LR: 1}, BlockRows: 16, TrackAccess: true})
+	var ids []int64
+	for k := 200; k > 0; k-- {
+		ids = append(ids, int64(k)*7919)
+	}
+	for _, every := range []int{1, 3, 7} { // a spread of last steps (1 to 3) and frequencies
+		var some []int64
+		for i := 0; i < len(ids); i += every {
+			some = append(some, ids[i])
+		}
+		if err := tbl.UpdateIDs(some, ones(2*len(some))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type row struct{ id, last, freq int64 }
+	rows := func(ids, last, freq []int64) []row {
+		var out []row
+		for i := range ids {
+			out = append(out, row{ids[i], last[i], freq[i]})
+		}
+		return out
+	}
+	for _, deleted := range []bool{false, true} {
+		if deleted { // 4 rows in 5 go
+			var gone []int64
+			for i, id := range ids {
+				if i%5 != 0 {
+					gone = append(gone, id)
+				}
+			}
+			if _, err := tbl.DeleteIDs(gone); err != nil {
+				t.Fatal(err)
+			}
+		}
+		si, sl, sf, err := tbl.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ui, ul, uf, err := tbl.MetadataUnsorted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.IsSorted(ui) {
+			t.Errorf("deleted %v: MetadataUnsorted's ids are ascending", deleted)
+		}
+		got, want := rows(ui, ul, uf), rows(si, sl, sf)
+		slices.SortFunc(got, func(a, b row) int { return cmp.Compare(a.id, b.id) })
+		if len(want) != tbl.Len() || !slices.Equal(got, want) {
+			t.Errorf("deleted %v: MetadataUnsorted sorted by id is %v, Metadata %v (%d rows)", deleted, got, want, tbl.Len())
+		}
+		if !slices.ContainsFunc(want, func(r row) bool { return r.last != want[0].last }) ||
+			!slices.ContainsFunc(want, func(r row) bool { return r.freq != want[0].freq }) {
+			t.Errorf("deleted %v: every row has the metadata %v", deleted, want[0])
+		}
+	}
+	plain := newTable(t, embedding.Config{Dim: 2}, "plain")
+	if _, _, _, err := plain.MetadataUnsorted(); !errors.Is(err, embedding.ErrBadInput) {
+		t.Errorf("without TrackAccess: %v, want ErrBadInput", err)
+	}
+	var none *embedding.Table
+	if _, _, _, err := none.MetadataUnsorted(); err == nil {
+		t.Error("a nil table's MetadataUnsorted: no error")
 	}
 }
 

@@ -453,6 +453,7 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_admission(&i64, &j64, h), "closed: "));
     CHECK(fails_with(ct_table_import_counts(h, 2, idv, cnt), "closed: "));
     CHECK(fails_with(ct_table_metadata(&a, &b, &c, h), "closed: "));
+    CHECK(fails_with(ct_table_metadata_unsorted(&a, &b, &c, h), "closed: "));
     CHECK(fails_with(ct_table_evict(&a, &b, &i64, h, CT_EVICT_TTL, 1), "closed: "));
     CHECK(fails_with(ct_table_remove(&a, &b, h, keys), "closed: "));
     CHECK(fails_with(ct_table_remove_unchanged(&a, &b, h, keys, keys, keys), "closed: "));
@@ -619,6 +620,8 @@ static void test_errors_leave_outputs(void) {
   CHECK(fails_with(ct_table_delta(&a, &b, NULL, 1, &c, &d, &i64, NULL, NULL, NULL, t, 1), "NULL"));
   CHECK(fails_with(ct_table_evict(&a, &b, &i64, t, 99, 1), "invalid argument: "));
   CHECK(fails_with(ct_table_metadata(&a, &b, &c, t), "invalid argument: "));
+  CHECK(fails_with(ct_table_metadata_unsorted(&a, &b, &c, t), "invalid argument: "));
+  CHECK(fails_with(ct_table_metadata_unsorted(&a, NULL, &c, t), "NULL"));
   CHECK(fails_with(ct_table_remove_unchanged(&a, &b, t, keys, keys, keys), "invalid argument: "));
   CHECK(fails_with(ct_table_remove_unchanged(&a, &b, t, keys, keys, NULL), "closed: "));
   CHECK(fails_with(ct_table_remove(&a, &b, t, x), "int64"));
@@ -785,6 +788,11 @@ static void test_empty_with_null_pointers(void) {
   ct_tensor_free(del);
   ids = rows = NULL;
   CHECK(ok(ct_table_metadata(&ids, &rows, &st, t)));
+  ct_tensor_free(ids);
+  ct_tensor_free(rows);
+  ct_tensor_free(st);
+  ids = rows = NULL;
+  CHECK(ok(ct_table_metadata_unsorted(&ids, &rows, &st, t)));
   ct_tensor_free(ids);
   ct_tensor_free(rows);
   ct_tensor_free(st);

@@ -1622,11 +1622,14 @@ static void lookup_id(ct_table t, int64_t id) {
   ct_tensor_free(k);
 }
 
-/* The metadata of t (at most cap rows) into ids, last and freq; returns the row count. */
-static int64_t metadata(ct_table t, int64_t *ids, int64_t *last, int64_t *freq, int64_t cap) {
+typedef ct_error (*metadata_fn)(ct_tensor *, ct_tensor *, ct_tensor *, ct_table);
+
+/* The metadata of t (at most cap rows) as read reads it (ct_table_metadata or _unsorted) into
+ * ids, last and freq; returns the row count. */
+static int64_t metadata_by(metadata_fn read, ct_table t, int64_t *ids, int64_t *last, int64_t *freq, int64_t cap) {
   ct_tensor ti = NULL, tl = NULL, tf = NULL;
   int64_t m = -1;
-  if (!ok(ct_table_metadata(&ti, &tl, &tf, t))) return -1;
+  if (!ok(read(&ti, &tl, &tf, t))) return -1;
   if (ok(ct_tensor_numel(&m, ti)) && m <= cap) {
     ok(ct_tensor_copy_to(ids, (size_t)m * sizeof(int64_t), ti, CT_INT64));
     ok(ct_tensor_copy_to(last, (size_t)m * sizeof(int64_t), tl, CT_INT64));
@@ -1636,6 +1639,12 @@ static int64_t metadata(ct_table t, int64_t *ids, int64_t *last, int64_t *freq, 
   ct_tensor_free(tl);
   ct_tensor_free(tf);
   return m;
+}
+
+/* The metadata of t (at most cap rows), ids ascending, into ids, last and freq; returns the row
+ * count. */
+static int64_t metadata(ct_table t, int64_t *ids, int64_t *last, int64_t *freq, int64_t cap) {
+  return metadata_by(ct_table_metadata, t, ids, last, freq, cap);
 }
 
 /* TTL-evicts rows more than ttl steps old: 1 if exactly the n ids want went. */
@@ -1911,6 +1920,73 @@ static void test_remove_unchanged(void) {
   ct_table_free(plain);
 }
 
+/* A row's metadata. */
+typedef struct {
+  int64_t id, last, freq;
+} meta_row;
+
+static int cmp_meta_row(const void *a, const void *b) { return cmp_i64(&((const meta_row *)a)->id, &((const meta_row *)b)->id); }
+
+/* The metadata of t (at most cap rows) as read gives it, into rows in that order; the count. */
+static int64_t meta_rows(metadata_fn read, ct_table t, meta_row *rows, int64_t cap) {
+  int64_t *v = malloc(3 * (size_t)cap * sizeof(int64_t)), m = metadata_by(read, t, v, v + cap, v + 2 * cap, cap);
+  for (int64_t i = 0; i < m && m <= cap; i++) rows[i] = (meta_row){v[i], v[cap + i], v[2 * cap + i]};
+  free(v);
+  return m;
+}
+
+/* ct_table_metadata_unsorted gives the rows of ct_table_metadata, each with its last step and
+ * frequency, in the order of their storage (here not by id), in a dense table and in one with
+ * most rows deleted (whose id map is exported in its own order). */
+static void test_metadata_unsorted(void) {
+  enum { M = 1000 };
+  static meta_row want[M], got[M];
+  static int64_t ids[M];
+  ct_table t = NULL;
+  ct_table_config cfg = config(2, CT_OPT_SGD);
+  cfg.opt_params[0] = 0.1;
+  cfg.block_rows = 64;
+  cfg.flags = CT_TABLE_TRACK_ACCESS;
+  CHECK(ok(ct_table_new(&t, "metadata-unsorted", &cfg)));
+  for (int i = 0; i < M; i++) ids[i] = (int64_t)(M - i) * 7919 - 3000; /* descending */
+  for (int64_t step = 1; step <= 3; step++) { /* a spread of last steps and frequencies */
+    int64_t n = 0, some[M];
+    for (int i = 0; i < M; i++) {
+      if (i % (step + 1) == 0 || step == 1) some[n++] = ids[i];
+    }
+    ct_tensor k = ids_tensor(some, n), r = NULL;
+    CHECK(ok(ct_table_set_step(t, step)) && ok(ct_table_lookup(&r, t, k)));
+    ct_tensor_free(r);
+    ct_tensor_free(k);
+  }
+  for (int round = 0; round < 2; round++) {
+    const int64_t m = round == 0 ? M : M / 10;
+    CHECK(meta_rows(ct_table_metadata, t, want, M) == m && meta_rows(ct_table_metadata_unsorted, t, got, M) == m);
+    int ascending = 1;
+    for (int64_t i = 1; i < m; i++) ascending &= got[i - 1].id < got[i].id;
+    CHECK(!ascending);
+    qsort(got, (size_t)m, sizeof got[0], cmp_meta_row);
+    CHECK(memcmp(got, want, (size_t)m * sizeof got[0]) == 0);
+    int lasts = 0, freqs = 0; /* the last steps and frequencies seen: 1 to 3 */
+    for (int64_t i = 0; i < m; i++) {
+      lasts |= 1 << want[i].last;
+      freqs |= 1 << want[i].freq;
+    }
+    CHECK(lasts == 14 && freqs == 14);
+    if (round == 0) { /* keep every tenth row: the map is exported, not walked by index */
+      int64_t n = 0, gone[M], count = -1;
+      for (int i = 0; i < M; i++) {
+        if (i % 10 != 0) gone[n++] = ids[i];
+      }
+      ct_tensor k = ids_tensor(gone, n);
+      CHECK(ok(ct_table_delete(&count, t, k)) && count == n);
+      ct_tensor_free(k);
+    }
+  }
+  CHECK(ok(ct_table_close(t)));
+  ct_table_free(t);
+}
+
 /* CT_TABLE_SEED_FROM_NAME: named tables of one seed start apart, the derived seed is reported
  * (without the flag) and reproduces the rows; an unnamed table keeps its seed. */
 static void test_seed_from_name(void) {
@@ -2003,6 +2079,7 @@ int main(void) {
   test_metadata_steps();
   test_evict_phases();
   test_remove_unchanged();
+  test_metadata_unsorted();
   test_id_order();
   CHECK(ct_live_handles() == 0);
   printf("table: %d passed, %d failed\n", passed, failed);

@@ -370,9 +370,22 @@ func (t *Table) ImportCounts(ids, counts []int64) error {
 }
 
 // Metadata returns every id (ascending) with its last step and frequency.
-func (t *Table) Metadata() (ids, last, freq *cgotorch.Tensor, err error) {
+func (t *Table) Metadata() (ids, last, freq *cgotorch.Tensor, err error) { return t.metadata(true) }
+
+// MetadataUnsorted is Metadata in no particular order (the rows' storage order), without its
+// sort by id.
+func (t *Table) MetadataUnsorted() (ids, last, freq *cgotorch.Tensor, err error) {
+	return t.metadata(false)
+}
+
+func (t *Table) metadata(sorted bool) (ids, last, freq *cgotorch.Tensor, err error) {
 	var a, b, c C.ct_tensor
-	err = t.call("table metadata", func(p C.ct_table) C.ct_error { return C.ct_table_metadata(&a, &b, &c, p) })
+	err = t.call("table metadata", func(p C.ct_table) C.ct_error {
+		if sorted {
+			return C.ct_table_metadata(&a, &b, &c, p)
+		}
+		return C.ct_table_metadata_unsorted(&a, &b, &c, p)
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -66,17 +66,22 @@ inline void sort_by_first(std::vector<std::pair<int64_t, int64_t>> &v) {
   sort_by_key(v, [](const std::pair<int64_t, int64_t> &x) { return x.first; });
 }
 
-// Calls f(row index, id) for every id of a map, in row-index order (sequential reads of the
-// blocks). Indices are unique and below the high water mark, so while at most half of those are
-// free the map places each id at its index (9 bytes per index: the id and a live flag) and the
-// walk replaces a sort (10M ids: one pass, not 23); a sparser map sorts its (index, id) pairs.
+// Calls f(row index, id) for every id of a map: with by_index in row-index order (sequential
+// reads of the blocks), else in no particular order. Indices are unique and below the high water
+// mark, so while at most half of those are free the map places each id at its index (9 bytes per
+// index: the id and a live flag) and the walk replaces a sort (10M ids: one pass, not 23); a
+// sparser map sorts its (index, id) pairs, or, without by_index, gives them in its own order.
 template <class F>
-void each_row_by_index(const ct_idmap *map, F f) {
+void each_row_in(const ct_idmap *map, bool by_index, F f) {
   const size_t m = ct_idmap_size(map);
   const size_t hw = static_cast<size_t>(ct_idmap_high_water(map));
   if (hw / 2 > m) {
     std::vector<int64_t> ids(m), idx(m);
     ct_idmap_export(map, ids.data(), idx.data(), m);
+    if (!by_index) {
+      for (size_t i = 0; i < m; i++) f(idx[i], ids[i]);
+      return;
+    }
     std::vector<std::pair<int64_t, int64_t>> p(m);
     for (size_t i = 0; i < m; i++) p[i] = {idx[i], ids[i]};
     std::vector<int64_t>().swap(ids);
@@ -91,6 +96,18 @@ void each_row_by_index(const ct_idmap *map, F f) {
   for (size_t r = 0; r < hw; r++) {
     if (live[r]) f(static_cast<int64_t>(r), id_at[r]);
   }
+}
+
+// Every (row index, id) of a map in row-index order.
+template <class F>
+void each_row_by_index(const ct_idmap *map, F f) {
+  each_row_in(map, true, f);
+}
+
+// Every (row index, id) of a map, in no particular order (no sort).
+template <class F>
+void each_row(const ct_idmap *map, F f) {
+  each_row_in(map, false, f);
 }
 
 }  // namespace table

@@ -523,7 +523,8 @@ class Table : public std::enable_shared_from_this<Table> {
   void discard(int64_t id);
 
   // ---- per-row metadata (metadata.cc.h)
-  void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq);
+  // Every row's id, last step and frequency: sorted by id, or in no particular order.
+  void metadata(at::Tensor *ids, at::Tensor *last, at::Tensor *freq, bool sorted);
 
   // ---- checkpoints (checkpoint.cc.h)
   ct_table_config config();
