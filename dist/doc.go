@@ -8,7 +8,10 @@
 // Kubernetes' PyTorchJob or a Slurm script sets (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 // LOCAL_RANK):
 //
-//	torchrun --no-python --nproc-per-node 2 ./trainer
+//	torchrun --no_python --nproc_per_node 2 --redirects 1 --tee 1 ./trainer
+//
+// (torchrun 2.x also spells them --no-python --nproc-per-node; --redirects 1 --tee 1 works
+// around Debian's torchrun 1.13 under Python 3.11, which fails on the default.)
 //
 // New takes explicit Options instead: a TCPStore that rank 0 serves at the given address, or a
 // FileStore (one machine, tests). The ranks meet through the store, check each other's

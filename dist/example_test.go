@@ -67,7 +67,7 @@ func ExampleGroup_AllToAll() {
 // A trainer started by torchrun (or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT):
 //
-//	torchrun --no_python --nproc_per_node 2 ./trainer
+//	torchrun --no_python --nproc_per_node 2 --redirects 1 --tee 1 ./trainer
 func ExampleFromEnv() {
 	g, err := dist.FromEnv(dist.Options{Timeout: 2 * time.Minute})
 	if err != nil {
