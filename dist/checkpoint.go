@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 
 	"github.com/gorec/gorec/embedding"
@@ -42,7 +41,7 @@ const (
 func readModelManifest(dir string) (modelManifest, error) {
 	var m modelManifest
 	path := filepath.Join(dir, modelManifestFile)
-	b, err := os.ReadFile(path)
+	b, err := readManifestFile(dir, modelManifestFile)
 	if err != nil {
 		return m, err
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,4 +189,34 @@ func scenarioCheckpointDirUnshared(o Options) error {
 		}
 	}
 	return nil
+}
+
+// A load of a directory without its manifest says what the directory holds, and wraps
+// fs.ErrNotExist (a job resumes or starts afresh by it).
+func TestLoadsSayWhatTheDirectoryHolds(t *testing.T) {
+	g, err := New(Options{WorldSize: 1, Store: FileStore(filepath.Join(t.TempDir(), "store"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "items")
+	if l, err := LoadShardedTable(ctx, g, dir); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "no committed checkpoint") {
+		if err == nil {
+			l.Close()
+		}
+		t.Fatalf("LoadShardedTable of a missing directory: %v", err)
+	}
+	items, err := NewShardedTable(g, "items", embedding.Config{Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer items.Close()
+	if err := items.Save(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	err = LoadCheckpoint(ctx, g, dir, nn.NewEmbedding(items, nn.EmbeddingOptions{}), nil)
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "LoadShardedTable") {
+		t.Fatalf("LoadCheckpoint of a table's checkpoint: %v, want fs.ErrNotExist naming LoadShardedTable", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ const shardedFormat = "gorec-sharded-table"
 
 func readShardedManifest(dir string) (shardedManifest, error) {
 	var m shardedManifest
-	b, err := os.ReadFile(filepath.Join(dir, shardedManifestFile))
+	b, err := readManifestFile(dir, shardedManifestFile)
 	if err != nil {
 		return m, err
 	}
@@ -103,8 +104,24 @@ type generations struct {
 	replaces      func(raw []byte) error
 }
 
-// manifestFiles are the manifests of every kind of checkpoint directory.
-var manifestFiles = []string{shardedManifestFile, modelManifestFile}
+// manifestLoaders names the manifest of every kind of checkpoint directory, and what loads it.
+var manifestLoaders = map[string]string{shardedManifestFile: "LoadShardedTable", modelManifestFile: "LoadCheckpoint"}
+
+// readManifestFile reads dir's manifest file; when there is none, the error (wrapping
+// fs.ErrNotExist) says what the directory holds instead.
+func readManifestFile(dir, file string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if errors.Is(err, fs.ErrNotExist) {
+		held := "no committed checkpoint"
+		for f, loader := range manifestLoaders {
+			if _, serr := os.Stat(filepath.Join(dir, f)); f != file && serr == nil {
+				held = fmt.Sprintf("another kind of checkpoint (%s, which %s loads)", f, loader)
+			}
+		}
+		err = fmt.Errorf("dist: load: %s holds %s: %w", dir, held, err)
+	}
+	return b, err
+}
 
 // saveGeneration is the collective save of a checkpoint directory: rank 0 picks the generation
 // after the committed one, every rank writes its part (write(N)), and once every rank's is
@@ -160,7 +177,7 @@ func (gens generations) next() (int64, error) {
 		return &Error{Op: "save", Kind: ErrInvalidArgument,
 			Err: fmt.Errorf("%s: %w: a directory holds one checkpoint, and a save replaces only its own", gens.dir, why)}
 	}
-	for _, f := range manifestFiles {
+	for f := range manifestLoaders {
 		if _, err := os.Stat(filepath.Join(gens.dir, f)); f != gens.manifest && err == nil {
 			return 0, refuse(fmt.Errorf("it holds another kind of checkpoint (%s)", f))
 		}
