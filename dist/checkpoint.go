@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 
@@ -79,7 +80,19 @@ func readModelManifest(dir string) (modelManifest, error) {
 // The state of libtorch's random generator is not saved: a model that draws numbers while
 // training (Dropout) resumes with other draws.
 func SaveCheckpoint(ctx context.Context, g *Group, dir string, m nn.Module, opt *nn.Optimizer) error {
+	return SaveCheckpointWith(ctx, g, dir, m, opt, nil)
+}
+
+// SaveCheckpointWith is SaveCheckpoint with the caller's files in the checkpoint: what else a
+// job resumes from (a learning-rate schedule's state, a data cursor, the loop's step).
+// files[name] writes the file name on rank 0 (rank 0's state is the job's; every rank passes
+// the same names, and the other ranks' functions are not called). "dense" and "optimizer" are
+// the checkpoint's own (ErrInvalidArgument). LoadCheckpointWith reads them back.
+func SaveCheckpointWith(ctx context.Context, g *Group, dir string, m nn.Module, opt *nn.Optimizer, files map[string]func(io.Writer) error) error {
 	tables, err := modelTables(g, m)
+	if err == nil {
+		err = ownFiles(files)
+	}
 	if _, err := verdicts(g, "checkpoint", "save", err, false, "refused their model"); err != nil {
 		return err
 	}
@@ -94,7 +107,11 @@ func SaveCheckpoint(ctx context.Context, g *Group, dir string, m nn.Module, opt 
 		man.Generation, man.Ranks = gen, rankPaths(gen, man.WorldSize)
 		var o embedding.SaveOptions
 		if g.Rank() == 0 {
-			o.Files = map[string]func(io.Writer) error{denseFile: func(w io.Writer) error { return nn.SaveState(w, m) }}
+			o.Files = maps.Clone(files)
+			if o.Files == nil {
+				o.Files = map[string]func(io.Writer) error{}
+			}
+			o.Files[denseFile] = func(w io.Writer) error { return nn.SaveState(w, m) }
 			if opt != nil {
 				o.Files[optimizerFile] = opt.SaveState
 			}
@@ -127,11 +144,24 @@ var checkpointBeforeCommit func()
 // change: one that does not fit the model (another layer, shape or optimizer) is an error on
 // every rank with the tables unchanged, but the dense layers may have been loaded.
 func LoadCheckpoint(ctx context.Context, g *Group, dir string, m nn.Module, opt *nn.Optimizer) error {
+	return LoadCheckpointWith(ctx, g, dir, m, opt, nil)
+}
+
+// LoadCheckpointWith is LoadCheckpoint that also reads the caller's files that
+// SaveCheckpointWith saved: on every rank, files[name] reads rank 0's file name, with the
+// checkpoint's other parts, before the ranks agree and anything of m, opt or the tables
+// changes. A file the checkpoint lacks is embedding.ErrIncompatible, and a function's error is
+// returned wrapped in embedding.ErrBadInput, on its rank (the others fail with it); a function
+// that changes the caller's state should then leave it as it was.
+func LoadCheckpointWith(ctx context.Context, g *Group, dir string, m nn.Module, opt *nn.Optimizer, files map[string]func(io.Reader) error) error {
 	const op = "load"
 	tables, err := modelTables(g, m)
+	if err == nil {
+		err = ownFiles(files)
+	}
 	var r *restore
 	if err == nil {
-		r, err = readCheckpoint(ctx, g, dir, tables, opt != nil)
+		r, err = readCheckpoint(ctx, g, dir, tables, opt != nil, files)
 	}
 	defer r.close()
 	if _, err := verdicts(g, "checkpoint", op, err, false, "could not read it"); err != nil {
@@ -209,7 +239,7 @@ type restore struct {
 
 // readCheckpoint reads this rank's part of the checkpoint in dir: the ids it owns of each
 // table, into new tables, and the dense and optimizer states' bytes.
-func readCheckpoint(ctx context.Context, g *Group, dir string, tables []*ShardedTable, withOpt bool) (*restore, error) {
+func readCheckpoint(ctx context.Context, g *Group, dir string, tables []*ShardedTable, withOpt bool, callers map[string]func(io.Reader) error) (*restore, error) {
 	man, err := readModelManifest(dir)
 	if err != nil {
 		return nil, err
@@ -218,7 +248,11 @@ func readCheckpoint(ctx context.Context, g *Group, dir string, tables []*Sharded
 		return nil, fmt.Errorf("%w: the checkpoint %s has no optimizer state", embedding.ErrIncompatible, dir)
 	}
 	r := &restore{tables: tables}
-	files := map[string]func(io.Reader) error{denseFile: readAll(&r.dense)}
+	files := maps.Clone(callers)
+	if files == nil {
+		files = map[string]func(io.Reader) error{}
+	}
+	files[denseFile] = readAll(&r.dense)
 	if withOpt {
 		files[optimizerFile] = readAll(&r.opt)
 	}
@@ -237,6 +271,16 @@ func readCheckpoint(ctx context.Context, g *Group, dir string, tables []*Sharded
 		}
 	}
 	return r, nil
+}
+
+// ownFiles refuses the caller's files that would take the name of the checkpoint's own.
+func ownFiles[F any](files map[string]F) error {
+	for _, name := range []string{denseFile, optimizerFile} {
+		if _, ok := files[name]; ok {
+			return &Error{Op: "checkpoint", Kind: ErrInvalidArgument, Err: fmt.Errorf("file %q is the checkpoint's own", name)}
+		}
+	}
+	return nil
 }
 
 func readAll(dst *[]byte) func(io.Reader) error {

@@ -148,6 +148,12 @@
 //	err := dist.SaveCheckpoint(ctx, g, dir, ddp, opt) // every rank, between steps
 //	err := dist.LoadCheckpoint(ctx, g, dir, ddp, opt) // a restarted job, before training
 //
+// SaveCheckpointWith and LoadCheckpointWith carry the rest of what a job resumes from (a
+// learning-rate schedule, a data cursor) as rank 0's files. A directory holds one checkpoint:
+// a save refuses a directory that holds another, and one whose parts rank 0 cannot see (ranks
+// without a shared file system). embedding.IsCheckpoint tells a restarted job whether there is
+// one to resume from.
+//
 // # Keeping a table within bounds
 //
 // ShardedTable.Evict removes rows by embedding's policies across the shards (collective, with
