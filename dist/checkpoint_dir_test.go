@@ -41,11 +41,7 @@ func TestCheckpointDirUnshared(t *testing.T) {
 // A table checkpoint whose shard holds a table of another name (its generation replaced) is
 // refused as corrupt; before, it loaded under the manifest's name.
 func TestLoadShardedTableChecksTheSavedName(t *testing.T) {
-	g, err := New(Options{WorldSize: 1, Store: FileStore(filepath.Join(t.TempDir(), "store"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := oneRank(t)
 	ctx := context.Background()
 	dirs := map[string]string{}
 	for _, name := range []string{"items", "users"} {
@@ -194,11 +190,7 @@ func scenarioCheckpointDirUnshared(o Options) error {
 // A load of a directory without its manifest says what the directory holds, and wraps
 // fs.ErrNotExist (a job resumes or starts afresh by it).
 func TestLoadsSayWhatTheDirectoryHolds(t *testing.T) {
-	g, err := New(Options{WorldSize: 1, Store: FileStore(filepath.Join(t.TempDir(), "store"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := oneRank(t)
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "items")
 	if l, err := LoadShardedTable(ctx, g, dir); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "no committed checkpoint") {
