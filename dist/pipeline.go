@@ -61,6 +61,12 @@ type Prefetch struct {
 // (the step a row was created or last seen, which eviction by age reads) can be a step
 // earlier.
 //
+// Progress and Flush may run inside a scope (cgotorch.WithScope, TryWithScope), each call in
+// one or not: the rows the pipeline keeps from one call to the next are made on goroutines of
+// its own, which no scope of the caller's holds. A batch given to Progress is trained on at the
+// next call (loss runs on it then): tensors it holds must outlive that call, not a scope that
+// ends before it.
+//
 // A TrainPipeline is used by one goroutine.
 type TrainPipeline[B any] struct {
 	opt     *nn.Optimizer
@@ -135,38 +141,43 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 	if err != nil {
 		return 0, false, err
 	}
+	var ahead []*fetched // next's rows, made on goroutines of their own (unscoped)
+	done := background(func() (err error) { ahead, err = p.fetchAhead(reqs, tables); return err })
 	if p.cur == nil {
-		f, err := p.fetchAhead(reqs, tables)
-		if err != nil {
+		if err := <-done; err != nil {
 			return 0, false, err
 		}
-		p.cur, p.curB = f, next
+		p.cur, p.curB = ahead, next
 		return 0, false, nil
 	}
-	type result struct {
-		f   []*fetched
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		f, err := p.fetchAhead(reqs, tables)
-		done <- result{f, err}
-	}()
 	loss, err = p.compute()
 	var hooks map[*ShardedTable]*stepHook
 	if err == nil && p.fetchGroup != nil { // the fetch runs on, on its own group
 		hooks, err = p.step(reqs)
 	}
-	res := <-done
-	if err = errors.Join(err, res.err); err == nil && p.fetchGroup == nil {
+	if err = errors.Join(err, <-done); err == nil && p.fetchGroup == nil {
 		hooks, err = p.step(reqs)
 	}
 	if err == nil {
-		err = p.patch(res.f, hooks)
+		err = <-background(func() error { return p.patch(ahead, hooks) })
 	}
 	p.release(p.cur)
-	p.cur, p.curB = res.f, next
+	p.cur, p.curB = ahead, next
 	return loss, true, err
+}
+
+// background runs f on a goroutine of its own, and the channel it returns receives f's error
+// (a tensor operation's panic in f too: cgotorch.Try). The tensors f makes belong to no scope:
+// a scope adopts those its own goroutine makes only, and a goroutine in a scope keeps its OS
+// thread to itself. So the rows a TrainPipeline keeps across calls, which the fetch and the
+// patch make there, outlive a scope the caller opened around a call.
+func background(f func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		done <- errors.Join(cgotorch.Try(func() { err = f() }), err)
+	}()
+	return done
 }
 
 // Flush trains on the batch given at the last Progress, if any (collective), and returns its

@@ -60,6 +60,22 @@ func TestTrainPipelineEqualsPlainLoopUnderAdmission(t *testing.T) {
 	}
 }
 
+// Progress and Flush, each called inside cgotorch.TryWithScope (as the README runs training
+// steps), and TrainStep alike, train as the plain loop, bit for bit. Before the pipeline made
+// the rows it keeps across calls on goroutines of its own, the second Progress failed: the
+// rows the first one fetched, and every patch, belonged to the caller's scope, which had freed
+// them ("tensor was released").
+func TestTrainPipelineInsideScopes(t *testing.T) {
+	for _, c := range []struct{ opt, fork, admit string }{{"adagrad", "", ""}, {"sgd", "fork", ""}, {"sparseadam", "", "3"}} {
+		t.Run(c.opt+"/"+c.fork+"/"+c.admit, func(t *testing.T) {
+			res := runSharded(t, "pipeline-train", 2, time.Minute, "GOREC_SHARD_OPT="+c.opt, "GOREC_PIPE_FORK="+c.fork,
+				"GOREC_PIPE_ADMIT="+c.admit, "GOREC_PIPE_SCOPE=1")
+			requirePassed(t, res)
+			t.Log(res[0].output)
+		})
+	}
+}
+
 // pipeRun is what a training run ends with: the table's export, the dense weights and this
 // rank's shard's counts (pipeCounts).
 type pipeRun struct {
