@@ -35,6 +35,12 @@ type Prefetch struct {
 //     Step. The pipeline is exact: its training equals the plain loop's
 //     (opt.ZeroGrad, forward, backward, opt.Step per batch) bit for bit.
 //
+// Under admission (ShardedTable.SetAdmission) too: the fetch of next may admit an id that the
+// current batch looked up before its admission (a zero row); the Step drops that batch's
+// gradient of it, as the plain loop's owner ignores the gradient of an id without a row, and
+// next trains on the row the fetch admitted it with. The fetch counts the ids as the plain
+// loop's lookups do, one batch early.
+//
 // The collectives run in one fixed order on every rank (fetch of next, Step of the current
 // batch, patch of next), so every rank must call Progress and Flush in the same order, with
 // lookups listing the same tables in the same order (the ids differ). With
@@ -54,6 +60,12 @@ type Prefetch struct {
 // inserts and looks up the next batch's ids before the current batch's Step, so their stamps
 // (the step a row was created or last seen, which eviction by age reads) can be a step
 // earlier.
+//
+// Progress and Flush may run inside a scope (cgotorch.WithScope, TryWithScope), each call in
+// one or not: the rows the pipeline keeps from one call to the next are made on goroutines of
+// its own, which no scope of the caller's holds. A batch given to Progress is trained on at the
+// next call (loss runs on it then): tensors it holds must outlive that call, not a scope that
+// ends before it.
 //
 // A TrainPipeline is used by one goroutine.
 type TrainPipeline[B any] struct {
@@ -75,6 +87,10 @@ type fetched struct {
 	ids    []int64          // this rank's distinct ids, ascending
 	rows   *cgotorch.Tensor // their rows, [len(ids), Dim]
 	routed *routed          // the ids this rank received as an owner
+	// whether the owners counted the lookup; with admission, the ids this rank received as an
+	// owner that had no row after the batch's fetch (markUnadmitted; pipeline_admission.go)
+	counted    bool
+	unadmitted []int64
 	// the patch: the rows of ids the Step before this lookup's updated
 	patchIDs  []int64
 	patchRows *cgotorch.Tensor
@@ -125,38 +141,43 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 	if err != nil {
 		return 0, false, err
 	}
+	var ahead []*fetched // next's rows, made on goroutines of their own (unscoped)
+	done := background(func() (err error) { ahead, err = p.fetchAhead(reqs, tables); return err })
 	if p.cur == nil {
-		f, err := p.fetch(reqs, tables)
-		if err != nil {
+		if err := <-done; err != nil {
 			return 0, false, err
 		}
-		p.cur, p.curB = f, next
+		p.cur, p.curB = ahead, next
 		return 0, false, nil
 	}
-	type result struct {
-		f   []*fetched
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		f, err := p.fetch(reqs, tables)
-		done <- result{f, err}
-	}()
 	loss, err = p.compute()
-	var updated map[*ShardedTable]*[]int64
+	var hooks map[*ShardedTable]*stepHook
 	if err == nil && p.fetchGroup != nil { // the fetch runs on, on its own group
-		updated, err = p.step(reqs)
+		hooks, err = p.step(reqs)
 	}
-	res := <-done
-	if err = errors.Join(err, res.err); err == nil && p.fetchGroup == nil {
-		updated, err = p.step(reqs)
+	if err = errors.Join(err, <-done); err == nil && p.fetchGroup == nil {
+		hooks, err = p.step(reqs)
 	}
 	if err == nil {
-		err = p.patch(res.f, updated)
+		err = <-background(func() error { return p.patch(ahead, hooks) })
 	}
 	p.release(p.cur)
-	p.cur, p.curB = res.f, next
+	p.cur, p.curB = ahead, next
 	return loss, true, err
+}
+
+// background runs f on a goroutine of its own, and the channel it returns receives f's error
+// (a tensor operation's panic in f too: cgotorch.Try). The tensors f makes belong to no scope:
+// a scope adopts those its own goroutine makes only, and a goroutine in a scope keeps its OS
+// thread to itself. So the rows a TrainPipeline keeps across calls, which the fetch and the
+// patch make there, outlive a scope the caller opened around a call.
+func background(f func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		done <- errors.Join(cgotorch.Try(func() { err = f() }), err)
+	}()
+	return done
 }
 
 // Flush trains on the batch given at the last Progress, if any (collective), and returns its
@@ -234,33 +255,51 @@ func (p *TrainPipeline[B]) compute() (loss float64, err error) {
 	return loss, nil
 }
 
-// step runs the optimizer's Step on the current batch, recording the ids the owners update
-// in the tables of next's lookups.
-func (p *TrainPipeline[B]) step(next []Prefetch) (map[*ShardedTable]*[]int64, error) {
-	updated := map[*ShardedTable]*[]int64{}
-	for _, q := range next {
-		if q.Table != nil && updated[q.Table] == nil {
-			updated[q.Table] = new([]int64)
-			q.Table.updated = updated[q.Table]
+// step runs the optimizer's Step on the current batch, its owners dropping the gradients of
+// the ids its fetch left without a row, and recording the ids they update in the tables of
+// next's lookups (the hooks, by table).
+func (p *TrainPipeline[B]) step(next []Prefetch) (map[*ShardedTable]*stepHook, error) {
+	hooks := map[*ShardedTable]*stepHook{}
+	hook := func(t *ShardedTable) *stepHook {
+		if hooks[t] == nil {
+			hooks[t] = &stepHook{}
+			t.stepping = hooks[t]
+		}
+		return hooks[t]
+	}
+	for _, f := range p.cur {
+		if len(f.unadmitted) > 0 {
+			h := hook(f.p.Table)
+			h.drop = append(h.drop, f.unadmitted...)
 		}
 	}
-	err := p.opt.Step()
-	for t := range updated {
-		t.updated = nil
+	for _, q := range next {
+		if q.Table != nil {
+			hook(q.Table)
+		}
 	}
-	return updated, err
+	for _, h := range hooks {
+		h.drop = uniqueIDs(h.drop, false, 0)
+	}
+	err := p.opt.Step()
+	for t := range hooks {
+		t.stepping = nil
+	}
+	return hooks, err
 }
 
-// patch patches next's fetched rows with those the Step changed (updated: by table).
-func (p *TrainPipeline[B]) patch(next []*fetched, updated map[*ShardedTable]*[]int64) error {
+// patch patches next's fetched rows with those the Step changed (hooks: by table), but for the
+// ids next's fetch left without a row (their lookups gave zero rows, as the plain loop's).
+func (p *TrainPipeline[B]) patch(next []*fetched, hooks map[*ShardedTable]*stepHook) error {
 	if p.noPatch {
 		return nil
 	}
 	return patch(next, func(f *fetched) []int64 {
+		changed := hooks[f.p.Table].updated
 		if movesAll(f.p.Table.cfg.Optimizer) {
-			return uniqueIDs(f.routed.ids, false, 0)
+			changed = f.routed.ids
 		}
-		return uniqueIDs(*updated[f.p.Table], false, 0)
+		return without(uniqueIDs(changed, false, 0), f.unadmitted)
 	})
 }
 
@@ -278,7 +317,7 @@ func (p *TrainPipeline[B]) views(reqs []Prefetch) ([]*ShardedTable, error) {
 				return nil, &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: errors.New("the fetch group is not a fork of the tables' group")}
 			}
 			c := *t
-			c.g, c.pipe, c.updated, t = fg, nil, nil, &c
+			c.g, c.pipe, c.stepping, t = fg, nil, nil, &c
 		}
 		out[i] = t
 	}
@@ -298,7 +337,7 @@ func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fe
 		v, err := tables[i].idsOf(op, q.IDs)
 		parts[i] = part{t: tables[i], local: err, counted: tables[i].counting()}
 		parts[i].ids, parts[i].counts = uniqueCounted(v, q.Padding, q.PaddingID, parts[i].counted)
-		out[i] = &fetched{p: q, ids: parts[i].ids}
+		out[i] = &fetched{p: q, ids: parts[i].ids, counted: parts[i].counted}
 	}
 	rs, rows, _, err := fetchParts(op, parts, true, make([][]int64, len(reqs)))
 	if err != nil {
@@ -308,6 +347,20 @@ func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fe
 		f.routed, f.rows = rs[i], rows[i]
 	}
 	return out, nil
+}
+
+// fetchAhead is fetch for a batch the next call trains on, its owners marking the ids that it
+// leaves without a row (markUnadmitted), whose gradients that batch's Step drops.
+func (p *TrainPipeline[B]) fetchAhead(reqs []Prefetch, tables []*ShardedTable) ([]*fetched, error) {
+	f, err := p.fetch(reqs, tables)
+	if err == nil {
+		err = markUnadmitted(f)
+	}
+	if err != nil {
+		p.release(f)
+		return nil, err
+	}
+	return f, nil
 }
 
 // use puts the rows fetched for a lookup of ids (unique, ascending) into the table's cache,

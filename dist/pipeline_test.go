@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,64 +41,129 @@ func TestTrainPipelineEqualsPlainLoop(t *testing.T) {
 	}
 }
 
-// pipeRun is what a training run ends with: the table's export and the dense weights.
+// Under admission (SetAdmission(3): an id gets a row at its third training lookup, and the
+// batches hold each of their 30 ids about 1.4 times), the pipeline and TrainStep train as the
+// plain loop, bit for bit, and count as it does: the owners' admission counts and the rows'
+// access frequencies are the plain loop's. The table reads absent ids as their initial rows
+// (ReadInitial), so that a patch sending an id admission kept out (whose lookup gives a zero
+// row) would show. This failed before the pipeline dropped, at a batch's Step, the gradients of
+// the ids its fetch left without a row: the next batch's fetch admitted some of them before the
+// Step, which then applied gradients taken against zero rows, that a plain loop's owner drops
+// (Adagrad: rows[0] = 0.052, want 0.069).
+func TestTrainPipelineEqualsPlainLoopUnderAdmission(t *testing.T) {
+	for _, c := range []struct{ opt, fork string }{{"sgd", ""}, {"adagrad", ""}, {"sparseadam", ""}, {"sgd", "fork"}, {"adagrad", "fork"}} {
+		t.Run(c.opt+"/"+c.fork, func(t *testing.T) {
+			res := runSharded(t, "pipeline-train", 2, time.Minute, "GOREC_SHARD_OPT="+c.opt, "GOREC_PIPE_FORK="+c.fork, "GOREC_PIPE_ADMIT=3")
+			requirePassed(t, res)
+			t.Log(res[0].output)
+		})
+	}
+}
+
+// Progress and Flush, each called inside cgotorch.TryWithScope (as the README runs training
+// steps), and TrainStep alike, train as the plain loop, bit for bit. Before the pipeline made
+// the rows it keeps across calls on goroutines of its own, the second Progress failed: the
+// rows the first one fetched, and every patch, belonged to the caller's scope, which had freed
+// them ("tensor was released").
+func TestTrainPipelineInsideScopes(t *testing.T) {
+	for _, c := range []struct{ opt, fork, admit string }{{"adagrad", "", ""}, {"sgd", "fork", ""}, {"sparseadam", "", "3"}} {
+		t.Run(c.opt+"/"+c.fork+"/"+c.admit, func(t *testing.T) {
+			res := runSharded(t, "pipeline-train", 2, time.Minute, "GOREC_SHARD_OPT="+c.opt, "GOREC_PIPE_FORK="+c.fork,
+				"GOREC_PIPE_ADMIT="+c.admit, "GOREC_PIPE_SCOPE=1")
+			requirePassed(t, res)
+			t.Log(res[0].output)
+		})
+	}
+}
+
+// pipeRun is what a training run ends with: the table's export, the dense weights and this
+// rank's shard's counts (pipeCounts).
 type pipeRun struct {
-	table *embedding.Snapshot
-	dense []float64
+	table  *embedding.Snapshot
+	dense  []float64
+	counts []int64
+}
+
+// pipeSetup is how pipeTrain trains: through the plain loop, a TrainPipeline (without its patch:
+// stale; fetching on fetch, if not nil) or TrainStep; with SetAdmission(admit) when admit > 1;
+// with each Progress, Flush and TrainStep inside cgotorch.TryWithScope when scoped.
+type pipeSetup struct {
+	mode   string // "plain", "pipeline", "step"
+	fetch  *Group
+	stale  bool
+	admit  int
+	scoped bool
 }
 
 // scenarioPipelineTrain trains the model with the plain loop, then afresh (the table closed
 // and made again) through a TrainPipeline (fetching on a fork of the group with
 // $GOREC_PIPE_FORK), and compares the two runs exactly; with $GOREC_PIPE_FAULT=stale the
-// pipeline does not patch, and the runs must differ.
+// pipeline does not patch, and the runs must differ. With $GOREC_PIPE_ADMIT=k the table admits
+// ids at their k-th lookup, tracks access and reads absent ids as their initial rows, and the
+// runs' admission counts and frequencies must be equal too; with $GOREC_PIPE_SCOPE every call
+// runs inside a scope. With either, a third run through TrainStep must equal the plain loop.
 func scenarioPipelineTrain(o Options) error {
 	cfg, ok := trainConfigs[os.Getenv("GOREC_SHARD_OPT")]
 	if !ok {
 		return fmt.Errorf("bad $GOREC_SHARD_OPT")
 	}
-	stale := os.Getenv("GOREC_PIPE_FAULT") == "stale"
+	admit, _ := strconv.Atoi(os.Getenv("GOREC_PIPE_ADMIT"))
+	if admit > 1 {
+		cfg.TrackAccess, cfg.ReadDefault = true, embedding.ReadInitial
+	}
+	set := pipeSetup{stale: os.Getenv("GOREC_PIPE_FAULT") == "stale", admit: admit, scoped: os.Getenv("GOREC_PIPE_SCOPE") != ""}
 	g, err := New(o)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	var fetch *Group
 	if os.Getenv("GOREC_PIPE_FORK") != "" {
-		if fetch, err = g.Fork("pipeline"); err != nil {
+		if set.fetch, err = g.Fork("pipeline"); err != nil {
 			return err
 		}
-		defer fetch.Close()
+		defer set.fetch.Close()
 	}
-	plain, err := pipeTrain(g, nil, cfg, false, false)
+	plain, err := pipeTrain(g, cfg, pipeSetup{mode: "plain", admit: admit})
 	if err != nil {
 		return fmt.Errorf("plain loop: %w", err)
 	}
 	defer plain.table.Close()
-	piped, err := pipeTrain(g, fetch, cfg, true, stale)
-	if err != nil {
-		return fmt.Errorf("pipeline: %w", err)
+	modes := []string{"pipeline"}
+	if admit > 1 || set.scoped {
+		modes = append(modes, "step")
 	}
-	defer piped.table.Close()
-	diff := errors.Join(identicalSnapshots(piped.table, plain.table), identicalFloats("dense weights", piped.dense, plain.dense))
-	fmt.Printf("rank %d: pipelined against plain (stale %v): %v\n", g.Rank(), stale, diff)
-	if stale {
-		if diff == nil {
-			return errors.New("the pipeline without its patch trains as the plain loop: the test cannot see stale rows")
+	for _, set.mode = range modes {
+		run, err := pipeTrain(g, cfg, set)
+		if err != nil {
+			return fmt.Errorf("%s: %w", set.mode, err)
 		}
-		return nil
+		defer run.table.Close()
+		diff := errors.Join(identicalSnapshots(run.table, plain.table), identicalFloats("dense weights", run.dense, plain.dense),
+			identicalFloats("admission counts and frequencies", int64Floats(run.counts), int64Floats(plain.counts)))
+		fmt.Printf("rank %d: %s against plain (stale %v, admission %d, scoped %v): %v\n", g.Rank(), set.mode, set.stale, admit, set.scoped, diff)
+		switch {
+		case set.stale && diff == nil:
+			return errors.New("the pipeline without its patch trains as the plain loop: the test cannot see stale rows")
+		case !set.stale && diff != nil:
+			return fmt.Errorf("%s: %w", set.mode, diff)
+		}
 	}
-	return diff
+	return nil
 }
 
 // pipeTrain trains the sharded model for trainSteps steps on this rank's slices of the global
-// batches, through a TrainPipeline (piped; without its patch: stale; fetching on fetch, if not
-// nil) or the plain loop.
-func pipeTrain(g, fetch *Group, cfg embedding.Config, piped, stale bool) (*pipeRun, error) {
+// batches, as set says.
+func pipeTrain(g *Group, cfg embedding.Config, set pipeSetup) (*pipeRun, error) {
 	st, err := NewShardedTable(g, "users", cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
+	if set.admit > 1 {
+		if err := st.SetAdmission(set.admit); err != nil {
+			return nil, err
+		}
+	}
 	r, w := g.Rank(), g.WorldSize()
 	model := newShardedDDPModel(st, ddpSeed+uint64(r))
 	ddp, err := NewDataParallel(g, model, DataParallelOptions{SumGradients: true})
@@ -109,9 +176,15 @@ func pipeTrain(g, fetch *Group, cfg embedding.Config, piped, stale bool) (*pipeR
 	}
 	per := trainBatch / w
 	slice := func(step int) []sample { return globalBatch(step)[r*per : (r+1)*per] }
-	if piped {
-		err = pipeLoop(model, st, opt, slice, stale, fetch)
-	} else {
+	switch set.mode {
+	case "pipeline":
+		err = pipeLoop(model, st, opt, slice, set)
+	case "step":
+		lookups, loss := pipeFuncs(model, st)
+		for step := 0; step < trainSteps && err == nil; step++ {
+			err = scoped(set.scoped, func() error { _, err := TrainStep(opt, lookups, loss, slice(step)); return err })
+		}
+	default:
 		for step := 0; step < trainSteps && err == nil; step++ {
 			err = shardedDDPStep(model, opt, slice(step), trainBatch)
 		}
@@ -119,40 +192,80 @@ func pipeTrain(g, fetch *Group, cfg embedding.Config, piped, stale bool) (*pipeR
 	if err != nil {
 		return nil, err
 	}
-	snap, err := st.Export()
-	if err != nil {
+	run := &pipeRun{dense: flat(model.Parameters())}
+	if run.counts, err = pipeCounts(st.Shard()); err != nil {
 		return nil, err
 	}
-	return &pipeRun{table: snap, dense: flat(model.Parameters())}, nil
+	run.table, err = st.Export()
+	return run, err
+}
+
+// pipeCounts is what a shard counts: its admission counts (the ids not admitted yet, then
+// their counts) and, when it tracks access, its rows' frequencies (the ids, then their
+// frequencies).
+func pipeCounts(shard *embedding.Table) ([]int64, error) {
+	d, err := shard.Delta(false) // no mark was set: every count
+	if err != nil || !shard.Config().TrackAccess {
+		return slices.Concat(d.CountIDs, d.Counts), err
+	}
+	ids, _, freq, err := shard.Metadata()
+	return slices.Concat(d.CountIDs, d.Counts, ids, freq), err
+}
+
+// int64Floats converts v to float64s (exact for counts).
+func int64Floats(v []int64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// scoped runs f, inside cgotorch.TryWithScope when in is set.
+func scoped(in bool, f func() error) error {
+	if in {
+		return cgotorch.TryWithScope(f)
+	}
+	return f()
+}
+
+// pipeFuncs are the pipeline's lookups and loss for the model over st.
+func pipeFuncs(model *shardedDDPModel, st *ShardedTable) (func([]sample) []Prefetch, func([]sample) (*cgotorch.Tensor, error)) {
+	return func(b []sample) []Prefetch {
+			ids, _, one := sampleIDs(b)
+			return []Prefetch{{Table: st, IDs: cgotorch.MustFromSlice(ids)}, {Table: st, IDs: cgotorch.MustFromSlice(one)}}
+		}, func(b []sample) (*cgotorch.Tensor, error) {
+			x, y := model.sparse.features(b)
+			return model.head.Forward(x).Sub(y).Square().Sum().DivScalar(trainBatch), nil
+		}
 }
 
 // pipeLoop is the pipelined training loop over trainSteps batches.
-func pipeLoop(model *shardedDDPModel, st *ShardedTable, opt *nn.Optimizer, slice func(int) []sample, stale bool, fetch *Group) error {
-	p, err := NewTrainPipeline(opt, func(b []sample) []Prefetch {
-		ids, _, one := sampleIDs(b)
-		return []Prefetch{{Table: st, IDs: cgotorch.MustFromSlice(ids)}, {Table: st, IDs: cgotorch.MustFromSlice(one)}}
-	}, func(b []sample) (*cgotorch.Tensor, error) {
-		x, y := model.sparse.features(b)
-		return model.head.Forward(x).Sub(y).Square().Sum().DivScalar(trainBatch), nil
-	}, TrainPipelineOptions{FetchGroup: fetch})
+func pipeLoop(model *shardedDDPModel, st *ShardedTable, opt *nn.Optimizer, slice func(int) []sample, set pipeSetup) error {
+	lookups, loss := pipeFuncs(model, st)
+	p, err := NewTrainPipeline(opt, lookups, loss, TrainPipelineOptions{FetchGroup: set.fetch})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	p.noPatch = stale
+	p.noPatch = set.stale
 	trained := 0
+	call := func(f func() (float64, bool, error)) error {
+		return scoped(set.scoped, func() error {
+			_, ok, err := f()
+			trained += boolIntInt(ok)
+			return err
+		})
+	}
 	for step := 0; step < trainSteps; step++ {
-		_, ok, err := p.Progress(slice(step))
-		if err != nil {
+		if err := call(func() (float64, bool, error) { return p.Progress(slice(step)) }); err != nil {
 			return fmt.Errorf("progress %d: %w", step, err)
 		}
-		trained += boolIntInt(ok)
 	}
-	_, ok, err := p.Flush()
-	if err != nil {
+	if err := call(p.Flush); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
-	if trained += boolIntInt(ok); trained != trainSteps {
+	if trained != trainSteps {
 		return fmt.Errorf("the pipeline trained %d batches, want %d", trained, trainSteps)
 	}
 	return nil

@@ -25,3 +25,10 @@ func (s *ShardedTable) Admission() (k, counted int, err error) {
 	total, err := s.settleCount("admission", err, c)
 	return k, total, err
 }
+
+// admitting says whether the table's shards admit ids at a later lookup than their first (a
+// threshold above 1, the same on every rank).
+func (s *ShardedTable) admitting() bool {
+	k, _, err := s.shard.Admission()
+	return err == nil && k > 1
+}

@@ -12,11 +12,7 @@ import "slices"
 // holds the same Config and threshold (SetAdmission and the loads set it on every shard), so
 // the ranks agree on it; route's digest checks that they do.
 func (s *ShardedTable) counting() bool {
-	if s.cfg.TrackAccess {
-		return true
-	}
-	k, _, err := s.shard.Admission()
-	return err == nil && k > 1
+	return s.cfg.TrackAccess || s.admitting()
 }
 
 // uniqueCounted is uniqueIDs and, when count, how often ids holds each of them (nil otherwise).

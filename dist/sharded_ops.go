@@ -263,20 +263,23 @@ func applyGrads(op string, parts []part, always bool) (stepped []bool, errs []er
 }
 
 // updateShard steps this owner's shard with the gradients it received (grads, one row per id
-// of recv, several per id when several ranks sent one), summed per id by the shard's Update.
+// of recv, several per id when several ranks sent one), summed per id by the shard's Update;
+// in a TrainPipeline's Step, less the gradients its hook drops (stepHook.filter).
 func (s *ShardedTable) updateShard(recv []int64, grads *cgotorch.Tensor) error {
+	var keep []int64 // the rows of grads stepped, when not all of them
 	if s.fault == faultNoSum {
-		var keep []int64
 		recv, keep = firstOfEach(recv)
+	}
+	if s.stepping != nil {
+		recv, keep = s.stepping.filter(recv, keep)
+	}
+	if keep != nil {
 		kept, err := selectRows(grads, keep)
 		if err != nil {
 			return err
 		}
 		defer kept.Close()
 		grads = kept
-	}
-	if s.updated != nil {
-		*s.updated = append(*s.updated, recv...)
 	}
 	return s.onShard(recv, grads, s.shard.Update)
 }

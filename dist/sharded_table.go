@@ -41,7 +41,7 @@ type ShardedTable struct {
 	// pending in it); view those of one inference lookup.
 	cache, view  *embedding.Table
 	pipe         *tablePipe // the rows a TrainPipeline fetched for this step's lookups, while it runs them
-	updated      *[]int64   // while a TrainPipeline steps: the ids this owner updated
+	stepping     *stepHook  // while a TrainPipeline steps: what this owner's update drops and records
 	fault        fault      // a deliberate defect, set by tests only
 	beforeCommit func()     // run by Save on rank 0 before it commits (tests: a crash there)
 }
