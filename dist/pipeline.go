@@ -56,6 +56,10 @@ type Prefetch struct {
 // peers then time out). An error breaks the pipeline (every later call returns it): close the
 // group, as after any failed collective.
 //
+// Between calls the pipeline holds the rows fetched for the batch it trains on next: Write,
+// Delete and Evict of their tables fail (ErrBadInput) until Flush or Close, since that batch
+// would train on rows the plain loop would not see.
+//
 // Rows, optimizer states and steps are the plain loop's; a row's metadata may not be: the fetch
 // inserts and looks up the next batch's ids before the current batch's Step, so their stamps
 // (the step a row was created or last seen, which eviction by age reads) can be a step
@@ -147,7 +151,8 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 		if err := <-done; err != nil {
 			return 0, false, err
 		}
-		p.cur, p.curB = ahead, next
+		p.curB = next
+		p.hold(ahead)
 		return 0, false, nil
 	}
 	loss, err = p.compute()
@@ -162,7 +167,8 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 		err = <-background(func() error { return p.patch(ahead, hooks) })
 	}
 	p.release(p.cur)
-	p.cur, p.curB = ahead, next
+	p.curB = next
+	p.hold(ahead)
 	return loss, true, err
 }
 
@@ -208,10 +214,34 @@ func (p *TrainPipeline[B]) fail(err error) {
 	p.broken = fmt.Errorf("train pipeline broken by an earlier error: %w", err)
 }
 
+// hold makes fs (fetched for p.curB) the current batch's rows, and tells their tables
+// (ShardedTable.heldRows) until release.
+func (p *TrainPipeline[B]) hold(fs []*fetched) {
+	p.cur = fs
+	for _, t := range distinctTablesOf(fs) {
+		t.held++
+	}
+}
+
+// release frees fs (the current batch's rows) and tells their tables.
 func (p *TrainPipeline[B]) release(fs []*fetched) {
+	for _, t := range distinctTablesOf(fs) {
+		t.held--
+	}
 	for _, f := range fs {
 		f.close()
 	}
+}
+
+// distinctTablesOf are the tables of fs, each once.
+func distinctTablesOf(fs []*fetched) []*ShardedTable {
+	var out []*ShardedTable
+	for _, f := range fs {
+		if !slices.Contains(out, f.p.Table) {
+			out = append(out, f.p.Table)
+		}
+	}
+	return out
 }
 
 // compute runs the current batch's forward and backward passes, its lookups taking the rows
@@ -386,4 +416,14 @@ func (q *tablePipe) use(s *ShardedTable, op string, ids []int64, train bool) err
 		return nil
 	}
 	return s.onShard(f.patchIDs, f.patchRows, s.cache.Write)
+}
+
+// heldRows refuses an operation that changes rows (Write, Delete, Evict) while a TrainPipeline
+// holds rows of the table fetched for a batch it has not trained yet: that batch would train
+// on rows the plain loop would not see (ErrBadInput; Flush the pipeline first).
+func (s *ShardedTable) heldRows(op string) error {
+	if s.held > 0 {
+		return s.badInput(op, "a TrainPipeline holds rows fetched for a batch it has not trained yet: Flush it first")
+	}
+	return nil
 }

@@ -26,14 +26,18 @@ import (
 //
 // ctx is checked on every rank, with the ranks' policies and shards, before any shard changes:
 // a rank whose ctx is done, or whose policy differs, fails the call on every rank and nothing is
-// removed. Once agreed, the eviction runs to its end. Evict between training steps: a
-// TrainPipeline's rows fetched for a batch it has not trained yet would lose their ids (Flush it
-// first).
+// removed. Once agreed, the eviction runs to its end. Evict between training steps: while a
+// TrainPipeline holds rows fetched for a batch it has not trained yet, Evict fails on every
+// rank (ErrBadInput here) and removes nothing (Flush the pipeline first), as Write and Delete
+// do.
 func (s *ShardedTable) Evict(ctx context.Context, p embedding.EvictPolicy, rows bool) (*embedding.Evicted, int, error) {
 	const op = "evict"
 	n, byFreq, ranked := p.Keeps()
 	var meta shardRows
 	local := ctx.Err()
+	if local == nil {
+		local = s.heldRows(op)
+	}
 	if local == nil && ranked {
 		if n < 0 {
 			local = s.badInput(op, "%v keeps a negative number of rows", p)

@@ -159,6 +159,9 @@ func (s *ShardedTable) Write(ids, values *cgotorch.Tensor) error {
 	if err == nil {
 		err = s.rowsOf(op, "values", values, len(v))
 	}
+	if err == nil {
+		err = s.heldRows(op)
+	}
 	u, pos := distinct(v)
 	urows := values
 	if err == nil && pos != nil {
@@ -311,6 +314,9 @@ func firstOfEach(ids []int64) (first, at []int64) {
 func (s *ShardedTable) Delete(ids *cgotorch.Tensor) (int, error) {
 	const op = "delete"
 	v, err := s.idsOf(op, ids)
+	if err == nil {
+		err = s.heldRows(op)
+	}
 	r, _, err := s.route1(op, routeDelete, uniqueIDs(v, false, 0), nil, err)
 	if err != nil {
 		return 0, err

@@ -42,6 +42,7 @@ type ShardedTable struct {
 	cache, view  *embedding.Table
 	pipe         *tablePipe // the rows a TrainPipeline fetched for this step's lookups, while it runs them
 	stepping     *stepHook  // while a TrainPipeline steps: what this owner's update drops and records
+	held         int        // TrainPipelines holding rows fetched for a batch not trained yet
 	fault        fault      // a deliberate defect, set by tests only
 	beforeCommit func()     // run by Save on rank 0 before it commits (tests: a crash there)
 }
