@@ -55,26 +55,22 @@ func (s *ShardedTable) ForwardBags(features []nn.JointBag, segments int, ids, bo
 // tables calls it (nn.JointLookupTable). Each result is Forward's, and so are its gradients.
 func (s *ShardedTable) ForwardEach(tables []nn.EmbeddingTable, ids []*cgotorch.Tensor, o embedding.ForwardOptions) ([]*cgotorch.Tensor, error) {
 	const op = "forward each"
-	if len(ids) != len(tables) {
-		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("%d ids for %d tables", len(ids), len(tables))}
-	}
 	distinct, err := distinctTables(op, s.g, tables)
 	if err != nil {
 		return nil, err
 	}
 	byTable := make([][]int64, len(distinct)) // by table, the ids of its lookups
 	var local error
-	for i, t := range tables {
-		st := t.(*ShardedTable)
+	if len(ids) != len(tables) {
+		local = &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("%d ids for %d tables", len(ids), len(tables))}
+	}
+	for i := 0; local == nil && i < len(tables); i++ { // a refusal is this rank's verdict
+		st := tables[i].(*ShardedTable)
 		v, err := st.checkForward(op, ids[i], o, func(view *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
 			return view.Forward(ids[i], dry)
 		})
-		if err != nil {
-			local = err
-			break
-		}
 		k := slices.Index(distinct, st)
-		byTable[k] = append(byTable[k], v...)
+		byTable[k], local = append(byTable[k], v...), err
 	}
 	return lookUpFetched(op, distinct, byTable, local, o, func(local func(*ShardedTable) *embedding.Table) ([]*cgotorch.Tensor, error) {
 		outs := make([]*cgotorch.Tensor, len(tables))
@@ -87,6 +83,27 @@ func (s *ShardedTable) ForwardEach(tables []nn.EmbeddingTable, ids []*cgotorch.T
 		}
 		return outs, nil
 	})
+}
+
+// RefuseLookup is this rank's part, refusing its input with refused, in the lookup that
+// ForwardBags or ForwardEach over tables (sharded tables of s's group, in the order of the
+// features) with o runs on the other ranks (collective: nn.JointLookupTable): an
+// nn.EmbeddingBagCollection or nn.EmbeddingCollection calls it for an input it cannot cut
+// into features (a missing key, both Lengths and Offsets). The ranks exchange as for that
+// lookup, this one with its refusal as its verdict and no ids, so every rank's call fails
+// (the others' with ErrMismatch), no table changes, and the ranks stay in step. It returns
+// refused (joined with the exchange's error, if any).
+func (s *ShardedTable) RefuseLookup(tables []nn.EmbeddingTable, o embedding.ForwardOptions, refused error) error {
+	const op = "collection lookup"
+	if refused == nil {
+		refused = &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("refused without a reason")}
+	}
+	distinct, err := distinctTables(op, s.g, tables)
+	if err != nil {
+		return errors.Join(refused, err)
+	}
+	_, err = lookUpFetched[struct{}](op, distinct, nil, refused, o, nil) // a refusal looks nothing up
+	return err
 }
 
 // lookUpFetched fetches the rows of the ids of tables (byTable[k]: table k's, with repeats;
@@ -113,7 +130,7 @@ func lookUpFetched[T any](op string, tables []*ShardedTable, byTable [][]int64, 
 	parts := make([]part, len(tables)) // by table, its distinct ids (and, counted, their counts)
 	for k, t := range tables {
 		parts[k] = part{t: t, counted: o.Train && t.counting()}
-		if byTable != nil {
+		if byTable != nil && failed == nil {
 			parts[k].ids, parts[k].counts = uniqueCounted(byTable[k], o.Padding, o.PaddingID, parts[k].counted)
 		}
 	}

@@ -320,6 +320,27 @@ func bagsEval(g *Group, tables []*ShardedTable, refs []*embedding.Table, seq boo
 	})
 }
 
+// withPair runs f on a group made from o and its sharded tables "users" (Adagrad) and "items"
+// (itemsConfig), closed after.
+func withPair(o Options, f func(g *Group, users, items *ShardedTable) error) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	users, err := NewShardedTable(g, "users", trainConfigs["adagrad"])
+	if err != nil {
+		return err
+	}
+	defer users.Close()
+	items, err := NewShardedTable(g, "items", itemsConfig)
+	if err != nil {
+		return err
+	}
+	defer items.Close()
+	return f(g, users, items)
+}
+
 // shardedPair returns two sharded tables of g (prefix+"users" and prefix+"items") closed at
 // the test's end.
 func shardedPair(t *testing.T, g *Group, prefix string) (users, items *ShardedTable) {

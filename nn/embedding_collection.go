@@ -25,6 +25,9 @@ type EmbeddingFeature struct {
 // Over sharded tables (JointLookupTable) Forward fetches the rows of every feature in one
 // exchange of ids and one of rows (JointLookupTable.ForwardEach), and Step sends every table's
 // gradients in one exchange, where an Embedding per feature would exchange twice per feature.
+// Forward is then collective, and so is its refusal of bad input: the refusing rank still
+// takes part in the exchange (with its error as its verdict), so that every rank's Forward
+// panics (the others' with ErrMismatch), no table changes, and the ranks stay in step.
 type EmbeddingCollection struct {
 	Base
 	EmbeddingOptions
@@ -62,22 +65,11 @@ func (c *EmbeddingCollection) Features() []EmbeddingFeature {
 // feature are ignored) and no weights.
 func (c *EmbeddingCollection) Forward(in KeyedJagged) []*Tensor {
 	const op = "embedding collection forward"
-	segs, err := c.segments(in)
-	var spans [][2]int64
-	if err == nil {
-		spans, err = in.Spans()
-	}
-	if err == nil && in.Weights != nil {
-		err = fmt.Errorf("%w: an embedding collection takes no weights", cgotorch.ErrInvalidArgument)
-	}
-	if err != nil {
-		panic(tensorError(op, err))
-	}
-	ids := make([]*Tensor, len(c.names))
-	for i, seg := range segs {
-		ids[i] = in.Values.Narrow(0, spans[seg][0], spans[seg][1]-spans[seg][0])
-	}
 	fo := c.forward(c.Training())
+	ids, err := c.featureIDs(in)
+	if err != nil {
+		panic(tensorError(op, c.refuse(fo, err)))
+	}
 	var outs []*Tensor
 	if c.joint != nil {
 		outs, err = c.joint.ForwardEach(c.of, ids, fo)
@@ -96,10 +88,40 @@ func (c *EmbeddingCollection) Forward(in KeyedJagged) []*Tensor {
 	return outs
 }
 
+// featureIDs returns, for each feature, its ids in in: views of in.Values.
+func (c *EmbeddingCollection) featureIDs(in KeyedJagged) ([]*Tensor, error) {
+	segs, err := c.segments(in)
+	var spans [][2]int64
+	if err == nil {
+		spans, err = in.Spans()
+	}
+	if err == nil && in.Weights != nil {
+		err = errNoWeights
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]*Tensor, len(c.names))
+	err = cgotorch.Try(func() { // Values of another shape than [N]
+		for i, seg := range segs {
+			ids[i] = in.Values.Narrow(0, spans[seg][0], spans[seg][1]-spans[seg][0])
+		}
+	})
+	if err != nil {
+		for _, t := range ids {
+			t.Close()
+		}
+		return nil, err
+	}
+	return ids, nil
+}
+
 // TableIDs is Collection.TableIDs.
 func (c *EmbeddingCollection) TableIDs(in KeyedJagged) ([]EmbeddingTable, [][]int64, error) {
 	return c.tableIDs(in, c.EmbeddingOptions)
 }
+
+var errNoWeights = fmt.Errorf("%w: an embedding collection takes no weights", cgotorch.ErrInvalidArgument)
 
 // Parameters returns nil: the rows live in the tables, which its Steppers update.
 func (c *EmbeddingCollection) Parameters() []NamedParameter { return nil }

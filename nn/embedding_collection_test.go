@@ -97,7 +97,10 @@ func TestEmbeddingCollectionBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := cgotorch.MustFromSlice([]int64{1, 2, 3})
+	closed := cgotorch.MustFromSlice([]int64{1, 2, 3})
+	closed.Close()
 	for name, in := range map[string]nn.KeyedJagged{
+		"closed ids":  {Keys: []string{"a"}, Values: closed, Lengths: cgotorch.MustFromSlice([]int64{3})},
 		"no key":      {Keys: []string{"b"}, Values: ids, Lengths: cgotorch.MustFromSlice([]int64{3})},
 		"lengths":     {Keys: []string{"a"}, Values: ids, Lengths: cgotorch.MustFromSlice([]int64{4})},
 		"no bounds":   {Keys: []string{"a"}, Values: ids},
