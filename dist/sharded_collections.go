@@ -172,14 +172,35 @@ func distinctTables(op string, g *Group, of []nn.EmbeddingTable) ([]*ShardedTabl
 // nn.EmbeddingBagCollection's or an nn.EmbeddingCollection's), in its order, for TrainStep and
 // TrainPipeline: one per table, of the ids of every feature that looks it up (c's padding id
 // left out). The IDs tensors are the caller's.
+//
+// Every rank calls it and passes its lookups on to TrainStep (or the pipeline), so its
+// refusal must not make one rank skip the step that the others enter: an input it refuses (a
+// missing key, bad bounds, values that are not int64 ids: what c.Forward would refuse, but a
+// pooled collection's weights, which it does not read) is no error here but travels in the
+// lookups it returns (one per table, without ids) to the fetch, where it is this rank's
+// verdict: every rank's TrainStep then fails (this rank's with the refusal, the others' with
+// ErrMismatch) before anything changes, and the next step runs in step (a TrainPipeline's
+// Progress fails on every rank, which breaks the pipeline). The errors it returns are those
+// of c alone (nil, or a table that is not sharded; c is the same on every rank), and, for an
+// nn.Collection of another package whose tables nn.LookupTables does not know, that of its
+// TableIDs.
 func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error) {
 	const op = "collection prefetches"
 	if c == nil {
 		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("nil collection")}
 	}
+	known := nn.LookupTables(c)
+	for _, t := range known {
+		if _, ok := t.(*ShardedTable); !ok {
+			return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("table %q (%T) is not a sharded table", t.Name(), t)}
+		}
+	}
 	tables, ids, err := c.TableIDs(in)
-	if err != nil {
+	if err != nil && known == nil {
 		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: err}
+	}
+	if err != nil {
+		return refusedPrefetches(known, &Error{Op: op, Kind: ErrInvalidArgument, Err: err}), nil
 	}
 	out := make([]Prefetch, len(tables))
 	for k, t := range tables {
@@ -199,6 +220,25 @@ func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error
 		out[k] = Prefetch{Table: st, IDs: it}
 	}
 	return out, nil
+}
+
+// refusedPrefetches is a lookup of each of tables (sharded tables) that carries refused, this
+// rank's refusal of its input, to the fetch (Prefetch.ids).
+func refusedPrefetches(tables []nn.EmbeddingTable, refused error) []Prefetch {
+	out := make([]Prefetch, len(tables))
+	for k, t := range tables {
+		out[k] = Prefetch{Table: t.(*ShardedTable), refused: refused}
+	}
+	return out
+}
+
+// ids returns the ids of q's lookup (t: its table as the fetch uses it), checked, or the
+// refusal CollectionPrefetches put in q: this rank's verdict.
+func (q Prefetch) ids(op string, t *ShardedTable) ([]int64, error) {
+	if q.refused != nil {
+		return nil, q.refused
+	}
+	return t.idsOf(op, q.IDs)
 }
 
 // fetchInto fetches the rows of each part's ids (distinct) of its table from their owners, in

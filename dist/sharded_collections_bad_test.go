@@ -19,8 +19,8 @@ func init() {
 	scenarios["bags-bad"] = scenarioBagsBad
 }
 
-// On 2 ranks, rank 1 gives a collection (pooled or not) bad input, through its Forward;
-// every rank's call fails, no shard changes, and
+// On 2 ranks, rank 1 gives a collection (pooled or not) bad input, through its Forward and
+// through CollectionPrefetches and TrainStep; every rank's call fails, no shard changes, and
 // the next good step succeeds on both ranks: they are still in step.
 func TestShardedCollectionsBadInput(t *testing.T) {
 	for _, kind := range []string{"bags", "seq"} {
@@ -62,7 +62,8 @@ var badCollectionInputs = []struct {
 }
 
 // scenarioBagsBad: rank 1 spoils each of badCollectionInputs, given to the collection's
-// Forward (and, unpooled, a ForwardEach with ids for fewer tables). Every rank's call must fail (ErrInvalidArgument on rank 1, ErrMismatch on
+// Forward (and, unpooled, a ForwardEach with ids for fewer tables) and to CollectionPrefetches
+// for TrainStep. Every rank's call must fail (ErrInvalidArgument on rank 1, ErrMismatch on
 // rank 0), no shard may change, and a good step after each must succeed on both ranks.
 func scenarioBagsBad(o Options) error {
 	return withPair(o, func(g *Group, users, items *ShardedTable) error {
@@ -97,6 +98,16 @@ func bagsBad(g *Group, users, items *ShardedTable, seq bool) error {
 		"forward": func(in nn.KeyedJagged) error {
 			return cgotorch.TryWithScope(func() error { m.forward(in); return nil })
 		},
+		"train step": func(in nn.KeyedJagged) error {
+			lookups, err := CollectionPrefetches(m.collection(), in)
+			if err != nil {
+				return fmt.Errorf("CollectionPrefetches: %w (want the refusal in its lookups)", err)
+			}
+			_, err = TrainStep(opt, func([]sample) []Prefetch { return lookups }, func([]sample) (*cgotorch.Tensor, error) {
+				return nil, errors.New("the loss ran")
+			}, nil)
+			return err
+		},
 	}
 	type badCall struct {
 		name string
@@ -104,7 +115,7 @@ func bagsBad(g *Group, users, items *ShardedTable, seq bool) error {
 	}
 	var cases []badCall
 	for _, c := range badCollectionInputs {
-		for _, via := range []string{"forward"} {
+		for _, via := range []string{"forward", "train step"} {
 			if c.seq && !seq {
 				continue
 			}

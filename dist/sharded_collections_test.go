@@ -391,7 +391,7 @@ func TestShardedBagCollectionTables(t *testing.T) {
 
 // Bad input to a collection over sharded tables is refused before anything moves, inserts
 // nothing, and the next lookup works; CollectionPrefetches refuses what Forward would (but the
-// weights, which it does not read).
+// weights, which it does not read) in the lookups it returns: TrainStep fails with them.
 func TestShardedBagCollectionBadInput(t *testing.T) {
 	g := oneRank(t)
 	users, items := shardedPair(t, g, "")
@@ -399,6 +399,11 @@ func TestShardedBagCollectionBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opt, err := nn.NewAdam(m, nn.AdamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLoss := func(nn.KeyedJagged) (*cgotorch.Tensor, error) { return nil, errors.New("the loss ran") }
 	good := bagsInput(globalBatch(0))
 	lengths, _ := cgotorch.ToSlice[int64](good.Lengths)
 	lengths[len(lengths)-1]++ // one id more than the values hold
@@ -414,8 +419,13 @@ func TestShardedBagCollectionBadInput(t *testing.T) {
 		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: Forward: %v, want ErrInvalidArgument", name, err)
 		}
-		if _, err := CollectionPrefetches(m.bags, in); name != "weights" && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, embedding.ErrBadInput) {
-			t.Errorf("%s: CollectionPrefetches: %v, want an error", name, err)
+		lookups, err := CollectionPrefetches(m.bags, in)
+		if err != nil || len(lookups) != 2 {
+			t.Errorf("%s: CollectionPrefetches: %d lookups, %v; want one per table and the refusal in them", name, len(lookups), err)
+		} else if name != "weights" {
+			if _, err := TrainStep(opt, func(nn.KeyedJagged) []Prefetch { return lookups }, noLoss, in); !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s: TrainStep with CollectionPrefetches' lookups: %v, want ErrInvalidArgument", name, err)
+			}
 		}
 		for _, st := range []*ShardedTable{users, items} {
 			if n, err := st.Len(); err != nil || n != 0 {

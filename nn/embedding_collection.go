@@ -116,8 +116,11 @@ func (c *EmbeddingCollection) featureIDs(in KeyedJagged) ([]*Tensor, error) {
 	return ids, nil
 }
 
-// TableIDs is Collection.TableIDs.
+// TableIDs is Collection.TableIDs; it refuses weights, as Forward does.
 func (c *EmbeddingCollection) TableIDs(in KeyedJagged) ([]EmbeddingTable, [][]int64, error) {
+	if in.Weights != nil {
+		return nil, nil, errNoWeights
+	}
 	return c.tableIDs(in, c.EmbeddingOptions)
 }
 

@@ -111,6 +111,9 @@ func TestEmbeddingCollectionBadInput(t *testing.T) {
 		if err := cgotorch.Try(func() { col.Forward(in) }); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
+		if _, _, err := col.TableIDs(in); !errors.Is(err, cgotorch.ErrInvalidArgument) { // as Forward
+			t.Errorf("%s: TableIDs: %v, want ErrInvalidArgument", name, err)
+		}
 		if tbl.Len() != 0 {
 			t.Fatalf("%s: %d ids inserted", name, tbl.Len())
 		}
