@@ -27,17 +27,8 @@ func (s *ShardedTable) ForwardBags(features []nn.JointBag, segments int, ids, bo
 	if err != nil {
 		return nil, err
 	}
-	pool := func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
-		fs := make([]embedding.BagFeature, len(features))
-		for i, f := range features {
-			fs[i] = embedding.BagFeature{Table: local(f.Table.(*ShardedTable)), Mode: f.Mode, Options: o, Segment: f.Segment}
-		}
-		return embedding.ForwardBags(fs, segments, ids, bounds, weights, kind)
-	}
-	// the input is checked by the pooling of every table's empty view (checkForward's dry run)
-	v, err := s.checkForward(op, ids, o, func(_ *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
-		return pool(func(t *ShardedTable) *embedding.Table { return t.view }, dry)
-	})
+	pool := bagPool(features, segments, ids, bounds, weights, kind)
+	v, err := s.checkBags(op, pool, ids, o)
 	var byTable [][]int64 // by table, the ids of its features
 	if err == nil {
 		if byTable, err = bagIDs(v, bounds, kind, segments, features, tables); err != nil {
@@ -46,6 +37,26 @@ func (s *ShardedTable) ForwardBags(features []nn.JointBag, segments int, ids, bo
 	}
 	return lookUpFetched(op, tables, byTable, err, o, func(local func(*ShardedTable) *embedding.Table) (*cgotorch.Tensor, error) {
 		return pool(local, o)
+	})
+}
+
+// bagPool returns the pooling of features' bags (embedding.ForwardBags of ids cut by bounds
+// into segments) on the tables that local picks (their caches or views), with o.
+func bagPool(features []nn.JointBag, segments int, ids, bounds, weights *cgotorch.Tensor, kind embedding.BagBounds) func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+	return func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+		fs := make([]embedding.BagFeature, len(features))
+		for i, f := range features {
+			fs[i] = embedding.BagFeature{Table: local(f.Table.(*ShardedTable)), Mode: f.Mode, Options: o, Segment: f.Segment}
+		}
+		return embedding.ForwardBags(fs, segments, ids, bounds, weights, kind)
+	}
+}
+
+// checkBags checks the input of pool (bagPool's, of ids) by pooling every table's empty view
+// (checkForward's dry run), and returns the ids.
+func (s *ShardedTable) checkBags(op string, pool func(func(*ShardedTable) *embedding.Table, embedding.ForwardOptions) (*cgotorch.Tensor, error), ids *cgotorch.Tensor, o embedding.ForwardOptions) ([]int64, error) {
+	return s.checkForward(op, ids, o, func(_ *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+		return pool(func(t *ShardedTable) *embedding.Table { return t.view }, dry)
 	})
 }
 
@@ -175,9 +186,8 @@ func distinctTables(op string, g *Group, of []nn.EmbeddingTable) ([]*ShardedTabl
 //
 // Every rank calls it and passes its lookups on to TrainStep (or the pipeline), so its
 // refusal must not make one rank skip the step that the others enter: an input it refuses (a
-// missing key, bad bounds, values that are not int64 ids: what c.Forward would refuse, but a
-// pooled collection's weights, which it does not read) is no error here but travels in the
-// lookups it returns (one per table, without ids) to the fetch, where it is this rank's
+// missing key, bad bounds, values that are not int64 ids, a pooled collection's bad weights:
+// what c.Forward would refuse) is no error here but travels in the lookups it returns (one per table, without ids) to the fetch, where it is this rank's
 // verdict: every rank's TrainStep then fails (this rank's with the refusal, the others' with
 // ErrMismatch) before anything changes, and the next step runs in step (a TrainPipeline's
 // Progress fails on every rank, which breaks the pipeline). The errors it returns are those
@@ -196,6 +206,9 @@ func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error
 		}
 	}
 	tables, ids, err := c.TableIDs(in)
+	if bags, ok := c.(*nn.EmbeddingBagCollection); ok && err == nil && in.Weights != nil {
+		err = checkBagWeights(op, bags, in)
+	}
 	if err != nil && known == nil {
 		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: err}
 	}
@@ -220,6 +233,24 @@ func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error
 		out[k] = Prefetch{Table: st, IDs: it}
 	}
 	return out, nil
+}
+
+// checkBagWeights checks a pooled collection's input with weights, which TableIDs does not
+// read, as its Forward over sharded tables does (ForwardBags' dry run: it pools, so it runs
+// only for weights, the rest being TableIDs').
+func checkBagWeights(op string, bags *nn.EmbeddingBagCollection, in nn.KeyedJagged) error {
+	bounds, kind, err := in.Bounds()
+	if err != nil {
+		return err
+	}
+	fs := bags.Features()
+	features := make([]nn.JointBag, len(fs))
+	for i, f := range fs {
+		features[i] = nn.JointBag{Table: f.Table, Mode: f.Mode, Segment: slices.Index(in.Keys, f.Name)}
+	}
+	pool := bagPool(features, len(in.Keys), in.Values, bounds, in.Weights, kind)
+	_, err = features[0].Table.(*ShardedTable).checkBags(op, pool, in.Values, embedding.ForwardOptions{Padding: bags.Padding, PaddingID: bags.PaddingID})
+	return err
 }
 
 // refusedPrefetches is a lookup of each of tables (sharded tables) that carries refused, this

@@ -35,28 +35,29 @@ func TestShardedCollectionsBadInput(t *testing.T) {
 // badCollectionInputs spoil a collection's input: those the collection refuses before it
 // knows the features' ids (a missing key, both or neither bounds, closed values; weights of an
 // unpooled collection), and those the exchange's checks refuse (the lengths' sum, float
-// values).
+// values, a pooled collection's weights of another length than the ids).
 var badCollectionInputs = []struct {
 	name  string
-	seq   bool // an unpooled collection's case only
+	only  string // "bags" or "seq": a pooled or unpooled collection's case only
 	spoil func(*nn.KeyedJagged)
 }{
-	{"missing key", false, func(in *nn.KeyedJagged) { in.Keys = []string{"candidate", "user", "historyz"} }},
-	{"lengths and offsets", false, func(in *nn.KeyedJagged) { in.Offsets = in.Lengths }},
-	{"no bounds", false, func(in *nn.KeyedJagged) { in.Lengths = nil }},
-	{"lengths sum", false, func(in *nn.KeyedJagged) {
+	{"missing key", "", func(in *nn.KeyedJagged) { in.Keys = []string{"candidate", "user", "historyz"} }},
+	{"lengths and offsets", "", func(in *nn.KeyedJagged) { in.Offsets = in.Lengths }},
+	{"no bounds", "", func(in *nn.KeyedJagged) { in.Lengths = nil }},
+	{"lengths sum", "", func(in *nn.KeyedJagged) {
 		l, _ := cgotorch.ToSlice[int64](in.Lengths)
 		l[len(l)-1]++
 		in.Lengths = cgotorch.MustFromSlice(l)
 	}},
-	{"float values", false, func(in *nn.KeyedJagged) {
+	{"float values", "", func(in *nn.KeyedJagged) {
 		in.Values = cgotorch.MustFromSlice(make([]float32, in.Values.Numel()))
 	}},
-	{"closed values", false, func(in *nn.KeyedJagged) {
+	{"closed values", "", func(in *nn.KeyedJagged) {
 		in.Values = cgotorch.MustFromSlice([]int64{1})
 		in.Values.Close()
 	}},
-	{"weights", true, func(in *nn.KeyedJagged) {
+	{"short weights", "bags", func(in *nn.KeyedJagged) { in.Weights = cgotorch.MustFromSlice([]float32{1}) }},
+	{"weights", "seq", func(in *nn.KeyedJagged) {
 		in.Weights = cgotorch.MustFromSlice(make([]float32, in.Values.Numel()))
 	}},
 }
@@ -116,7 +117,7 @@ func bagsBad(g *Group, users, items *ShardedTable, seq bool) error {
 	var cases []badCall
 	for _, c := range badCollectionInputs {
 		for _, via := range []string{"forward", "train step"} {
-			if c.seq && !seq {
+			if c.only != "" && (c.only == "seq") != seq {
 				continue
 			}
 			in := bagsInput(globalBatch(100 + len(cases)))
