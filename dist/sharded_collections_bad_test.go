@@ -33,8 +33,8 @@ func TestShardedCollectionsBadInput(t *testing.T) {
 }
 
 // badCollectionInputs spoil a collection's input: those the collection refuses before it
-// knows the features' ids (a missing key, both or neither bounds, closed values; weights of an
-// unpooled collection), and those the exchange's checks refuse (the lengths' sum, float
+// knows the features' ids (a missing key, both or neither bounds, closed values; weights or
+// values not [N] of an unpooled collection), and those the exchange's checks refuse (the lengths' sum, float
 // values, a pooled collection's weights of another length than the ids).
 var badCollectionInputs = []struct {
 	name  string
@@ -57,6 +57,7 @@ var badCollectionInputs = []struct {
 		in.Values.Close()
 	}},
 	{"short weights", "bags", func(in *nn.KeyedJagged) { in.Weights = cgotorch.MustFromSlice([]float32{1}) }},
+	{"2-d values", "seq", func(in *nn.KeyedJagged) { in.Values = in.Values.Reshape(1, -1) }},
 	{"weights", "seq", func(in *nn.KeyedJagged) {
 		in.Weights = cgotorch.MustFromSlice(make([]float32, in.Values.Numel()))
 	}},

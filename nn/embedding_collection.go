@@ -95,36 +95,42 @@ func (c *EmbeddingCollection) featureIDs(in KeyedJagged) ([]*Tensor, error) {
 	if err == nil {
 		spans, err = in.Spans()
 	}
-	if err == nil && in.Weights != nil {
-		err = errNoWeights
+	if err == nil {
+		err = unpooled(in)
 	}
 	if err != nil {
 		return nil, err
 	}
 	ids := make([]*Tensor, len(c.names))
-	err = cgotorch.Try(func() { // Values of another shape than [N]
-		for i, seg := range segs {
-			ids[i] = in.Values.Narrow(0, spans[seg][0], spans[seg][1]-spans[seg][0])
-		}
-	})
-	if err != nil {
-		for _, t := range ids {
-			t.Close()
-		}
-		return nil, err
+	for i, seg := range segs {
+		ids[i] = in.Values.Narrow(0, spans[seg][0], spans[seg][1]-spans[seg][0])
 	}
 	return ids, nil
 }
 
-// TableIDs is Collection.TableIDs; it refuses weights, as Forward does.
+// TableIDs is Collection.TableIDs; it refuses what Forward refuses before any lookup.
 func (c *EmbeddingCollection) TableIDs(in KeyedJagged) ([]EmbeddingTable, [][]int64, error) {
-	if in.Weights != nil {
-		return nil, nil, errNoWeights
+	tables, ids, err := c.tableIDs(in, c.EmbeddingOptions)
+	if err == nil {
+		err = unpooled(in)
 	}
-	return c.tableIDs(in, c.EmbeddingOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tables, ids, nil
 }
 
-var errNoWeights = fmt.Errorf("%w: an embedding collection takes no weights", cgotorch.ErrInvalidArgument)
+// unpooled checks what an EmbeddingCollection asks of in (open values, as Spans checks): no
+// weights, and values of one dimension (its features' ids are cut from them).
+func unpooled(in KeyedJagged) error {
+	if in.Weights != nil {
+		return fmt.Errorf("%w: an embedding collection takes no weights", cgotorch.ErrInvalidArgument)
+	}
+	if sh := in.Values.Shape(); len(sh) != 1 {
+		return fmt.Errorf("%w: values of shape %v, want [N]", cgotorch.ErrInvalidArgument, sh)
+	}
+	return nil
+}
 
 // Parameters returns nil: the rows live in the tables, which its Steppers update.
 func (c *EmbeddingCollection) Parameters() []NamedParameter { return nil }

@@ -101,6 +101,7 @@ func TestEmbeddingCollectionBadInput(t *testing.T) {
 	closed.Close()
 	for name, in := range map[string]nn.KeyedJagged{
 		"closed ids":  {Keys: []string{"a"}, Values: closed, Lengths: cgotorch.MustFromSlice([]int64{3})},
+		"2-d ids":     {Keys: []string{"a"}, Values: cgotorch.MustFromSlice([]int64{1, 2, 3}, 1, 3), Lengths: cgotorch.MustFromSlice([]int64{3})},
 		"no key":      {Keys: []string{"b"}, Values: ids, Lengths: cgotorch.MustFromSlice([]int64{3})},
 		"lengths":     {Keys: []string{"a"}, Values: ids, Lengths: cgotorch.MustFromSlice([]int64{4})},
 		"no bounds":   {Keys: []string{"a"}, Values: ids},
