@@ -95,7 +95,11 @@
 // sharded collections) needs no list: its Forward fetches the rows of all its features in two
 // all-to-alls (ForwardBags, ForwardEach), so the plain loop of a model whose tables sit in one
 // collection runs 4 collectives per step for them, however many. CollectionPrefetches lists a
-// collection's lookups for TrainStep and TrainPipeline.
+// collection's lookups for TrainStep and TrainPipeline. A collection's bad input on one rank
+// (a missing key, bad bounds or ids) fails every rank's Forward, or TrainStep with those
+// lookups, and changes nothing: the refusing rank still takes part in the exchange, its
+// refusal as its verdict (CollectionPrefetches returns no error for it but carries it in its
+// lookups), so the ranks stay in step.
 //
 // Group.Collectives counts a rank's collectives (per step in the benchmarks).
 //

@@ -221,22 +221,9 @@ func TestShardedTablesStepTogetherRefusals(t *testing.T) {
 	requirePassed(t, runSharded(t, "joint-bad", 2, time.Minute))
 }
 
-func scenarioJointBad(o Options) error {
-	g, err := New(o)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	users, err := NewShardedTable(g, "users", trainConfigs["adagrad"])
-	if err != nil {
-		return err
-	}
-	defer users.Close()
-	items, err := NewShardedTable(g, "items", itemsConfig)
-	if err != nil {
-		return err
-	}
-	defer items.Close()
+func scenarioJointBad(o Options) error { return withPair(o, jointBad) }
+
+func jointBad(g *Group, users, items *ShardedTable) error {
 	m := newJointModel(users, items)
 	opt, err := nn.NewAdam(m, nn.AdamOptions{})
 	if err != nil {

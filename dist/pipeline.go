@@ -18,6 +18,7 @@ type Prefetch struct {
 	IDs       *cgotorch.Tensor
 	Padding   bool
 	PaddingID int64
+	refused   error // CollectionPrefetches: this rank's input refused (the fetch's verdict)
 }
 
 // TrainPipeline trains a model with sharded tables on a stream of batches, overlapping the
@@ -364,7 +365,7 @@ func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fe
 	}
 	out, parts := make([]*fetched, len(reqs)), make([]part, len(reqs))
 	for i, q := range reqs {
-		v, err := tables[i].idsOf(op, q.IDs)
+		v, err := q.ids(op, tables[i])
 		parts[i] = part{t: tables[i], local: err, counted: tables[i].counting()}
 		parts[i].ids, parts[i].counts = uniqueCounted(v, q.Padding, q.PaddingID, parts[i].counted)
 		out[i] = &fetched{p: q, ids: parts[i].ids, counted: parts[i].counted}

@@ -27,17 +27,8 @@ func (s *ShardedTable) ForwardBags(features []nn.JointBag, segments int, ids, bo
 	if err != nil {
 		return nil, err
 	}
-	pool := func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
-		fs := make([]embedding.BagFeature, len(features))
-		for i, f := range features {
-			fs[i] = embedding.BagFeature{Table: local(f.Table.(*ShardedTable)), Mode: f.Mode, Options: o, Segment: f.Segment}
-		}
-		return embedding.ForwardBags(fs, segments, ids, bounds, weights, kind)
-	}
-	// the input is checked by the pooling of every table's empty view (checkForward's dry run)
-	v, err := s.checkForward(op, ids, o, func(_ *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
-		return pool(func(t *ShardedTable) *embedding.Table { return t.view }, dry)
-	})
+	pool := bagPool(features, segments, ids, bounds, weights, kind)
+	v, err := s.checkBags(op, pool, ids, o)
 	var byTable [][]int64 // by table, the ids of its features
 	if err == nil {
 		if byTable, err = bagIDs(v, bounds, kind, segments, features, tables); err != nil {
@@ -49,32 +40,48 @@ func (s *ShardedTable) ForwardBags(features []nn.JointBag, segments int, ids, bo
 	})
 }
 
+// bagPool returns the pooling of features' bags (embedding.ForwardBags of ids cut by bounds
+// into segments) on the tables that local picks (their caches or views), with o.
+func bagPool(features []nn.JointBag, segments int, ids, bounds, weights *cgotorch.Tensor, kind embedding.BagBounds) func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+	return func(local func(*ShardedTable) *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+		fs := make([]embedding.BagFeature, len(features))
+		for i, f := range features {
+			fs[i] = embedding.BagFeature{Table: local(f.Table.(*ShardedTable)), Mode: f.Mode, Options: o, Segment: f.Segment}
+		}
+		return embedding.ForwardBags(fs, segments, ids, bounds, weights, kind)
+	}
+}
+
+// checkBags checks the input of pool (bagPool's, of ids) by pooling every table's empty view
+// (checkForward's dry run), and returns the ids.
+func (s *ShardedTable) checkBags(op string, pool func(func(*ShardedTable) *embedding.Table, embedding.ForwardOptions) (*cgotorch.Tensor, error), ids *cgotorch.Tensor, o embedding.ForwardOptions) ([]int64, error) {
+	return s.checkForward(op, ids, o, func(_ *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
+		return pool(func(t *ShardedTable) *embedding.Table { return t.view }, dry)
+	})
+}
+
 // ForwardEach is Forward of ids[i] on tables[i] for every i (sharded tables of s's group; a
 // table may serve several), with the rows of all of them fetched in one exchange of ids and one
 // of rows (collective), instead of two per lookup. An nn.EmbeddingCollection over sharded
 // tables calls it (nn.JointLookupTable). Each result is Forward's, and so are its gradients.
 func (s *ShardedTable) ForwardEach(tables []nn.EmbeddingTable, ids []*cgotorch.Tensor, o embedding.ForwardOptions) ([]*cgotorch.Tensor, error) {
 	const op = "forward each"
-	if len(ids) != len(tables) {
-		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("%d ids for %d tables", len(ids), len(tables))}
-	}
 	distinct, err := distinctTables(op, s.g, tables)
 	if err != nil {
 		return nil, err
 	}
 	byTable := make([][]int64, len(distinct)) // by table, the ids of its lookups
 	var local error
-	for i, t := range tables {
-		st := t.(*ShardedTable)
+	if len(ids) != len(tables) {
+		local = &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("%d ids for %d tables", len(ids), len(tables))}
+	}
+	for i := 0; local == nil && i < len(tables); i++ { // a refusal is this rank's verdict
+		st := tables[i].(*ShardedTable)
 		v, err := st.checkForward(op, ids[i], o, func(view *embedding.Table, dry embedding.ForwardOptions) (*cgotorch.Tensor, error) {
 			return view.Forward(ids[i], dry)
 		})
-		if err != nil {
-			local = err
-			break
-		}
 		k := slices.Index(distinct, st)
-		byTable[k] = append(byTable[k], v...)
+		byTable[k], local = append(byTable[k], v...), err
 	}
 	return lookUpFetched(op, distinct, byTable, local, o, func(local func(*ShardedTable) *embedding.Table) ([]*cgotorch.Tensor, error) {
 		outs := make([]*cgotorch.Tensor, len(tables))
@@ -87,6 +94,27 @@ func (s *ShardedTable) ForwardEach(tables []nn.EmbeddingTable, ids []*cgotorch.T
 		}
 		return outs, nil
 	})
+}
+
+// RefuseLookup is this rank's part, refusing its input with refused, in the lookup that
+// ForwardBags or ForwardEach over tables (sharded tables of s's group, in the order of the
+// features) with o runs on the other ranks (collective: nn.JointLookupTable): an
+// nn.EmbeddingBagCollection or nn.EmbeddingCollection calls it for an input it cannot cut
+// into features (a missing key, both Lengths and Offsets). The ranks exchange as for that
+// lookup, this one with its refusal as its verdict and no ids, so every rank's call fails
+// (the others' with ErrMismatch), no table changes, and the ranks stay in step. It returns
+// refused (joined with the exchange's error, if any).
+func (s *ShardedTable) RefuseLookup(tables []nn.EmbeddingTable, o embedding.ForwardOptions, refused error) error {
+	const op = "collection lookup"
+	if refused == nil {
+		refused = &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("refused without a reason")}
+	}
+	distinct, err := distinctTables(op, s.g, tables)
+	if err != nil {
+		return errors.Join(refused, err)
+	}
+	_, err = lookUpFetched[struct{}](op, distinct, nil, refused, o, nil) // a refusal looks nothing up
+	return err
 }
 
 // lookUpFetched fetches the rows of the ids of tables (byTable[k]: table k's, with repeats;
@@ -113,7 +141,7 @@ func lookUpFetched[T any](op string, tables []*ShardedTable, byTable [][]int64, 
 	parts := make([]part, len(tables)) // by table, its distinct ids (and, counted, their counts)
 	for k, t := range tables {
 		parts[k] = part{t: t, counted: o.Train && t.counting()}
-		if byTable != nil {
+		if byTable != nil && failed == nil {
 			parts[k].ids, parts[k].counts = uniqueCounted(byTable[k], o.Padding, o.PaddingID, parts[k].counted)
 		}
 	}
@@ -155,14 +183,37 @@ func distinctTables(op string, g *Group, of []nn.EmbeddingTable) ([]*ShardedTabl
 // nn.EmbeddingBagCollection's or an nn.EmbeddingCollection's), in its order, for TrainStep and
 // TrainPipeline: one per table, of the ids of every feature that looks it up (c's padding id
 // left out). The IDs tensors are the caller's.
+//
+// Every rank calls it and passes its lookups on to TrainStep (or the pipeline), so its
+// refusal must not make one rank skip the step that the others enter: an input it refuses (a
+// missing key, bad bounds, values that are not int64 ids, a pooled collection's bad weights:
+// what c.Forward would refuse) is no error here but travels in the lookups it returns (one per table, without ids) to the fetch, where it is this rank's
+// verdict: every rank's TrainStep then fails (this rank's with the refusal, the others' with
+// ErrMismatch) before anything changes, and the next step runs in step (a TrainPipeline's
+// Progress fails on every rank, which breaks the pipeline). The errors it returns are those
+// of c alone (nil, or a table that is not sharded; c is the same on every rank), and, for an
+// nn.Collection of another package whose tables nn.LookupTables does not know, that of its
+// TableIDs.
 func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error) {
 	const op = "collection prefetches"
 	if c == nil {
 		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: errors.New("nil collection")}
 	}
+	known := nn.LookupTables(c)
+	for _, t := range known {
+		if _, ok := t.(*ShardedTable); !ok {
+			return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: fmt.Errorf("table %q (%T) is not a sharded table", t.Name(), t)}
+		}
+	}
 	tables, ids, err := c.TableIDs(in)
-	if err != nil {
+	if bags, ok := c.(*nn.EmbeddingBagCollection); ok && err == nil && in.Weights != nil {
+		err = checkBagWeights(op, bags, in)
+	}
+	if err != nil && known == nil {
 		return nil, &Error{Op: op, Kind: ErrInvalidArgument, Err: err}
+	}
+	if err != nil {
+		return refusedPrefetches(known, &Error{Op: op, Kind: ErrInvalidArgument, Err: err}), nil
 	}
 	out := make([]Prefetch, len(tables))
 	for k, t := range tables {
@@ -182,6 +233,43 @@ func CollectionPrefetches(c nn.Collection, in nn.KeyedJagged) ([]Prefetch, error
 		out[k] = Prefetch{Table: st, IDs: it}
 	}
 	return out, nil
+}
+
+// checkBagWeights checks a pooled collection's input with weights, which TableIDs does not
+// read, as its Forward over sharded tables does (ForwardBags' dry run: it pools, so it runs
+// only for weights, the rest being TableIDs').
+func checkBagWeights(op string, bags *nn.EmbeddingBagCollection, in nn.KeyedJagged) error {
+	bounds, kind, err := in.Bounds()
+	if err != nil {
+		return err
+	}
+	fs := bags.Features()
+	features := make([]nn.JointBag, len(fs))
+	for i, f := range fs {
+		features[i] = nn.JointBag{Table: f.Table, Mode: f.Mode, Segment: slices.Index(in.Keys, f.Name)}
+	}
+	pool := bagPool(features, len(in.Keys), in.Values, bounds, in.Weights, kind)
+	_, err = features[0].Table.(*ShardedTable).checkBags(op, pool, in.Values, embedding.ForwardOptions{Padding: bags.Padding, PaddingID: bags.PaddingID})
+	return err
+}
+
+// refusedPrefetches is a lookup of each of tables (sharded tables) that carries refused, this
+// rank's refusal of its input, to the fetch (Prefetch.ids).
+func refusedPrefetches(tables []nn.EmbeddingTable, refused error) []Prefetch {
+	out := make([]Prefetch, len(tables))
+	for k, t := range tables {
+		out[k] = Prefetch{Table: t.(*ShardedTable), refused: refused}
+	}
+	return out
+}
+
+// ids returns the ids of q's lookup (t: its table as the fetch uses it), checked, or the
+// refusal CollectionPrefetches put in q: this rank's verdict.
+func (q Prefetch) ids(op string, t *ShardedTable) ([]int64, error) {
+	if q.refused != nil {
+		return nil, q.refused
+	}
+	return t.idsOf(op, q.IDs)
 }
 
 // fetchInto fetches the rows of each part's ids (distinct) of its table from their owners, in

@@ -320,6 +320,27 @@ func bagsEval(g *Group, tables []*ShardedTable, refs []*embedding.Table, seq boo
 	})
 }
 
+// withPair runs f on a group made from o and its sharded tables "users" (Adagrad) and "items"
+// (itemsConfig), closed after.
+func withPair(o Options, f func(g *Group, users, items *ShardedTable) error) error {
+	g, err := New(o)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	users, err := NewShardedTable(g, "users", trainConfigs["adagrad"])
+	if err != nil {
+		return err
+	}
+	defer users.Close()
+	items, err := NewShardedTable(g, "items", itemsConfig)
+	if err != nil {
+		return err
+	}
+	defer items.Close()
+	return f(g, users, items)
+}
+
 // shardedPair returns two sharded tables of g (prefix+"users" and prefix+"items") closed at
 // the test's end.
 func shardedPair(t *testing.T, g *Group, prefix string) (users, items *ShardedTable) {
@@ -369,8 +390,8 @@ func TestShardedBagCollectionTables(t *testing.T) {
 }
 
 // Bad input to a collection over sharded tables is refused before anything moves, inserts
-// nothing, and the next lookup works; CollectionPrefetches refuses what Forward would (but the
-// weights, which it does not read).
+// nothing, and the next lookup works; CollectionPrefetches refuses what Forward would, in the
+// lookups it returns: TrainStep fails with them.
 func TestShardedBagCollectionBadInput(t *testing.T) {
 	g := oneRank(t)
 	users, items := shardedPair(t, g, "")
@@ -378,6 +399,11 @@ func TestShardedBagCollectionBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opt, err := nn.NewAdam(m, nn.AdamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLoss := func(nn.KeyedJagged) (*cgotorch.Tensor, error) { return nil, errors.New("the loss ran") }
 	good := bagsInput(globalBatch(0))
 	lengths, _ := cgotorch.ToSlice[int64](good.Lengths)
 	lengths[len(lengths)-1]++ // one id more than the values hold
@@ -393,8 +419,11 @@ func TestShardedBagCollectionBadInput(t *testing.T) {
 		if !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: Forward: %v, want ErrInvalidArgument", name, err)
 		}
-		if _, err := CollectionPrefetches(m.bags, in); name != "weights" && !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, embedding.ErrBadInput) {
-			t.Errorf("%s: CollectionPrefetches: %v, want an error", name, err)
+		lookups, err := CollectionPrefetches(m.bags, in)
+		if err != nil || len(lookups) != 2 {
+			t.Errorf("%s: CollectionPrefetches: %d lookups, %v; want one per table and the refusal in them", name, len(lookups), err)
+		} else if _, err := TrainStep(opt, func(nn.KeyedJagged) []Prefetch { return lookups }, noLoss, in); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: TrainStep with CollectionPrefetches' lookups: %v, want ErrInvalidArgument", name, err)
 		}
 		for _, st := range []*ShardedTable{users, items} {
 			if n, err := st.Len(); err != nil || n != 0 {

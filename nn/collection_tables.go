@@ -40,8 +40,8 @@ func (in KeyedJagged) Spans() ([][2]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Values == nil {
-		return nil, fmt.Errorf("%w: no values", cgotorch.ErrInvalidArgument)
+	if in.Values.Closed() {
+		return nil, fmt.Errorf("%w: no values (nil or closed)", cgotorch.ErrInvalidArgument)
 	}
 	b, err := cgotorch.ToSlice[int64](bounds)
 	if err != nil {
@@ -118,6 +118,16 @@ func (c *collectionTables) segments(in KeyedJagged) ([]int, error) {
 		}
 	}
 	return segs, nil
+}
+
+// refuse is the error of a Forward that refuses its input (err) before any lookup: err itself
+// over local tables; over joint ones, after taking this rank's part, refusing, in the exchange
+// the other ranks' Forward runs (JointLookupTable.RefuseLookup), so that every rank fails.
+func (c *collectionTables) refuse(o embedding.ForwardOptions, err error) error {
+	if c.joint == nil {
+		return err
+	}
+	return c.joint.RefuseLookup(c.of, o, err)
 }
 
 // tableIDs is Collection.TableIDs, padding's id left out.

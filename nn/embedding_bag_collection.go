@@ -28,7 +28,10 @@ type EmbeddingBagFeature struct {
 // Over sharded tables (JointLookupTable), as TorchRec's sharded collection, Forward fetches the
 // rows of every feature in one exchange of ids and one of rows (JointLookupTable.ForwardBags),
 // and Step sends every table's gradients in one exchange (JointTable.StepTables): the same
-// model code trains on local or sharded tables.
+// model code trains on local or sharded tables. Forward is then collective, and so is its
+// refusal of bad input: the refusing rank still takes part in the exchange (with its error as
+// its verdict), so that every rank's Forward panics (the others' with ErrMismatch), no table
+// changes, and the ranks stay in step for the next call.
 type EmbeddingBagCollection struct {
 	Base
 	EmbeddingOptions
@@ -63,15 +66,15 @@ func (c *EmbeddingBagCollection) Features() []EmbeddingBagFeature { return slice
 // any order; keys of no feature are ignored).
 func (c *EmbeddingBagCollection) Forward(in KeyedJagged) *Tensor {
 	const op = "embedding bag collection forward"
+	fo := c.forward(c.Training())
 	bounds, kind, err := in.Bounds()
 	var segs []int
 	if err == nil {
 		segs, err = c.segments(in)
 	}
 	if err != nil {
-		panic(tensorError(op, err))
+		panic(tensorError(op, c.refuse(fo, err)))
 	}
-	fo := c.forward(c.Training())
 	var out *Tensor
 	if c.joint != nil {
 		fs := make([]JointBag, len(c.features))

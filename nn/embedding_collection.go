@@ -25,6 +25,9 @@ type EmbeddingFeature struct {
 // Over sharded tables (JointLookupTable) Forward fetches the rows of every feature in one
 // exchange of ids and one of rows (JointLookupTable.ForwardEach), and Step sends every table's
 // gradients in one exchange, where an Embedding per feature would exchange twice per feature.
+// Forward is then collective, and so is its refusal of bad input: the refusing rank still
+// takes part in the exchange (with its error as its verdict), so that every rank's Forward
+// panics (the others' with ErrMismatch), no table changes, and the ranks stay in step.
 type EmbeddingCollection struct {
 	Base
 	EmbeddingOptions
@@ -62,22 +65,11 @@ func (c *EmbeddingCollection) Features() []EmbeddingFeature {
 // feature are ignored) and no weights.
 func (c *EmbeddingCollection) Forward(in KeyedJagged) []*Tensor {
 	const op = "embedding collection forward"
-	segs, err := c.segments(in)
-	var spans [][2]int64
-	if err == nil {
-		spans, err = in.Spans()
-	}
-	if err == nil && in.Weights != nil {
-		err = fmt.Errorf("%w: an embedding collection takes no weights", cgotorch.ErrInvalidArgument)
-	}
-	if err != nil {
-		panic(tensorError(op, err))
-	}
-	ids := make([]*Tensor, len(c.names))
-	for i, seg := range segs {
-		ids[i] = in.Values.Narrow(0, spans[seg][0], spans[seg][1]-spans[seg][0])
-	}
 	fo := c.forward(c.Training())
+	ids, err := c.featureIDs(in)
+	if err != nil {
+		panic(tensorError(op, c.refuse(fo, err)))
+	}
 	var outs []*Tensor
 	if c.joint != nil {
 		outs, err = c.joint.ForwardEach(c.of, ids, fo)
@@ -96,9 +88,48 @@ func (c *EmbeddingCollection) Forward(in KeyedJagged) []*Tensor {
 	return outs
 }
 
-// TableIDs is Collection.TableIDs.
+// featureIDs returns, for each feature, its ids in in: views of in.Values.
+func (c *EmbeddingCollection) featureIDs(in KeyedJagged) ([]*Tensor, error) {
+	segs, err := c.segments(in)
+	var spans [][2]int64
+	if err == nil {
+		spans, err = in.Spans()
+	}
+	if err == nil {
+		err = unpooled(in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]*Tensor, len(c.names))
+	for i, seg := range segs {
+		ids[i] = in.Values.Narrow(0, spans[seg][0], spans[seg][1]-spans[seg][0])
+	}
+	return ids, nil
+}
+
+// TableIDs is Collection.TableIDs; it refuses what Forward refuses before any lookup.
 func (c *EmbeddingCollection) TableIDs(in KeyedJagged) ([]EmbeddingTable, [][]int64, error) {
-	return c.tableIDs(in, c.EmbeddingOptions)
+	tables, ids, err := c.tableIDs(in, c.EmbeddingOptions)
+	if err == nil {
+		err = unpooled(in)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return tables, ids, nil
+}
+
+// unpooled checks what an EmbeddingCollection asks of in (open values, as Spans checks): no
+// weights, and values of one dimension (its features' ids are cut from them).
+func unpooled(in KeyedJagged) error {
+	if in.Weights != nil {
+		return fmt.Errorf("%w: an embedding collection takes no weights", cgotorch.ErrInvalidArgument)
+	}
+	if sh := in.Values.Shape(); len(sh) != 1 {
+		return fmt.Errorf("%w: values of shape %v, want [N]", cgotorch.ErrInvalidArgument, sh)
+	}
+	return nil
 }
 
 // Parameters returns nil: the rows live in the tables, which its Steppers update.

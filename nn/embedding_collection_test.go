@@ -97,7 +97,11 @@ func TestEmbeddingCollectionBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := cgotorch.MustFromSlice([]int64{1, 2, 3})
+	closed := cgotorch.MustFromSlice([]int64{1, 2, 3})
+	closed.Close()
 	for name, in := range map[string]nn.KeyedJagged{
+		"closed ids":  {Keys: []string{"a"}, Values: closed, Lengths: cgotorch.MustFromSlice([]int64{3})},
+		"2-d ids":     {Keys: []string{"a"}, Values: cgotorch.MustFromSlice([]int64{1, 2, 3}, 1, 3), Lengths: cgotorch.MustFromSlice([]int64{3})},
 		"no key":      {Keys: []string{"b"}, Values: ids, Lengths: cgotorch.MustFromSlice([]int64{3})},
 		"lengths":     {Keys: []string{"a"}, Values: ids, Lengths: cgotorch.MustFromSlice([]int64{4})},
 		"no bounds":   {Keys: []string{"a"}, Values: ids},
@@ -107,6 +111,9 @@ func TestEmbeddingCollectionBadInput(t *testing.T) {
 	} {
 		if err := cgotorch.Try(func() { col.Forward(in) }); !errors.Is(err, cgotorch.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+		}
+		if _, _, err := col.TableIDs(in); !errors.Is(err, cgotorch.ErrInvalidArgument) { // as Forward
+			t.Errorf("%s: TableIDs: %v, want ErrInvalidArgument", name, err)
 		}
 		if tbl.Len() != 0 {
 			t.Fatalf("%s: %d ids inserted", name, tbl.Len())

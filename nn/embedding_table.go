@@ -49,6 +49,12 @@ type JointLookupTable interface {
 	ForwardBags(features []JointBag, segments int, ids, bounds, weights *Tensor, kind embedding.BagBounds, opts embedding.ForwardOptions) (*Tensor, error)
 	// ForwardEach is Forward of ids[i] on tables[i] (these tables), for every i, with opts.
 	ForwardEach(tables []EmbeddingTable, ids []*Tensor, opts embedding.ForwardOptions) ([]*Tensor, error)
+	// RefuseLookup is this rank's part, refusing its input with err (not nil), in the lookup
+	// that ForwardBags or ForwardEach over tables (these tables, in the order of the
+	// features) with opts runs on the other ranks: a collection calls it for an input it
+	// cannot even cut into features (a missing key, bad bounds), so that every rank's call
+	// fails together and no table changes. It returns err, joined with the exchange's error.
+	RefuseLookup(tables []EmbeddingTable, opts embedding.ForwardOptions, err error) error
 }
 
 // JointBag is one feature of JointLookupTable.ForwardBags: the bags of input segment Segment,

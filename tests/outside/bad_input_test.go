@@ -68,10 +68,6 @@ var badInputs = map[string]badInput{
 	},
 }
 
-// localChecks are the cases whose bad input is refused on its rank before any exchange, so
-// that the other ranks' call pairs with that rank's next call.
-var localChecks = map[string]bool{"bag-missing-key": true, "bag-lengths-and-offsets": true, "collection-missing-key": true}
-
 // bagsForward is an EmbeddingBagCollection's Forward of one sample over users and items, its
 // input spoiled when bad.
 func bagsForward(users, items *dist.ShardedTable, bad bool, spoil func(*nn.KeyedJagged)) error {
@@ -119,9 +115,6 @@ func TestBadInputOnOneRank(t *testing.T) {
 	}
 	for name := range badInputs {
 		t.Run(name, func(t *testing.T) {
-			if localChecks[name] {
-				knownDefect(t, "a collection refuses this input on its rank before any exchange: the other ranks' call pairs with that rank's next call and succeeds, one call out of step, with no error")
-			}
 			outs, errs := runRanks(t, 2, "TestBadInputOnOneRank", "OUTSIDE_CASE="+name)
 			want := []string{"RANK0: call 1: error", "RANK1: call 1: error", "RANK0: call 2: ok"}
 			got := outs[0] + outs[1]
