@@ -128,6 +128,9 @@ func (s *ShardedTable) open() error {
 	if s.cache, err = embedding.New(local); err != nil {
 		return err
 	}
+	if err = s.cache.SetAdmission(cacheAdmission); err != nil {
+		return err
+	}
 	s.view, err = embedding.New(local)
 	return err
 }
