@@ -38,7 +38,8 @@ type ShardedTable struct {
 	cfg   embedding.Config
 	shard *embedding.Table // the rows this rank owns
 	// cache holds the rows of this rank's training lookups since the last step (their gradients
-	// pending in it); view those of one inference lookup.
+	// pending in it), but of the ids the owners kept out (it admits none: sharded_kept_out.go);
+	// view those of one inference lookup.
 	cache, view  *embedding.Table
 	pipe         *tablePipe // the rows a TrainPipeline fetched for this step's lookups, while it runs them
 	stepping     *stepHook  // while a TrainPipeline steps: what this owner's update drops and records
