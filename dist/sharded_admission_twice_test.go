@@ -22,7 +22,8 @@ import (
 func init() { scenarios["admission-twice"] = scenarioAdmissionTwice }
 
 // A model that looks one sharded table up twice per step (two nn.Embedding modules, or an
-// nn.EmbeddingBagCollection of two features and an nn.Embedding), under admission at the 2nd
+// nn.EmbeddingBagCollection or an nn.EmbeddingCollection of two features of it and then an
+// nn.Embedding), under admission at the 2nd
 // and at the 3rd lookup, trained on 2 ranks by the plain loop, TrainStep and a TrainPipeline,
 // ends with the rows and optimizer states of one table trained on the whole batches (within the
 // equivalence tolerance), for SGD (with momentum), Adagrad and SparseAdam. Every batch holds
@@ -53,10 +54,10 @@ func scenarioAdmissionTwice(o Options) error {
 	defer g.Close()
 	var errs []error // every run's (a comparison fails on every rank alike: the ranks go on)
 	for _, opt := range []string{"sgd", "adagrad", "sparseadam"} {
-		for _, collection := range []bool{false, true} {
+		for _, first := range []string{"embedding", "bags", "seq"} {
 			for _, mode := range []bagsTrainMode{bagsPlain, bagsTrainStep, bagsPipeline} {
-				run := fmt.Sprintf("%s/collection=%v/mode=%d", opt, collection, mode)
-				worst, err := twiceRun(g, trainConfigs[opt], admit, collection, mode)
+				run := fmt.Sprintf("%s/%s/mode=%d", opt, first, mode)
+				worst, err := twiceRun(g, trainConfigs[opt], admit, first, mode)
 				fmt.Printf("rank %d: %s: against one table: worst difference %.3g of the tolerance, %v\n", g.Rank(), run, worst, err)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", run, err))
@@ -102,32 +103,35 @@ func twiceBatch(step, admit int) []twiceSample {
 	return b
 }
 
-// twiceModel looks its table up twice: its first lookup (an Embedding of every first id, or a
-// collection of a history, mean, and a candidate), then second (an Embedding of the second ids).
+// twiceModel looks its table up twice: its first lookup (first: "embedding", an Embedding of
+// every first id; "bags", a bag collection of a history, mean, and a candidate; "seq", a
+// collection of their rows), then second (an Embedding of the second ids).
 type twiceModel struct {
 	nn.Container
 	first  *nn.Embedding
 	bags   *nn.EmbeddingBagCollection
+	seq    *nn.EmbeddingCollection
 	second *nn.Embedding
 	table  nn.EmbeddingTable
 }
 
-func newTwiceModel(t nn.EmbeddingTable, collection bool) (*twiceModel, error) {
+func newTwiceModel(t nn.EmbeddingTable, first string) (*twiceModel, error) {
 	m := &twiceModel{table: t, second: nn.NewEmbedding(t, nn.EmbeddingOptions{})}
-	if collection {
-		var err error
+	var err error
+	switch first {
+	case "bags":
 		m.bags, err = nn.NewEmbeddingBagCollection([]nn.EmbeddingBagFeature{
 			{Name: "history", Table: t, Mode: embedding.Mean}, {Name: "candidate", Table: t, Mode: embedding.Sum}}, nn.EmbeddingOptions{})
-		if err != nil {
-			return nil, err
-		}
 		m.Add("bags", m.bags)
-	} else {
+	case "seq":
+		m.seq, err = nn.NewEmbeddingCollection([]nn.EmbeddingFeature{{Name: "history", Table: t}, {Name: "candidate", Table: t}}, nn.EmbeddingOptions{})
+		m.Add("seq", m.seq)
+	default:
 		m.first = nn.NewEmbedding(t, nn.EmbeddingOptions{})
 		m.Add("first", m.first)
 	}
 	m.Add("second", m.second)
-	return m, nil
+	return m, err
 }
 
 // input is the first lookup's ids: every first id (Embedding), or the collection's input.
@@ -146,9 +150,9 @@ func (m *twiceModel) input(samples []twiceSample) (ids []int64, in nn.KeyedJagge
 	return ids, in
 }
 
-// loss is the squared error of the projected rows, summed: each first row's against 0.5 and
-// each second row's against its target (Embedding), or the pooled features' and second row's
-// projection against the target (collection).
+// loss is the squared error of the projected rows, summed: each first row's against 0.5 (an
+// Embedding's or the collection's) and each second row's against its target, or (bags) the
+// pooled features' and the second row's projection against the target.
 func (m *twiceModel) loss(samples []twiceSample) (*cgotorch.Tensor, error) {
 	proj := []float32{0.5, -1, 0.25, 2, 1, -0.5, 0.75, -0.25}
 	p4 := cgotorch.MustFromSlice(proj[:trainDim], trainDim, 1)
@@ -158,9 +162,13 @@ func (m *twiceModel) loss(samples []twiceSample) (*cgotorch.Tensor, error) {
 	}
 	ids, in := m.input(samples)
 	var first, x *cgotorch.Tensor
-	if m.bags != nil {
+	switch {
+	case m.bags != nil:
 		x = m.bags.Forward(in).MM(cgotorch.MustFromSlice(proj, 2*trainDim, 1))
-	} else {
+	case m.seq != nil:
+		outs := m.seq.Forward(in)
+		first = outs[0].MM(p4).SubScalar(0.5).Square().Sum().Add(outs[1].MM(p4).SubScalar(0.5).Square().Sum())
+	default:
 		first = m.first.Forward(cgotorch.MustFromSlice(ids)).MM(p4).SubScalar(0.5).Square().Sum()
 	}
 	second := m.second.Forward(cgotorch.MustFromSlice(seconds)).MM(p4)
@@ -178,9 +186,9 @@ func (m *twiceModel) loss(samples []twiceSample) (*cgotorch.Tensor, error) {
 func (m *twiceModel) lookups(samples []twiceSample) []Prefetch {
 	ids, in := m.input(samples)
 	var out []Prefetch
-	if m.bags != nil {
+	if c := m.collection(); c != nil {
 		var err error
-		if out, err = CollectionPrefetches(m.bags, in); err != nil {
+		if out, err = CollectionPrefetches(c, in); err != nil {
 			panic(err)
 		}
 	} else {
@@ -193,10 +201,21 @@ func (m *twiceModel) lookups(samples []twiceSample) []Prefetch {
 	return append(out, Prefetch{Table: m.table.(*ShardedTable), IDs: cgotorch.MustFromSlice(seconds)})
 }
 
+// collection is the model's collection, or nil.
+func (m *twiceModel) collection() nn.Collection {
+	switch {
+	case m.bags != nil:
+		return m.bags
+	case m.seq != nil:
+		return m.seq
+	}
+	return nil
+}
+
 // twiceTrain trains a twiceModel over t for trainSteps steps, on this rank's slices of the
 // global batches, as mode says (a local table: the plain loop).
-func twiceTrain(t nn.EmbeddingTable, admit, rank, world int, collection bool, mode bagsTrainMode) error {
-	m, err := newTwiceModel(t, collection)
+func twiceTrain(t nn.EmbeddingTable, admit, rank, world int, first string, mode bagsTrainMode) error {
+	m, err := newTwiceModel(t, first)
 	if err != nil {
 		return err
 	}
@@ -243,7 +262,7 @@ func twiceTrain(t nn.EmbeddingTable, admit, rank, world int, collection bool, mo
 
 // twiceRun trains a sharded table of cfg (admission at the admit-th lookup) on this rank's
 // slices as mode says, and a local one on the whole batches, and compares them (collective).
-func twiceRun(g *Group, cfg embedding.Config, admit int, collection bool, mode bagsTrainMode) (float64, error) {
+func twiceRun(g *Group, cfg embedding.Config, admit int, first string, mode bagsTrainMode) (float64, error) {
 	st, err := NewShardedTable(g, "twice", cfg)
 	if err != nil {
 		return 0, err
@@ -259,10 +278,10 @@ func twiceRun(g *Group, cfg embedding.Config, admit int, collection bool, mode b
 			return 0, err
 		}
 	}
-	if err := twiceTrain(st, admit, g.Rank(), g.WorldSize(), collection, mode); err != nil {
+	if err := twiceTrain(st, admit, g.Rank(), g.WorldSize(), first, mode); err != nil {
 		return 0, err
 	}
-	if err := twiceTrain(ref, admit, 0, 1, collection, bagsPlain); err != nil {
+	if err := twiceTrain(ref, admit, 0, 1, first, bagsPlain); err != nil {
 		return 0, err
 	}
 	return against(st, ref)
