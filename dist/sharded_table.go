@@ -42,7 +42,7 @@ type ShardedTable struct {
 	// view those of one inference lookup.
 	cache, view  *embedding.Table
 	pipe         *tablePipe // the rows a TrainPipeline fetched for this step's lookups, while it runs them
-	stepping     *stepHook  // while a TrainPipeline steps: what this owner's update drops and records
+	stepping     *stepHook  // while a TrainPipeline steps: where this owner's update records its ids
 	fault        fault      // a deliberate defect, set by tests only
 	beforeCommit func()     // run by Save on rank 0 before it commits (tests: a crash there)
 }
