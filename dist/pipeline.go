@@ -36,11 +36,10 @@ type Prefetch struct {
 //     Step. The pipeline is exact: its training equals the plain loop's
 //     (opt.ZeroGrad, forward, backward, opt.Step per batch) bit for bit.
 //
-// Under admission (ShardedTable.SetAdmission) too: the fetch of next may admit an id that the
-// current batch looked up before its admission (a zero row); the Step drops that batch's
-// gradient of it, as the plain loop's owner ignores the gradient of an id without a row, and
-// next trains on the row the fetch admitted it with. The fetch counts the ids as the plain
-// loop's lookups do, one batch early.
+// Under admission (ShardedTable.SetAdmission) too: a lookup's ids that its fetch kept out get
+// zero rows and no gradient, as in the plain loop, also when the fetch of next admits them
+// before the current batch's Step (pipeline_admission.go). The fetch counts the ids as the
+// plain loop's lookups do, one batch early.
 //
 // The collectives run in one fixed order on every rank (fetch of next, Step of the current
 // batch, patch of next), so every rank must call Progress and Flush in the same order, with
@@ -92,9 +91,8 @@ type fetched struct {
 	ids    []int64          // this rank's distinct ids, ascending
 	rows   *cgotorch.Tensor // their rows, [len(ids), Dim]
 	routed *routed          // the ids this rank received as an owner
-	// whether the owners counted the lookup; with admission, the ids this rank received as an
-	// owner that had no row after the batch's fetch (markUnadmitted; pipeline_admission.go)
-	counted    bool
+	// with admission, the ids this rank received as an owner that the lookup kept out
+	// (ascending; the patch leaves them out)
 	unadmitted []int64
 	// the patch: the rows of ids the Step before this lookup's updated
 	patchIDs  []int64
@@ -147,7 +145,7 @@ func (p *TrainPipeline[B]) Progress(next B) (loss float64, trained bool, err err
 		return 0, false, err
 	}
 	var ahead []*fetched // next's rows, made on goroutines of their own (unscoped)
-	done := background(func() (err error) { ahead, err = p.fetchAhead(reqs, tables); return err })
+	done := background(func() (err error) { ahead, err = p.fetch(reqs, tables); return err })
 	if p.cur == nil {
 		if err := <-done; err != nil {
 			return 0, false, err
@@ -286,31 +284,15 @@ func (p *TrainPipeline[B]) compute() (loss float64, err error) {
 	return loss, nil
 }
 
-// step runs the optimizer's Step on the current batch, its owners dropping the gradients of
-// the ids its fetch left without a row, and recording the ids they update in the tables of
-// next's lookups (the hooks, by table).
+// step runs the optimizer's Step on the current batch, its owners recording the ids they
+// update in the tables of next's lookups (the hooks, by table).
 func (p *TrainPipeline[B]) step(next []Prefetch) (map[*ShardedTable]*stepHook, error) {
 	hooks := map[*ShardedTable]*stepHook{}
-	hook := func(t *ShardedTable) *stepHook {
-		if hooks[t] == nil {
-			hooks[t] = &stepHook{}
-			t.stepping = hooks[t]
-		}
-		return hooks[t]
-	}
-	for _, f := range p.cur {
-		if len(f.unadmitted) > 0 {
-			h := hook(f.p.Table)
-			h.drop = append(h.drop, f.unadmitted...)
-		}
-	}
 	for _, q := range next {
-		if q.Table != nil {
-			hook(q.Table)
+		if q.Table != nil && hooks[q.Table] == nil {
+			hooks[q.Table] = &stepHook{}
+			q.Table.stepping = hooks[q.Table]
 		}
-	}
-	for _, h := range hooks {
-		h.drop = uniqueIDs(h.drop, false, 0)
 	}
 	err := p.opt.Step()
 	for t := range hooks {
@@ -320,7 +302,7 @@ func (p *TrainPipeline[B]) step(next []Prefetch) (map[*ShardedTable]*stepHook, e
 }
 
 // patch patches next's fetched rows with those the Step changed (hooks: by table), but for the
-// ids next's fetch left without a row (their lookups gave zero rows, as the plain loop's).
+// ids each lookup kept out (they stay out of the cache: zero rows, as the plain loop's).
 func (p *TrainPipeline[B]) patch(next []*fetched, hooks map[*ShardedTable]*stepHook) error {
 	if p.noPatch {
 		return nil
@@ -356,8 +338,8 @@ func (p *TrainPipeline[B]) views(reqs []Prefetch) ([]*ShardedTable, error) {
 }
 
 // fetch fetches the rows of reqs from their owners through tables (views), in one exchange of
-// ids and one of rows for all of them (fetchParts; each lookup inserts its absent ids and
-// counts its ids, as a training Forward does).
+// ids and one of rows for all of them (fetchParts; each lookup inserts its absent ids, counts
+// its ids and, under admission, tells which it kept out, as a training Forward does).
 func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fetched, error) {
 	const op = "prefetch"
 	if len(reqs) == 0 {
@@ -366,36 +348,24 @@ func (p *TrainPipeline[B]) fetch(reqs []Prefetch, tables []*ShardedTable) ([]*fe
 	out, parts := make([]*fetched, len(reqs)), make([]part, len(reqs))
 	for i, q := range reqs {
 		v, err := q.ids(op, tables[i])
-		parts[i] = part{t: tables[i], local: err, counted: tables[i].counting()}
+		parts[i] = tables[i].lookupPart(true)
+		parts[i].local = err
 		parts[i].ids, parts[i].counts = uniqueCounted(v, q.Padding, q.PaddingID, parts[i].counted)
-		out[i] = &fetched{p: q, ids: parts[i].ids, counted: parts[i].counted}
+		out[i] = &fetched{p: q, ids: parts[i].ids}
 	}
-	rs, rows, _, err := fetchParts(op, parts, true, make([][]int64, len(reqs)))
+	rs, rows, present, err := fetchParts(op, parts, true, make([][]int64, len(reqs)))
 	if err != nil {
 		return nil, err
 	}
 	for i, f := range out {
-		f.routed, f.rows = rs[i], rows[i]
+		f.routed, f.rows, f.unadmitted = rs[i], rows[i], keptOut(rs[i].ids, present[i])
 	}
 	return out, nil
 }
 
-// fetchAhead is fetch for a batch the next call trains on, its owners marking the ids that it
-// leaves without a row (markUnadmitted), whose gradients that batch's Step drops.
-func (p *TrainPipeline[B]) fetchAhead(reqs []Prefetch, tables []*ShardedTable) ([]*fetched, error) {
-	f, err := p.fetch(reqs, tables)
-	if err == nil {
-		err = markUnadmitted(f)
-	}
-	if err != nil {
-		p.release(f)
-		return nil, err
-	}
-	return f, nil
-}
-
-// use puts the rows fetched for a lookup of ids (unique, ascending) into the table's cache,
-// where the lookup then runs: the next fetched lookup must be of the same ids, in training.
+// use puts the rows fetched for a lookup of ids (unique, ascending) into the table's cache
+// (but those of the ids it kept out), where the lookup then runs: the next fetched lookup must
+// be of the same ids, in training.
 func (q *tablePipe) use(s *ShardedTable, op string, ids []int64, train bool) error {
 	bad := func(format string, args ...any) error {
 		return &Error{Op: "train pipeline", Kind: ErrInvalidArgument, Err: fmt.Errorf("table %q: %s: %s", s.name, op, fmt.Sprintf(format, args...))}
@@ -410,7 +380,7 @@ func (q *tablePipe) use(s *ShardedTable, op string, ids []int64, train bool) err
 	}
 	f := q.queue[0]
 	q.queue = q.queue[1:]
-	if err := s.onShard(f.ids, f.rows, s.cache.Write); err != nil {
+	if err := s.cacheRows(s.cache, f.ids, f.rows, f.routed.has); err != nil {
 		return err
 	}
 	if len(f.patchIDs) == 0 {

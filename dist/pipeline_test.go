@@ -46,10 +46,10 @@ func TestTrainPipelineEqualsPlainLoop(t *testing.T) {
 // plain loop, bit for bit, and count as it does: the owners' admission counts and the rows'
 // access frequencies are the plain loop's. The table reads absent ids as their initial rows
 // (ReadInitial), so that a patch sending an id admission kept out (whose lookup gives a zero
-// row) would show. This failed before the pipeline dropped, at a batch's Step, the gradients of
-// the ids its fetch left without a row: the next batch's fetch admitted some of them before the
-// Step, which then applied gradients taken against zero rows, that a plain loop's owner drops
-// (Adagrad: rows[0] = 0.052, want 0.069).
+// row) would show. This failed before a batch's Step left out the gradients of the ids its
+// fetch kept out (now they never reach the cache: sharded_kept_out.go): the next batch's fetch
+// admitted some of them before the Step, which then applied gradients taken against zero rows,
+// that a plain loop's owner drops (Adagrad: rows[0] = 0.052, want 0.069).
 func TestTrainPipelineEqualsPlainLoopUnderAdmission(t *testing.T) {
 	for _, c := range []struct{ opt, fork string }{{"sgd", ""}, {"adagrad", ""}, {"sparseadam", ""}, {"sgd", "fork"}, {"adagrad", "fork"}} {
 		t.Run(c.opt+"/"+c.fork, func(t *testing.T) {

@@ -140,7 +140,7 @@ func lookUpFetched[T any](op string, tables []*ShardedTable, byTable [][]int64, 
 	}
 	parts := make([]part, len(tables)) // by table, its distinct ids (and, counted, their counts)
 	for k, t := range tables {
-		parts[k] = part{t: t, counted: o.Train && t.counting()}
+		parts[k] = t.lookupPart(o.Train)
 		if byTable != nil && failed == nil {
 			parts[k].ids, parts[k].counts = uniqueCounted(byTable[k], o.Padding, o.PaddingID, parts[k].counted)
 		}
@@ -276,7 +276,7 @@ func (q Prefetch) ids(op string, t *ShardedTable) ([]int64, error) {
 // one exchange of ids and one of rows, into the table's cache (train: the owners insert absent
 // ids) or its view (inference: they read them).
 func fetchInto(op string, parts []part, train bool) error {
-	_, rows, _, err := fetchParts(op, parts, train, make([][]int64, len(parts)))
+	rs, rows, _, err := fetchParts(op, parts, train, make([][]int64, len(parts)))
 	if err != nil {
 		return err
 	}
@@ -287,7 +287,7 @@ func fetchInto(op string, parts []part, train bool) error {
 		if !train {
 			into = t.view
 		}
-		if err := t.onShard(p.ids, rows[k], into.Write); err != nil {
+		if err := t.cacheRows(into, p.ids, rows[k], rs[k].has); err != nil {
 			return err
 		}
 	}

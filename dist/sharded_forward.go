@@ -17,8 +17,10 @@ type lookup func(t *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tens
 // any shape, on the CPU) as float32 ids.shape + [Dim]. The distinct ids (but the padding id)
 // go to their owners, which insert absent ones (training) or read them (inference), and their
 // rows come back into this rank's cache, where the lookup runs: a backward pass through the
-// result leaves the gradients pending here, until Step sends them to the owners. Fused and a
-// MaxNorm in training are refused (ErrBadInput).
+// result leaves the gradients pending here, until Step sends them to the owners. Under
+// admission, an id the owners keep out gets a zero row, and this lookup's gradient of it is
+// dropped, as one table drops it (SetAdmission). Fused and a MaxNorm in training are refused
+// (ErrBadInput).
 func (s *ShardedTable) Forward(ids *cgotorch.Tensor, opts embedding.ForwardOptions) (*cgotorch.Tensor, error) {
 	return s.forward("forward", ids, opts, func(t *embedding.Table, o embedding.ForwardOptions) (*cgotorch.Tensor, error) {
 		return t.Forward(ids, o)
@@ -45,9 +47,10 @@ func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.Forw
 		}
 		return look(s.cache, o)
 	}
-	p := part{t: s, local: err, counted: o.Train && s.counting()}
+	p := s.lookupPart(o.Train)
+	p.local = err
 	p.ids, p.counts = uniqueCounted(v, o.Padding, o.PaddingID, p.counted)
-	rows, _, err := s.fetch(op, p, o.Train, false, nil)
+	rows, has, err := s.fetch(op, p, o.Train, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +60,7 @@ func (s *ShardedTable) forward(op string, ids *cgotorch.Tensor, o embedding.Forw
 		local = s.view
 		defer local.Clear()
 	}
-	if err := s.onShard(p.ids, rows, local.Write); err != nil {
+	if err := s.cacheRows(local, p.ids, rows, has); err != nil {
 		return nil, err
 	}
 	return look(local, o)

@@ -39,7 +39,7 @@ func (s *ShardedTable) lookupRows(op string, ids *cgotorch.Tensor, insert bool) 
 		if pos != nil {
 			k = int(pos[i])
 		}
-		f[i] = ufound[k] != 0
+		f[i] = ufound[k]
 	}
 	if found, err = cgotorch.FromSlice(f); err != nil {
 		rows.Close()
@@ -72,16 +72,17 @@ func positions(ids, u []int64) []int64 {
 
 // fetch returns the rows of p's ids (unique; float32 [len(ids), Dim], or in the order pos
 // gives: back) from their owners, which insert absent ids (insert) or read them; with found,
-// also whether each was present (1, in the order of ids). p.local is this rank's verdict on its
-// input: the ranks agree on theirs as the ids go out.
-func (s *ShardedTable) fetch(op string, p part, insert, found bool, pos []int64) (*cgotorch.Tensor, []int64, error) {
+// also whether each was present (in the order of ids); p flagged, whether each has a row after
+// the owners' lookup (in the order of the rows; else nil). p.local is this rank's verdict on
+// its input: the ranks agree on theirs as the ids go out.
+func (s *ShardedTable) fetch(op string, p part, insert, found bool, pos []int64) (*cgotorch.Tensor, []bool, error) {
 	rs, rows, present, err := fetchParts(op, []part{p}, insert, [][]int64{pos})
 	if err != nil {
 		return nil, nil, err
 	}
 	r, got := rs[0], rows[0]
 	if !found {
-		return got, nil, nil
+		return got, r.has, nil
 	}
 	flags := make([]int64, len(present[0]))
 	for i, p := range present[0] {
@@ -100,7 +101,15 @@ func (s *ShardedTable) fetch(op string, p part, insert, found bool, pos []int64)
 	}
 	defer back.Close()
 	v, err := cgotorch.ToSlice[int64](back)
-	return got, v, err
+	if err != nil {
+		got.Close()
+		return nil, nil, err
+	}
+	has := make([]bool, len(v))
+	for i, x := range v {
+		has[i] = x != 0
+	}
+	return got, has, nil
 }
 
 // fetchParts is the exchange of several lookups' ids and rows: one all-to-all of the ids of
@@ -108,7 +117,9 @@ func (s *ShardedTable) fetch(op string, p part, insert, found bool, pos []int64)
 // counts, which the owners' lookups count), one of the rows of every part (collective). For
 // each part it returns the ids as routed, the rows (in the order of its ids, or of pos[k] when
 // not nil: see back) and, when reading (not insert), whether each id the owner received was
-// present. An error fails every part, on every rank.
+// present; a flagged part, whether each id the owner received has a row after its lookup, and
+// (in the routed's has) whether each of this rank's has one. An error fails every part, on every
+// rank.
 func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed, []*cgotorch.Tensor, [][]bool, error) {
 	kind := routeRead
 	if insert {
@@ -121,7 +132,7 @@ func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed,
 	tables, rs, widths := make([]*ShardedTable, len(as)), make([]*routed, len(as)), make([]int64, len(as))
 	var refused []error
 	for k, a := range as {
-		tables[k], rs[k], widths[k] = parts[k].t, a.r, int64(parts[k].t.cfg.Dim)
+		tables[k], rs[k], widths[k] = parts[k].t, a.r, int64(parts[k].t.cfg.Dim)+boolInt(parts[k].flagged)
 		refused = append(refused, a.err)
 	}
 	if err := errors.Join(refused...); err != nil { // every rank knows: none answers
@@ -135,6 +146,9 @@ func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed,
 		switch {
 		case insert && parts[k].counted:
 			rows[k], err = t.shard.LookupCounted(rs[k].ids, rs[k].counts)
+			if err == nil && parts[k].flagged { // before the next part's lookup
+				rows[k], present[k], err = withRowFlags(t.shard, rs[k].ids, rows[k])
+			}
 		case insert:
 			rows[k], err = t.shard.LookupIDs(rs[k].ids)
 		default:
@@ -143,6 +157,11 @@ func fetchParts(op string, parts []part, insert bool, pos [][]int64) ([]*routed,
 		failed = append(failed, err)
 	}
 	got, err := back(tables, rs, rows, widths, pos)
+	for k, p := range parts {
+		if err == nil && p.flagged {
+			got[k], rs[k].has, err = splitRowFlags(got[k], int64(p.t.cfg.Dim))
+		}
+	}
 	if err = errors.Join(append(failed, err)...); err != nil {
 		closeAll(got)
 		return nil, nil, nil, err
@@ -267,14 +286,14 @@ func applyGrads(op string, parts []part, always bool) (stepped []bool, errs []er
 
 // updateShard steps this owner's shard with the gradients it received (grads, one row per id
 // of recv, several per id when several ranks sent one), summed per id by the shard's Update;
-// in a TrainPipeline's Step, less the gradients its hook drops (stepHook.filter).
+// in a TrainPipeline's Step, its hook records the ids (stepHook).
 func (s *ShardedTable) updateShard(recv []int64, grads *cgotorch.Tensor) error {
 	var keep []int64 // the rows of grads stepped, when not all of them
 	if s.fault == faultNoSum {
 		recv, keep = firstOfEach(recv)
 	}
 	if s.stepping != nil {
-		recv, keep = s.stepping.filter(recv, keep)
+		s.stepping.record(recv)
 	}
 	if keep != nil {
 		kept, err := selectRows(grads, keep)

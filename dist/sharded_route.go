@@ -18,6 +18,9 @@ type routed struct {
 	recv []int64 // how many came from each rank
 	// with a counted part: how often the sender's batch held each of ids
 	counts []int64
+	// with a flagged part (fetchParts): whether each of the caller's ids has a row after the
+	// owners' lookup, in the order of the rows it got back
+	has []bool
 }
 
 // routeKind is what the owners do with the ids of a routed exchange. It is part of every
@@ -44,7 +47,9 @@ const (
 // that travel with them (float32 [len(ids), Dim], or nil), this rank's verdict on its input
 // (local: its error, or nil) and whether it has data (has: Step's pending gradients). counted
 // (the same on every rank: a training lookup of a table that counts) sends with each id its
-// count: how often this rank's batch holds it (counts[i], or 1 when counts is nil).
+// count: how often this rank's batch holds it (counts[i], or 1 when counts is nil). flagged
+// (the same on every rank: a training lookup of a table that admits late, counted too) has the
+// owners answer with each id's row whether the id has one after their lookup (sharded_kept_out.go).
 type part struct {
 	t       *ShardedTable
 	ids     []int64
@@ -53,6 +58,7 @@ type part struct {
 	has     bool
 	counted bool
 	counts  []int64
+	flagged bool
 }
 
 // arrived is what route gives back for a part: its ids as routed, the rows this rank received
@@ -162,7 +168,7 @@ func route(op string, kind routeKind, parts []part, width int64, grads bool) ([]
 }
 
 // routeDigest is what every block starts with: a hash of the operation, the width and the
-// parts' tables (names, dims, whether counted), which the ranks must share.
+// parts' tables (names, dims, whether counted and flagged), which the ranks must share.
 func routeDigest(kind routeKind, parts []part, width int64) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d %d", kind, width)
@@ -170,6 +176,9 @@ func routeDigest(kind routeKind, parts []part, width int64) int64 {
 		fmt.Fprintf(h, " %q %d", p.t.name, p.t.cfg.Dim)
 		if p.counted {
 			fmt.Fprint(h, " counted")
+		}
+		if p.flagged {
+			fmt.Fprint(h, " flagged")
 		}
 	}
 	return int64(h.Sum64())

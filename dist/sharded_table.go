@@ -38,10 +38,11 @@ type ShardedTable struct {
 	cfg   embedding.Config
 	shard *embedding.Table // the rows this rank owns
 	// cache holds the rows of this rank's training lookups since the last step (their gradients
-	// pending in it); view those of one inference lookup.
+	// pending in it), but of the ids the owners kept out (it admits none: sharded_kept_out.go);
+	// view those of one inference lookup.
 	cache, view  *embedding.Table
 	pipe         *tablePipe // the rows a TrainPipeline fetched for this step's lookups, while it runs them
-	stepping     *stepHook  // while a TrainPipeline steps: what this owner's update drops and records
+	stepping     *stepHook  // while a TrainPipeline steps: where this owner's update records its ids
 	held         int        // TrainPipelines holding rows fetched for a batch not trained yet
 	fault        fault      // a deliberate defect, set by tests only
 	beforeCommit func()     // run by Save on rank 0 before it commits (tests: a crash there)
@@ -127,6 +128,9 @@ func (s *ShardedTable) open() error {
 	}
 	local := embedding.Config{Dim: s.cfg.Dim, Initializer: embedding.Zeros{}}
 	if s.cache, err = embedding.New(local); err != nil {
+		return err
+	}
+	if err = s.cache.SetAdmission(cacheAdmission); err != nil {
 		return err
 	}
 	s.view, err = embedding.New(local)

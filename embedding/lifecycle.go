@@ -314,9 +314,10 @@ func (t *Table) Compact() error {
 }
 
 // SetAdmission makes a new id wait for its k-th training lookup (occurrences counted exactly,
-// across batches) before it gets a row: until then lookups give zero rows, Forward's gradient
-// for it is dropped (also when the id is admitted between the backward pass and the Step: the
-// gradient was taken against a zero row, not the id's) and Update ignores it. k <= 1 admits
+// across batches) before it gets a row: until then lookups give zero rows, the gradient of a
+// Forward that kept it out is dropped (also when the id is admitted by a later lookup or
+// between the backward pass and the Step: that gradient was taken against a zero row, not the
+// id's; a later lookup that found its row carries its own) and Update ignores it. k <= 1 admits
 // every id at once (the default) and forgets the counts. The counts are part of checkpoints
 // and of deltas.
 func (t *Table) SetAdmission(k int) error {
