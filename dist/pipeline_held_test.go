@@ -50,6 +50,11 @@ func TestTrainPipelineHoldsItsTables(t *testing.T) {
 		},
 	}
 	for _, end := range []string{"flush", "close"} {
+		// A TrainStep holds the rows of its step only while it runs: before, its release
+		// without a hold left the count at -1, and the pipeline's hold at 0 refused nothing.
+		if _, err := TrainStep(opt, lookups, loss, globalBatch(5)); err != nil {
+			t.Fatal(err)
+		}
 		p, err := NewTrainPipeline(opt, lookups, loss, TrainPipelineOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -28,9 +28,11 @@ func TrainStep[B any](opt *nn.Optimizer, lookups func(B) []Prefetch, loss func(B
 	if err != nil {
 		return math.NaN(), err
 	}
-	if p.cur, err = p.fetch(reqs, tables); err != nil {
+	fs, err := p.fetch(reqs, tables)
+	if err != nil {
 		return math.NaN(), err
 	}
+	p.hold(fs)
 	defer p.Close()
 	p.curB = b
 	l, err := p.compute()
