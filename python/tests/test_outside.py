@@ -1,0 +1,72 @@
+"""A new user's tests of the Python package, from outside (helper h72, session 6). Each xfail
+documents a defect not yet fixed (strict: it fails the run once fixed; then drop the mark)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import gorec
+from conftest import ROOT
+
+
+@pytest.mark.xfail(strict=True, reason="tables are found by name: a closed Table (and its Embedding) "
+                   "acts on a new table of the same name, dim included; close() closes the new one")
+def test_a_closed_table_does_not_reach_a_new_one_of_its_name(name):
+    old = gorec.Table(name, 16)
+    emb = gorec.Embedding(old)
+    old.close()
+    new = gorec.Table(name, 8)
+    try:
+        for f in (lambda: old.read(torch.tensor([1])), lambda: emb(torch.tensor([1])), old.close):
+            with pytest.raises(RuntimeError):
+                f()
+    finally:
+        if name in gorec.table_names():
+            new.close()
+
+
+@pytest.mark.xfail(strict=True, reason="read_default lives in the Python handle, not the table: "
+                   "Table.open gives zeros for a table made with read_default='initial', and a save "
+                   "through that handle writes read_default 'zeros' into the manifest")
+def test_open_keeps_the_read_default(name, tmp_path):
+    t = gorec.Table(name, 4, read_default="initial")
+    want = t.read(torch.tensor([5]))
+    try:
+        o = gorec.Table.open(name)
+        assert torch.equal(o.read(torch.tensor([5])), want)
+        gorec.save(str(tmp_path), o)
+    finally:
+        t.close()
+    back = gorec.load(str(tmp_path))[name]
+    try:
+        assert back.config()["read_default"] == "initial"
+    finally:
+        back.close()
+
+
+# A forked child (a DataLoader worker) prefetches after its parent started the prefetch pool's
+# two threads: the child has the pool's count of started threads but not the threads.
+FORK_PREFETCH = textwrap.dedent("""
+    import os, signal, torch, gorec
+    t = gorec.Table("fork", 4)
+    for i in range(8):
+        t.prefetch(torch.tensor([i])).wait()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(10)  # a hung child dies of SIGALRM (14)
+        t.prefetch(torch.tensor([1])).wait()
+        os._exit(0)
+    print(os.waitpid(pid, 0)[1])
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="the prefetch pool counts its threads across fork(): a forked "
+                   "child's (DataLoader worker's) Prefetch.wait() hangs forever")
+def test_prefetch_in_a_forked_child():
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", FORK_PREFETCH], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0", "the child's status: %s (14: hung in wait)" % out.stdout.strip()
