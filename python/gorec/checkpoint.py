@@ -295,7 +295,8 @@ def load(dir):
     """The tables of the checkpoint in dir, as new open tables: a dict name -> Table, in the
     manifest's order. Everything is checked as Go's embedding.Load checks it (the manifest's
     checksum, each tensor's CRC-32C, and the rows as the C engine imports them); a failed
-    load raises CheckpointError (a RuntimeError) and leaves no table behind."""
+    load raises CheckpointError (a RuntimeError; a table name already open in the process is
+    RuntimeError "name taken: ...") and leaves no table behind."""
     m = _read_manifest(dir)
     out = {}
     try:
