@@ -297,6 +297,13 @@ def load(dir):
     checksum, each tensor's CRC-32C, and the rows as the C engine imports them); a failed
     load raises CheckpointError (a RuntimeError; a table name already open in the process is
     RuntimeError "name taken: ...") and leaves no table behind."""
+    try:
+        return _load(dir)
+    except (KeyError, TypeError, AttributeError, IndexError) as e:  # a manifest of another shape
+        raise CheckpointError("corrupt: manifest: %s: %s" % (type(e).__name__, e)) from e
+
+
+def _load(dir):
     m = _read_manifest(dir)
     out = {}
     try:

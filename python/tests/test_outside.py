@@ -105,3 +105,16 @@ def test_eval_bag_with_weights_that_require_grad(name):
         assert torch.allclose(w1.grad, w2.grad) and len(t) == 4
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("manifest", [
+    "[1]",
+    '{"format":"gorec-checkpoint","version":1,"tables":5}',
+    '{"format":"gorec-checkpoint","version":1,"tables":[{"name":"t","file":"g1.t0.safetensors",'
+    '"initializer":"normal","optimizer":"sgd","layout":"separate","read_default":"zeros"}]}',
+])
+def test_a_manifest_of_another_shape_is_a_checkpoint_error(tmp_path, manifest):
+    (tmp_path / "manifest.json").write_text(manifest)
+    with pytest.raises(gorec.CheckpointError, match="^corrupt: manifest: "):
+        gorec.load(str(tmp_path))
+    assert "t" not in gorec.table_names()
