@@ -118,3 +118,30 @@ def test_a_manifest_of_another_shape_is_a_checkpoint_error(tmp_path, manifest):
     with pytest.raises(gorec.CheckpointError, match="^corrupt: manifest: "):
         gorec.load(str(tmp_path))
     assert "t" not in gorec.table_names()
+
+
+def test_a_save_into_a_directory_another_save_holds_is_refused(name, tmp_path):
+    """Two saves into one directory at once deleted each other's files (each removes other
+    generations' files as leftovers): the checkpoint left there did not load. A save holds the
+    directory's flock, as Go's embedding.Save does; here the test holds it, as another save would."""
+    import fcntl
+    t = gorec.Table(name, 4)
+    try:
+        t.lookup(torch.arange(10))
+        gorec.save(str(tmp_path), t)
+        before = sorted(os.listdir(tmp_path))
+        fd = os.open(str(tmp_path), os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with pytest.raises(RuntimeError, match="^invalid argument: another save into .* is in progress"):
+                gorec.save(str(tmp_path), t)
+            assert sorted(os.listdir(tmp_path)) == before
+        finally:
+            os.close(fd)
+        t.lookup(torch.arange(10, 20))
+        gorec.save(str(tmp_path), t)  # the lock is gone with its holder
+    finally:
+        t.close()
+    back = gorec.load(str(tmp_path))[name]
+    assert len(back) == 20
+    back.close()
