@@ -6,6 +6,7 @@ bytes) and a safetensors file per table. The table's stored contents come out of
 the C++ engine through torch.ops.gorec.emb_save and emb_load, which make the same C calls as
 Go's save and load, so a table goes through either language bit for bit.
 """
+import fcntl
 import json
 import os
 import random
@@ -193,8 +194,23 @@ def _table_entry(t, path):
 def save(dir, *tables):
     """Writes a checkpoint of tables to dir (created if needed), replacing the one there only
     once the new one is complete and durable (new files under a fresh generation, fsynced, then
-    the manifest renamed over manifest.json), as Go's embedding.Save does."""
+    the manifest renamed over manifest.json), as Go's embedding.Save does. Like Go's, it holds
+    an exclusive flock on dir while it runs: another save into dir at once (a thread's, or
+    another process's, Go's too) raises RuntimeError at once and changes nothing."""
     os.makedirs(dir, exist_ok=True)
+    fd = os.open(dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError("invalid argument: another save into %s is in progress: saves into one "
+                               "directory must not overlap" % dir) from None
+        _save(dir, tables)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _save(dir, tables):
     gen = "g%x%08x" % (time.time_ns(), random.getrandbits(32))
     m = {"format": FORMAT, "version": VERSION, "generation": gen, "tables": [], "files": []}
     created = []
@@ -295,7 +311,15 @@ def load(dir):
     """The tables of the checkpoint in dir, as new open tables: a dict name -> Table, in the
     manifest's order. Everything is checked as Go's embedding.Load checks it (the manifest's
     checksum, each tensor's CRC-32C, and the rows as the C engine imports them); a failed
-    load raises CheckpointError (a RuntimeError) and leaves no table behind."""
+    load raises CheckpointError (a RuntimeError; a table name already open in the process is
+    RuntimeError "name taken: ...") and leaves no table behind."""
+    try:
+        return _load(dir)
+    except (KeyError, TypeError, AttributeError, IndexError) as e:  # a manifest of another shape
+        raise CheckpointError("corrupt: manifest: %s: %s" % (type(e).__name__, e)) from e
+
+
+def _load(dir):
     m = _read_manifest(dir)
     out = {}
     try:

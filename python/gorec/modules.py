@@ -15,8 +15,13 @@ class Embedding(torch.nn.Module):
     of the looked-up rows to the table (repeated ids summed), and ``step()`` (the table's)
     applies one step of the table's optimizer, as torch.optim does for a sparse
     nn.Embedding; with ``fused=True`` the backward pass applies it at once. In eval mode
-    lookups are reads: nothing is inserted, absent ids get the table's read default.
+    lookups are reads: nothing is inserted, absent ids get the table's read default
+    (under ``torch.no_grad()`` alone a training-mode lookup still inserts absent ids).
     ``padding_idx`` and ``max_norm`` are nn.Embedding's.
+
+    Neither ``zero_grad()`` (the module's or a torch.optim optimizer's) nor ``state_dict()``
+    and ``torch.save`` reach the table: ``table.zero_grad()`` drops its pending gradients and
+    ``gorec.save`` checkpoints its rows.
     """
 
     padding_idx: Optional[int]
