@@ -2,6 +2,8 @@
 // process-wide pool of two worker threads, whose rows a caller waits for by id.
 // Compiled as part of unity_table.cc, after table.cc.h (class Table) and the files listed there.
 
+#include <pthread.h>
+
 namespace ct {
 namespace table {
 
@@ -12,7 +14,7 @@ namespace {
 class Pool {
  public:
   static Pool &get() {
-    static Pool *p = new Pool();  // never destroyed: its threads outlive static destructors
+    static Pool *p = make();  // never destroyed: its threads outlive static destructors
     // At exit (this static is destroyed before libtorch's, which were built earlier), let the
     // tasks in flight finish, so that no worker touches libtorch while it is being torn down.
     static struct Drain {
@@ -30,16 +32,43 @@ class Pool {
     {
       std::lock_guard<std::mutex> l(mu_);
       q_.push_back(std::move(f));
-      if (started_ < kThreads) {
-        std::thread([this] { run(); }).detach();
-        started_++;
-      }
+      start_locked();
     }
     cv_.notify_one();
+  }
+  // Starts the threads that queued tasks need (a forked child has none: see make).
+  void kick() {
+    std::lock_guard<std::mutex> l(mu_);
+    start_locked();
   }
 
  private:
   static constexpr int kThreads = 2;
+  static Pool *&instance() {
+    static Pool *p = nullptr;
+    return p;
+  }
+  // A fork (a PyTorch DataLoader's worker) gives the child none of the pool's threads. The
+  // lock is held across the fork, so that the child's copy of the queue is whole; the child
+  // then counts no thread and no task running, and starts threads at its next submit or wait.
+  // A task that was running in the parent at the fork never ends in the child.
+  static Pool *make() {
+    Pool *p = new Pool();
+    instance() = p;
+    pthread_atfork([] { instance()->mu_.lock(); }, [] { instance()->mu_.unlock(); },
+                   [] {
+                     Pool *q = instance();
+                     q->started_ = 0;
+                     q->running_ = 0;
+                     new (&q->cv_) std::condition_variable();  // (the parent's waiters are gone)
+                     new (&q->idle_) std::condition_variable();
+                     q->mu_.unlock();
+                   });
+    return p;
+  }
+  void start_locked() {
+    for (; started_ < kThreads && !q_.empty(); started_++) std::thread([this] { run(); }).detach();
+  }
   void run() {
     for (;;) {
       std::function<void()> f;
@@ -137,6 +166,7 @@ int64_t Table::prefetch(const Keys &k, int32_t mode) {
 
 bool Table::wait(int64_t id, int64_t timeout_us, at::Tensor *rows, at::Tensor *found) {
   check_open();
+  Pool::get().kick();  // (a forked child's queued tasks need its threads)
   std::shared_ptr<Prefetch> st;
   {
     std::lock_guard<std::mutex> l(prefetches_.mu);
