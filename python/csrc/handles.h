@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -22,6 +23,15 @@ inline void check(ct_error e) {
   std::string m(e);
   ct_error_free(e);
   throw std::runtime_error(m);
+}
+
+// An op's int64 enum argument as the C ABI's int32_t: a value beyond int32_t would wrap to
+// another (valid) enum, so it is refused with the C ABI's "invalid argument: " prefix.
+inline int32_t enum32(int64_t v, const char *what) {
+  if (v < INT32_MIN || v > INT32_MAX) {
+    throw std::runtime_error(std::string("invalid argument: ") + what + " " + std::to_string(v) + " is out of range");
+  }
+  return static_cast<int32_t>(v);
 }
 
 // A ct_tensor handle over t for the length of a call (the tensor itself is shared, not copied).

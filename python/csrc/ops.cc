@@ -59,13 +59,13 @@ void create_table(std::string name, int64_t dim, int64_t initializer, std::vecto
   c.dim = dim;
   c.capacity = capacity;
   c.block_rows = block_rows;
-  c.initializer = static_cast<int32_t>(initializer);
-  c.optimizer = static_cast<int32_t>(optimizer);
+  c.initializer = enum32(initializer, "initializer");
+  c.optimizer = enum32(optimizer, "optimizer");
   fill(c.init_params, init_params, "init_params");
   fill(c.opt_params, opt_params, "opt_params");
   c.device = device.has_value() ? ct::from_device(*device) : ct_device{CT_CPU, -1};
   c.seed = static_cast<uint64_t>(seed);
-  c.layout = static_cast<int32_t>(layout);
+  c.layout = enum32(layout, "layout");
   c.flags = (track_access ? CT_TABLE_TRACK_ACCESS : 0) | (seed_from_name ? CT_TABLE_SEED_FROM_NAME : 0);
   ct_table t = nullptr;
   check(ct_table_new(&t, name.c_str(), &c));
@@ -137,7 +137,7 @@ at::Tensor emb_read(const at::Tensor &keys, int64_t embedding_dim, c10::optional
   TableRef t(resolve(table));
   check_dim(t, embedding_dim);
   ct_tensor rows = nullptr;
-  check(ct_table_read(&rows, nullptr, t.get(), TensorArg(keys).get(), static_cast<int32_t>(read_default)));
+  check(ct_table_read(&rows, nullptr, t.get(), TensorArg(keys).get(), enum32(read_default, "read_default")));
   return take(rows);
 }
 
@@ -149,7 +149,7 @@ void emb_write(const at::Tensor &keys, const at::Tensor &values, c10::optional<s
 int64_t emb_prefetch(const at::Tensor &keys, c10::optional<std::string> table, int64_t read_default) {
   TableRef t(resolve(table));
   int64_t id = 0;
-  check(ct_table_prefetch(&id, t.get(), TensorArg(keys).get(), static_cast<int32_t>(read_default)));
+  check(ct_table_prefetch(&id, t.get(), TensorArg(keys).get(), enum32(read_default, "read_default")));
   return id;
 }
 
@@ -195,7 +195,7 @@ ct_table_forward_options options(bool train, bool fused, c10::optional<int64_t> 
   o.fused = fused ? 1 : 0;
   o.has_padding_id = padding_idx.has_value() ? 1 : 0;
   o.padding_id = padding_idx.value_or(0);
-  o.default_mode = static_cast<int32_t>(read_default);
+  o.default_mode = enum32(read_default, "read_default");
   o.max_norm = max_norm;
   return o;
 }
@@ -219,7 +219,7 @@ at::Tensor emb_lookup_bag(std::string table, const at::Tensor &ids, const c10::o
   if (per_sample_weights.has_value() && per_sample_weights->defined()) w.emplace(*per_sample_weights);
   ct_tensor out = nullptr;
   check(ct_table_forward_bag(&out, t.get(), TensorArg(ids).get(), off ? off->get() : nullptr,
-                             w ? w->get() : nullptr, static_cast<int32_t>(mode), &o));
+                             w ? w->get() : nullptr, enum32(mode, "mode"), &o));
   return take(out);
 }
 
