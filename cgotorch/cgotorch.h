@@ -536,6 +536,10 @@ void ct_table_free(ct_table t);
 ct_error ct_table_names(char **out);
 /* The table's name; release with ct_string_free. */
 ct_error ct_table_name(char **out, ct_table t);
+/* The table's serial: distinct for every table the process creates, so that a caller who finds
+ * tables by name (ct_table_open) tells a table it held, now closed, from another opened since
+ * under its name. As the name, it stays readable through a handle of a closed table. */
+ct_error ct_table_serial(uint64_t *out, ct_table t);
 /* The name of optimizer state i (0-based, as in ct_table_export), or NULL. Static string. */
 const char *ct_table_state_name(int32_t optimizer, int32_t i);
 

@@ -397,9 +397,14 @@ static void test_bad_table_handles(void) {
   cfg.device.index = -1;
   ct_table live = NULL, closed = NULL;
   ct_table first = NULL;
+  uint64_t serial = 0, serial2 = 0, serial_live = 0;
   CHECK(ok(ct_table_new(&live, "abi_bad_live", &cfg)));
   CHECK(ok(ct_table_new(&first, "abi_bad_handles", &cfg)));
   CHECK(ok(ct_table_open(&closed, "abi_bad_handles")));
+  /* a table's serial: the same through every handle, distinct from any other table's */
+  CHECK(ok(ct_table_serial(&serial, first)) && ok(ct_table_serial(&serial2, closed)) && serial == serial2);
+  CHECK(ok(ct_table_serial(&serial_live, live)) && serial_live != serial && serial != 0);
+  CHECK(fails_with(ct_table_serial(NULL, live), "NULL"));
   CHECK(ok(ct_table_close(closed)));
   CHECK(ok(ct_table_close(closed))); /* twice is fine */
   ct_table_forward_options fo;
@@ -460,6 +465,8 @@ static void test_bad_table_handles(void) {
     CHECK(fails_with(ct_table_compact(h), "closed: "));
     CHECK(fails_with(ct_table_delta(&a, &b, st, 2, &c, &d, &i64, NULL, NULL, NULL, h, 1), "closed: "));
     if (which == 0) CHECK(fails_with(ct_table_name(&str, h), "closed: "));
+    serial2 = 7;
+    if (which == 0) CHECK(fails_with(ct_table_serial(&serial2, h), "closed: ") && serial2 == 7);
     CHECK(a == S && b == S && c == S && d == S && e == S && st[0] == S && st[1] == S);
     CHECK(i64 == -7 && j64 == -7 && i32 == -7 && str == (char *)&mark);
     CHECK(found[0] == 7 && found[1] == 7);
@@ -468,6 +475,14 @@ static void test_bad_table_handles(void) {
   /* by name: a closed table's name is free again */
   CHECK(fails_with(ct_table_update_by_name("abi_bad_handles", keys, vals), "not found: "));
   CHECK(fails_with(ct_table_update_by_name(NULL, keys, vals), "NULL"));
+  {
+    /* a table opened under a closed one's name has another serial */
+    ct_table again = NULL;
+    CHECK(ok(ct_table_new(&again, "abi_bad_handles", &cfg)));
+    CHECK(ok(ct_table_serial(&serial2, again)) && serial2 != serial && serial2 != serial_live);
+    CHECK(ok(ct_table_close(again)));
+    ct_table_free(again);
+  }
   CHECK(ok(ct_table_close(first))); /* through another handle: closed already, fine */
   ct_table_free(first);
   ct_table_free(closed);

@@ -206,6 +206,13 @@ ct_error ct_table_name(char **out, ct_table h) {
   });
 }
 
+ct_error ct_table_serial(uint64_t *out, ct_table h) {
+  return guard([&] {
+    need_out(out);
+    *out = tbl(h).serial();
+  });
+}
+
 const char *ct_table_state_name(int32_t optimizer, int32_t i) {
   switch (optimizer) {
     case CT_OPT_SGD: return i == 0 ? "momentum_buffer" : nullptr;

@@ -460,6 +460,7 @@ class Table : public std::enable_shared_from_this<Table> {
   Table &operator=(const Table &) = delete;
 
   const std::string &name() const { return name_; }
+  uint64_t serial() const { return serial_; }
 
   // rows_out (may be nullptr): each key's row index, -1 for an id admission kept out;
   // remaps_out (may be nullptr): remaps_ when they were found (they stay valid while it stays).
@@ -721,6 +722,12 @@ class Table : public std::enable_shared_from_this<Table> {
   }
 
   const std::string name_;
+  // Distinct for every table of the process (ct_table_serial): it tells a table closed from
+  // another opened under its name, for callers that find tables by name.
+  const uint64_t serial_ = [] {
+    static std::atomic<uint64_t> next{0};
+    return ++next;
+  }();
   const int64_t dim_;
   const int64_t block_rows_;
   int block_shift_ = -1;  // log2(block_rows_) if a power of two, else -1
