@@ -112,6 +112,14 @@ std::vector<int64_t> table_stats(std::string name) {
 
 int64_t table_len(std::string name) { return TableRef(name).stats().size; }
 
+// The serial of the open table of that name (ct_table_serial): a handle tells by it that the
+// table it holds was closed and another opened under its name.
+int64_t table_serial(std::string name) {
+  uint64_t s = 0;
+  check(ct_table_serial(&s, TableRef(name).get()));
+  return static_cast<int64_t>(s);
+}
+
 // The configuration: ([dim, capacity, block_rows, initializer, optimizer, seed, layout, flags,
 // admit_after], init_params, opt_params).
 std::tuple<std::vector<int64_t>, std::vector<double>, std::vector<double>> table_config(std::string name) {
@@ -247,6 +255,7 @@ TORCH_LIBRARY(gorec, m) {
   m.def(gorec::stateful("table_stats(str table) -> int[]"), &gorec::table_stats);
   m.def(gorec::stateful("table_config(str table) -> (int[], float[], float[])"), &gorec::table_config);
   m.def(gorec::stateful("emb_len(str table) -> int"), &gorec::table_len);
+  m.def(gorec::stateful("table_serial(str table) -> int"), &gorec::table_serial);
   m.def(gorec::stateful("set_admission(str table, int k) -> ()"), &gorec::set_admission);
   m.def(gorec::stateful("set_lr(str table, float lr) -> ()"), &gorec::set_lr);
   m.def(gorec::stateful("emb_step(str table) -> bool"), &gorec::emb_step);

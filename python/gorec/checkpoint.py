@@ -285,6 +285,7 @@ def _load_table(dir, e):
     _ops.create_table(e["name"], e["dim"], INITIALIZERS.index(e["initializer"]), [float(x) for x in e["init_params"]],
                       OPTIMIZERS.index(e["optimizer"]), [float(x) for x in p8], _signed(e["seed"]), 0,
                       e["block_rows"], LAYOUTS.index(e["layout"]), bool(e.get("track_access")), None)
+    t._serial = _ops.table_serial(e["name"])
     try:
         want = ["ids", "rows"] + ["state." + s for s in e["states"]] + [
             "last_step", "frequency", "stamp", "admission.ids", "admission.counts"]

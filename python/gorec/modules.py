@@ -30,14 +30,22 @@ class Embedding(torch.nn.Module):
         super().__init__()
         self.table = table
         self.table_name = table.name
+        self.table_serial = table._serial  # (the ops find the table by name: see _check)
         self.padding_idx = padding_idx
         self.max_norm = float(max_norm or 0.0)
         self.fused = fused
         self.read_default = table._rd
 
     def forward(self, ids):
+        self._check()
         return _ops.emb_lookup(self.table_name, ids, self.training, self.fused, self.padding_idx, self.max_norm,
                                self.read_default)
+
+    def _check(self):
+        """Refuses a lookup once the module's table was closed and another opened under its
+        name, which the name alone would reach."""
+        if _ops.table_serial(self.table_name) != self.table_serial:
+            raise RuntimeError("closed: the module's table was closed (the open table of its name is another)")
 
     def step(self):
         """One optimizer step of the table from the pending gradients."""
@@ -60,5 +68,6 @@ class EmbeddingBag(Embedding):
 
     def forward(self, ids, offsets: Optional[torch.Tensor] = None,
                 per_sample_weights: Optional[torch.Tensor] = None):
+        self._check()
         return _ops.emb_lookup_bag(self.table_name, ids, offsets, per_sample_weights, self.mode, self.training,
                                    self.fused, self.padding_idx, self.max_norm, self.read_default)

@@ -70,7 +70,8 @@ class Table:
 
     The table lives in the process's registry under ``name`` until ``close()`` (also for
     Go code in the same process); every method raises RuntimeError with the C ABI's message
-    for bad input ("invalid argument: ..."), a closed table ("not found: ...") and so on, and a
+    for bad input ("invalid argument: ..."), a closed table ("not found: ...", or "closed: ..."
+    once another table took its name: a handle never reaches another table) and so on, and a
     failed call changes nothing.
     """
 
@@ -87,6 +88,7 @@ class Table:
         _ops.create_table(name, dim, INITIALIZERS.index(initializer), ip, OPTIMIZERS.index(optimizer), op,
                           _signed(seed), capacity, block_rows, LAYOUTS.index(layout), track_access,
                           None if device is None else torch.device(device), seed == 0)
+        self._serial = _ops.table_serial(name)
         if admit_after > 1:
             _ops.set_admission(name, admit_after)
 
@@ -102,8 +104,16 @@ class Table:
         """The open table of that name (made by Python or Go in this process)."""
         t = cls.__new__(cls)
         t._attach(name, read_default)
-        _ops.emb_len(name)  # "not found: " when there is none
+        t._serial = _ops.table_serial(name)  # "not found: " when there is none
         return t
+
+    def _live(self):
+        """The table's name, once sure that it still names this table: the ops find tables by
+        name, and a table closed, then another opened under its name, would take this handle's
+        calls (and Go's tables share the names)."""
+        if _ops.table_serial(self.name) != self._serial:
+            raise RuntimeError("closed: table %r was closed (the open table of that name is another)" % (self.name,))
+        return self.name
 
     # ---- configuration ----
     @property
@@ -112,7 +122,7 @@ class Table:
 
     def config(self):
         """The table's configuration as a checkpoint's manifest names it."""
-        ints, ip, op = _ops.table_config(self.name)
+        ints, ip, op = _ops.table_config(self._live())
         dim, capacity, block_rows, init, opt, seed, layout, flags, admit = ints
         return {"dim": dim, "capacity": capacity, "block_rows": block_rows, "initializer": INITIALIZERS[init],
                 "init_params": list(ip), "optimizer": OPTIMIZERS[opt], "opt_params": list(op),
@@ -120,57 +130,57 @@ class Table:
                 "admit_after": admit, "read_default": self.read_default}
 
     def stats(self):
-        size, capacity, nbytes, dim, step, num_states, opt = _ops.table_stats(self.name)
+        size, capacity, nbytes, dim, step, num_states, opt = _ops.table_stats(self._live())
         return {"size": size, "capacity": capacity, "bytes": nbytes, "dim": dim, "step": step,
                 "num_states": num_states, "optimizer": OPTIMIZERS[opt]}
 
     def __len__(self):
-        return _ops.emb_len(self.name)
+        return _ops.emb_len(self._live())
 
     def set_lr(self, lr):
         """The optimizer's learning rate from the next step on (as assigning a param_group's lr)."""
-        _ops.set_lr(self.name, float(lr))
+        _ops.set_lr(self._live(), float(lr))
 
     # ---- rows ----
     def lookup(self, ids, train=True, fused=False):
         """Rows of ids (int64, any shape) as float32 ids.shape + [dim]. A training lookup
         inserts absent ids and, with grad mode on, gives a result whose backward hands the
         rows' gradient to the table: kept for ``step()``, or, ``fused``, applied at once."""
-        return _ops.emb_lookup(self.name, ids, train, fused, None, 0.0, self._rd)
+        return _ops.emb_lookup(self._live(), ids, train, fused, None, 0.0, self._rd)
 
     def read(self, keys):
         """Rows of keys [N] without inserting: absent ids give the read default."""
-        return _ops.emb_read(keys, self.dim, self.name, self._rd)
+        return _ops.emb_read(keys, self.dim, self._live(), self._rd)
 
     def write(self, keys, values):
         """Sets the rows of keys [N] to values [N, dim] (the last occurrence of an id wins)."""
-        _ops.emb_write(keys, values, self.name)
+        _ops.emb_write(keys, values, self._live())
 
     def update(self, keys, grads):
         """One optimizer step from grads [N, dim] (repeated ids' gradients summed first)."""
-        _ops.emb_update(keys, grads, self.name)
+        _ops.emb_update(keys, grads, self._live())
 
     def prefetch(self, keys):
         """Starts an asynchronous read of keys [N]; ``wait()`` on the result gives the rows."""
-        return Prefetch(self, _ops.emb_prefetch(keys, self.name, self._rd))
+        return Prefetch(self, _ops.emb_prefetch(keys, self._live(), self._rd))
 
     def delete(self, keys):
         """Removes keys [N]; returns how many were present."""
-        return _ops.emb_delete(self.name, keys)
+        return _ops.emb_delete(self._live(), keys)
 
     def step(self):
         """One optimizer step from the pending gradients of backward passes; False when none."""
-        return _ops.emb_step(self.name)
+        return _ops.emb_step(self._live())
 
     def zero_grad(self):
         """Drops the pending gradients."""
-        _ops.emb_zero_grad(self.name)
+        _ops.emb_zero_grad(self._live())
 
     def export(self):
         """The stored contents, as a checkpoint holds them: a dict of CPU tensors (ids in row
         order, rows, state.<name>, last_step, frequency, stamp, admission.ids,
         admission.counts) and the step counter."""
-        step, ids, rows, states, last, freq, stamp, aids, acounts = _ops.emb_save(self.name)
+        step, ids, rows, states, last, freq, stamp, aids, acounts = _ops.emb_save(self._live())
         out = {"ids": ids, "rows": rows}
         for n, s in zip(self.state_names(), states):
             out["state." + n] = s
@@ -188,7 +198,7 @@ class Table:
 
     def close(self):
         """Closes the table and frees its memory and name; later calls raise RuntimeError."""
-        _ops.close_table(self.name)
+        _ops.close_table(self._live())
 
     def __enter__(self):
         return self
@@ -207,10 +217,10 @@ class Prefetch:
         self.table, self.id = table, pid
 
     def wait(self):
-        return _ops.emb_wait_result(self.id, self.table.dim, self.table.name)
+        return _ops.emb_wait_result(self.id, self.table.dim, self.table._live())
 
     def discard(self):
-        _ops.emb_discard(self.id, self.table.name)
+        _ops.emb_discard(self.id, self.table._live())
 
 
 def _signed(seed):
