@@ -24,12 +24,11 @@ import (
 const cacheAdmission = 1 << 62
 
 // lookupPart is the part of one lookup of the table (train: a training one): counted when the
-// owners' lookups count, flagged when they admit late.
+// owners' lookups count (counting), flagged when they admit late. It asks the shard's threshold
+// once, and not at all for an inference lookup.
 func (s *ShardedTable) lookupPart(train bool) part {
-	p := part{t: s, counted: train && s.counting()}
-	// (without access tracking, counting is admitting: one call)
-	p.flagged = p.counted && (!s.cfg.TrackAccess || s.admitting())
-	return p
+	admits := train && s.admitting()
+	return part{t: s, counted: admits || (train && s.cfg.TrackAccess), flagged: admits}
 }
 
 // withRowFlags returns an owner's answer to a flagged lookup of ids (rows: its shard's rows of
